@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# deps.sh installs what falconnic's builds and tests need on a Debian 12 host:
+# Debian packages (QEMU, kmod, cpio, kernel headers for the guest driver) and
+# the Go modules. Idempotent; retries apt on lock contention.
+set -euo pipefail
+
+APT_PACKAGES=(
+	qemu-system-x86   # the VMs (TCG only)
+	qemu-utils
+	kmod              # depmod for the guest image's modules.dep
+	cpio
+	iproute2
+	iperf3
+	linux-headers-6.1.0-56-amd64   # builds guest-driver/falconnic.ko
+)
+
+need=()
+for p in "${APT_PACKAGES[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
+done
+
+if ((${#need[@]})); then
+	echo "deps: installing ${need[*]}" >&2
+	SUDO=""
+	[ "$(id -u)" -eq 0 ] || SUDO=sudo
+	for try in 1 2 3 4 5; do
+		if $SUDO apt-get update -q >/dev/null &&
+			DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q \
+				-o DPkg::Lock::Timeout=120 "${need[@]}" >/dev/null; then
+			break
+		fi
+		[ "$try" -eq 5 ] && { echo "deps: apt-get install failed" >&2; exit 1; }
+		echo "deps: apt-get failed (try $try), retrying" >&2
+		sleep $((try * 5))
+	done
+fi
+
+cd "$(dirname "$0")/.."
+go mod download
