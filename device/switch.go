@@ -1,0 +1,312 @@
+package device
+
+import (
+	"encoding/binary"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"falconnic/internal/clock"
+	"falconnic/internal/stats"
+)
+
+// Ethernet framing constants (IEEE 802.3 §3.1.1; 802.1Q §9.6).
+const (
+	ethHeaderLen = 14     // destination, source, EtherType
+	etherTypeOff = 12     // offset of the (outer) EtherType
+	etherVLAN    = 0x8100 // 802.1Q C-tag
+	etherQinQ    = 0x88A8 // 802.1ad S-tag
+	// EtherTypeControl is the NIC control channel's EtherType (IEEE 802 local
+	// experimental, ARCHITECTURE.md §3.2). Such frames are consumed by the NIC
+	// they are addressed to and must never cross the switch or the fabric.
+	EtherTypeControl = 0x88B5
+)
+
+// Switch defaults.
+const (
+	DefaultMACAge   = 300 * time.Second // IEEE 802.1Q default ageing time
+	DefaultMaxMACs  = 4096
+	DefaultMaxFrame = 65535
+)
+
+// SwitchOptions configures a Switch. Zero fields take defaults.
+type SwitchOptions struct {
+	Clock    clock.Clock   // source of time for MAC aging; default clock.Real
+	MACAge   time.Duration // how long a learned address stays valid; default DefaultMACAge
+	MaxMACs  int           // learned-address table size; default DefaultMaxMACs
+	MaxFrame int           // longest frame accepted; default DefaultMaxFrame
+}
+
+// Switch is the daemon's in-process L2 learning switch. NICs of one daemon
+// and the fabric port are its ports.
+//
+// It learns source addresses per port (with aging on the injected clock),
+// forwards known unicast to one port and floods broadcast, multicast and
+// unknown unicast to every other port, never back to the ingress port. It
+// drops runts, oversize frames, frames with a group source address and
+// control-channel frames (EtherType 0x88B5), each with its own counter.
+//
+// Forwarding is synchronous: Deliver on an ingress port calls Deliver on the
+// egress port's sink before it returns, so sinks must copy what they keep and
+// must not block long. Deliver is safe for concurrent use from many ports and
+// does not allocate in steady state.
+type Switch struct {
+	opts  SwitchOptions
+	macs  *macTable[SwitchPort]
+	mu    sync.Mutex                    // serialises AddPort and RemovePort
+	ports atomic.Pointer[[]*SwitchPort] // copy-on-write port list
+
+	c      SwitchCounters
+	counts stats.Set
+}
+
+// SwitchCounters are the switch-wide counters.
+type SwitchCounters struct {
+	Forwarded stats.Counter
+	Flooded   stats.Counter
+	macCounters
+}
+
+// SwitchPort is one port of a Switch. Frames entering the switch through the
+// port are handed to Deliver (so a SwitchPort is a NIC's uplink); frames
+// leaving through it go to the sink given to Connect.
+type SwitchPort struct {
+	sw      *Switch
+	name    string
+	out     atomic.Pointer[sinkBox]
+	removed atomic.Bool
+
+	c      PortCounters
+	counts stats.Set
+}
+
+type sinkBox struct{ s deliverer }
+
+// PortCounters are the counters of one switch port: traffic in each
+// direction and one counter per drop cause.
+type PortCounters struct {
+	RxFrames stats.Counter
+	RxBytes  stats.Counter
+	TxFrames stats.Counter
+	TxBytes  stats.Counter
+
+	RxRunt         stats.Counter
+	RxTooBig       stats.Counter
+	RxControl      stats.Counter
+	RxGroupSource  stats.Counter
+	RxFiltered     stats.Counter
+	RxPortRemoved  stats.Counter
+	TxNotConnected stats.Counter
+}
+
+// NewSwitch returns a switch with no ports.
+func NewSwitch(opts SwitchOptions) *Switch {
+	if opts.Clock == nil {
+		opts.Clock = clock.Real
+	}
+	if opts.MACAge <= 0 {
+		opts.MACAge = DefaultMACAge
+	}
+	if opts.MaxMACs <= 0 {
+		opts.MaxMACs = DefaultMaxMACs
+	}
+	if opts.MaxFrame <= 0 {
+		opts.MaxFrame = DefaultMaxFrame
+	}
+	s := &Switch{opts: opts}
+	s.macs = newMACTable[SwitchPort](opts.MACAge, opts.MaxMACs, &s.c.macCounters)
+	s.ports.Store(&[]*SwitchPort{})
+	s.counts = append(stats.Set{
+		{Name: "Forwarded", Help: "frames forwarded to one learned port", Counter: &s.c.Forwarded},
+		{Name: "Flooded", Help: "frames flooded (broadcast, multicast, unknown or aged unicast)", Counter: &s.c.Flooded},
+	}, s.c.macCounters.set("")...)
+	return s
+}
+
+// Counters returns the switch-wide counter table.
+func (s *Switch) Counters() stats.Set { return s.counts }
+
+// AddPort adds a port named name (names are for status only). The port drops
+// what it would send until Connect gives it a sink.
+func (s *Switch) AddPort(name string) *SwitchPort {
+	p := &SwitchPort{sw: s, name: name}
+	p.counts = stats.Set{
+		{Name: "RxFrames", Help: "frames that entered the switch through this port", Counter: &p.c.RxFrames},
+		{Name: "RxBytes", Help: "bytes that entered the switch through this port", Counter: &p.c.RxBytes},
+		{Name: "TxFrames", Help: "frames that left the switch through this port", Counter: &p.c.TxFrames},
+		{Name: "TxBytes", Help: "bytes that left the switch through this port", Counter: &p.c.TxBytes},
+		{Name: "RxRunt", Help: "frames dropped: shorter than an Ethernet header", Counter: &p.c.RxRunt},
+		{Name: "RxTooBig", Help: "frames dropped: longer than the switch's maximum frame", Counter: &p.c.RxTooBig},
+		{Name: "RxControl", Help: "frames dropped: control-channel EtherType 0x88B5 never crosses the switch", Counter: &p.c.RxControl},
+		{Name: "RxGroupSource", Help: "frames dropped: source address is broadcast or multicast", Counter: &p.c.RxGroupSource},
+		{Name: "RxFiltered", Help: "frames dropped: destination was learned on the ingress port", Counter: &p.c.RxFiltered},
+		{Name: "RxPortRemoved", Help: "frames dropped: delivered to a port after RemovePort", Counter: &p.c.RxPortRemoved},
+		{Name: "TxNotConnected", Help: "frames dropped: egress port has no sink yet", Counter: &p.c.TxNotConnected},
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := *s.ports.Load()
+	ports := make([]*SwitchPort, len(old), len(old)+1)
+	copy(ports, old)
+	ports = append(ports, p)
+	s.ports.Store(&ports)
+	return p
+}
+
+// RemovePort detaches p: it stops sending and receiving, and the addresses
+// learned on it are forgotten.
+func (s *Switch) RemovePort(p *SwitchPort) {
+	if p == nil || p.sw != s {
+		return
+	}
+	s.mu.Lock()
+	old := *s.ports.Load()
+	ports := make([]*SwitchPort, 0, len(old))
+	for _, q := range old {
+		if q != p {
+			ports = append(ports, q)
+		}
+	}
+	s.ports.Store(&ports)
+	p.removed.Store(true)
+	s.mu.Unlock()
+	s.macs.forget(p)
+}
+
+// Sweep removes aged-out addresses from the learning table. Lookups already
+// ignore them; Sweep only frees memory. It returns how many it removed.
+func (s *Switch) Sweep() int { return s.macs.sweep(s.opts.Clock.Now()) }
+
+// Name returns the port's name.
+func (p *SwitchPort) Name() string { return p.name }
+
+// Counters returns the port's counter table.
+func (p *SwitchPort) Counters() stats.Set { return p.counts }
+
+// Connect sets where frames leaving the switch through p go (the NIC's
+// receive path, the fabric's egress). A nil sink disconnects.
+func (p *SwitchPort) Connect(out deliverer) {
+	if out == nil {
+		p.out.Store(nil)
+		return
+	}
+	p.out.Store(&sinkBox{s: out})
+}
+
+// Deliver takes a frame entering the switch through p and forwards it. The
+// switch does not keep frame after Deliver returns.
+func (p *SwitchPort) Deliver(frame []byte) {
+	if p.removed.Load() {
+		p.c.RxPortRemoved.Inc()
+		return
+	}
+	p.c.RxFrames.Inc()
+	p.c.RxBytes.Add(uint64(len(frame)))
+	s := p.sw
+	switch {
+	case len(frame) < ethHeaderLen:
+		p.c.RxRunt.Inc()
+		return
+	case len(frame) > s.opts.MaxFrame:
+		p.c.RxTooBig.Inc()
+		return
+	case isControlFrame(frame):
+		p.c.RxControl.Inc()
+		return
+	}
+	src := ethAddrAt(frame, 6)
+	if src.group() {
+		p.c.RxGroupSource.Inc()
+		return
+	}
+	now := s.opts.Clock.Now()
+	s.macs.learn(src, p, now)
+
+	dst := ethAddrAt(frame, 0)
+	if !dst.group() {
+		if q := s.macs.lookup(dst, now); q != nil {
+			if q == p {
+				p.c.RxFiltered.Inc()
+				return
+			}
+			s.c.Forwarded.Inc()
+			q.send(frame)
+			return
+		}
+	}
+	s.c.Flooded.Inc()
+	for _, q := range *s.ports.Load() {
+		if q != p {
+			q.send(frame)
+		}
+	}
+}
+
+func (p *SwitchPort) send(frame []byte) {
+	box := p.out.Load()
+	if box == nil || p.removed.Load() {
+		p.c.TxNotConnected.Inc()
+		return
+	}
+	p.c.TxFrames.Inc()
+	p.c.TxBytes.Add(uint64(len(frame)))
+	box.s.Deliver(frame)
+}
+
+// isControlFrame reports whether frame carries the control-channel EtherType,
+// directly or behind one or two VLAN tags.
+func isControlFrame(frame []byte) bool {
+	off := etherTypeOff
+	for range 3 {
+		if len(frame) < off+2 {
+			return false
+		}
+		switch binary.BigEndian.Uint16(frame[off:]) {
+		case EtherTypeControl:
+			return true
+		case etherVLAN, etherQinQ:
+			off += 4
+		default:
+			return false
+		}
+	}
+	return false
+}
+
+// SwitchStatus is the switch's part of the daemon status.
+type SwitchStatus struct {
+	Ports    []PortStatus      `json:"ports"`
+	MACs     []MACStatus       `json:"macs"`
+	Counters map[string]uint64 `json:"counters"`
+}
+
+// PortStatus is one switch port's counters.
+type PortStatus struct {
+	Name     string            `json:"name"`
+	Counters map[string]uint64 `json:"counters"`
+}
+
+// MACStatus is one learned address: where it was seen and how long ago.
+type MACStatus struct {
+	MAC  string        `json:"mac"`
+	Port string        `json:"port"`
+	Age  time.Duration `json:"age_ns"`
+}
+
+// Status reports the ports, the learned addresses and the counters.
+func (s *Switch) Status() SwitchStatus {
+	st := SwitchStatus{Counters: s.counts.Snapshot()}
+	for _, p := range *s.ports.Load() {
+		st.Ports = append(st.Ports, PortStatus{Name: p.name, Counters: p.counts.Snapshot()})
+	}
+	for _, v := range s.macs.snapshot(s.opts.Clock.Now()) {
+		st.MACs = append(st.MACs, MACStatus{MAC: v.addr.String(), Port: v.at.name, Age: v.age})
+	}
+	sort.Slice(st.MACs, func(i, j int) bool { return st.MACs[i].MAC < st.MACs[j].MAC })
+	return st
+}
+
+// deliverer has FrameSink's method set; the switch and fabric are written
+// against it until device/nic.go (which declares FrameSink) lands.
+type deliverer = interface{ Deliver(frame []byte) }
