@@ -27,11 +27,11 @@ type Server struct {
 
 // session is the state of one Serve call.
 type session struct {
-	s      *Server
-	w      *Writer
-	hello  bool
-	mu     sync.Mutex
-	run    *running // nil when no command runs
+	s     *Server
+	w     *Writer
+	hello bool
+	mu    sync.Mutex
+	run   *running // nil when no command runs
 }
 
 // running is a started command.
