@@ -1,0 +1,159 @@
+package device
+
+import (
+	"encoding/binary"
+	"strconv"
+)
+
+// Fabric wire format.
+//
+// Every UDP datagram between daemons carries one fabric header followed by
+// one payload. All fields are big-endian:
+//
+//	offset size field
+//	0      2    magic      0xFA1C
+//	2      1    version    1
+//	3      1    kind       1 Ethernet frame, 2 Falcon packet, 3 connection-manager message
+//	4      4    flow label chosen by the sender per packet (multipath entropy)
+//	8      2    length     payload length; must equal datagram length - 12
+//	10     2    reserved   must be zero
+//	12     ...  payload    one Ethernet frame (no FCS), Falcon packet or CM message
+//
+// A receiver drops, and counts by cause, a datagram that is shorter than the
+// header, has another magic or version, an unknown kind, a length that
+// disagrees with the datagram, reserved bits set, or a payload shorter than
+// its kind's minimum. The flow label also picks the sender's UDP source port
+// (path = flow % paths), so ECMP hashing in an IP network sees entropy.
+const (
+	FabricMagic     = 0xFA1C
+	FabricVersion   = 1
+	FabricHeaderLen = 12
+	// FabricMaxPayload is the largest payload one datagram carries: the
+	// IPv4 UDP payload limit (65,535 - 20 - 8) minus the fabric header.
+	FabricMaxPayload = 65507 - FabricHeaderLen
+)
+
+// FabricKind says what a fabric datagram's payload is.
+type FabricKind uint8
+
+// Fabric payload kinds. Zero is invalid on the wire.
+const (
+	KindEthernet FabricKind = 1 // an Ethernet frame for the peer's switch
+	KindFalcon   FabricKind = 2 // a Falcon transport packet
+	KindCM       FabricKind = 3 // a connection-manager message
+	numKinds                = 4
+)
+
+// fabricKinds is the kind table: name and shortest valid payload.
+var fabricKinds = [numKinds]struct {
+	name       string
+	minPayload int
+}{
+	KindEthernet: {"ethernet", ethHeaderLen},
+	KindFalcon:   {"falcon", 1},
+	KindCM:       {"cm", 1},
+}
+
+func (k FabricKind) valid() bool { return k > 0 && int(k) < numKinds }
+
+func (k FabricKind) String() string {
+	if k.valid() {
+		return fabricKinds[k].name
+	}
+	return "kind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// FabricHeader is a view of the 12-byte fabric header at the start of a
+// datagram. The getters and setters do not check length; DecodeFabric does.
+type FabricHeader []byte
+
+func (h FabricHeader) Magic() uint16        { return binary.BigEndian.Uint16(h[0:]) }
+func (h FabricHeader) Version() uint8       { return h[2] }
+func (h FabricHeader) Kind() FabricKind     { return FabricKind(h[3]) }
+func (h FabricHeader) FlowLabel() uint32    { return binary.BigEndian.Uint32(h[4:]) }
+func (h FabricHeader) Length() uint16       { return binary.BigEndian.Uint16(h[8:]) }
+func (h FabricHeader) Reserved() uint16     { return binary.BigEndian.Uint16(h[10:]) }
+func (h FabricHeader) SetMagic(v uint16)    { binary.BigEndian.PutUint16(h[0:], v) }
+func (h FabricHeader) SetVersion(v uint8)   { h[2] = v }
+func (h FabricHeader) SetKind(k FabricKind) { h[3] = uint8(k) }
+func (h FabricHeader) SetFlowLabel(v uint32) {
+	binary.BigEndian.PutUint32(h[4:], v)
+}
+func (h FabricHeader) SetLength(v uint16)   { binary.BigEndian.PutUint16(h[8:], v) }
+func (h FabricHeader) SetReserved(v uint16) { binary.BigEndian.PutUint16(h[10:], v) }
+
+// EncodeFabric writes a header for a payload of length n and kind k with
+// flow label flow into b[:FabricHeaderLen].
+func EncodeFabric(b []byte, k FabricKind, flow uint32, n int) {
+	h := FabricHeader(b[:FabricHeaderLen])
+	h.SetMagic(FabricMagic)
+	h.SetVersion(FabricVersion)
+	h.SetKind(k)
+	h.SetFlowLabel(flow)
+	h.SetLength(uint16(n))
+	h.SetReserved(0)
+}
+
+// fabricDrop is why a received datagram was dropped.
+type fabricDrop uint8
+
+// Receive drop causes. dropNone means the datagram is good.
+const (
+	dropNone fabricDrop = iota
+	dropShort
+	dropBadMagic
+	dropBadVersion
+	dropBadKind
+	dropBadLength
+	dropReserved
+	dropRunt
+	dropUnknownPeer
+	dropNoReceiver
+	dropControl
+	numFabricDrops
+)
+
+// fabricDrops is the receive drop table: counter name and help text.
+var fabricDrops = [numFabricDrops]struct{ name, help string }{
+	dropNone:        {"RxDelivered", "datagrams accepted and handed to their kind's receiver"},
+	dropShort:       {"RxShort", "datagrams dropped: shorter than the fabric header"},
+	dropBadMagic:    {"RxBadMagic", "datagrams dropped: wrong magic"},
+	dropBadVersion:  {"RxBadVersion", "datagrams dropped: unsupported version"},
+	dropBadKind:     {"RxBadKind", "datagrams dropped: unknown payload kind"},
+	dropBadLength:   {"RxBadLength", "datagrams dropped: length field disagrees with the datagram"},
+	dropReserved:    {"RxReserved", "datagrams dropped: reserved field not zero"},
+	dropRunt:        {"RxRunt", "datagrams dropped: payload shorter than its kind's minimum"},
+	dropUnknownPeer: {"RxUnknownPeer", "datagrams dropped: sender is not a configured peer"},
+	dropNoReceiver:  {"RxNoReceiver", "datagrams dropped: no receiver registered for the kind"},
+	dropControl:     {"RxControl", "Ethernet frames dropped: control-channel EtherType never crosses the fabric"},
+}
+
+// DecodeFabric checks datagram b strictly and returns its header and
+// payload (a subslice of b). It never panics and does not allocate; an
+// invalid datagram yields ok == false.
+func DecodeFabric(b []byte) (h FabricHeader, payload []byte, ok bool) {
+	h, payload, cause := decodeFabric(b)
+	return h, payload, cause == dropNone
+}
+
+func decodeFabric(b []byte) (FabricHeader, []byte, fabricDrop) {
+	if len(b) < FabricHeaderLen {
+		return nil, nil, dropShort
+	}
+	h := FabricHeader(b[:FabricHeaderLen])
+	switch {
+	case h.Magic() != FabricMagic:
+		return nil, nil, dropBadMagic
+	case h.Version() != FabricVersion:
+		return nil, nil, dropBadVersion
+	case !h.Kind().valid():
+		return nil, nil, dropBadKind
+	case int(h.Length()) != len(b)-FabricHeaderLen:
+		return nil, nil, dropBadLength
+	case h.Reserved() != 0:
+		return nil, nil, dropReserved
+	case int(h.Length()) < fabricKinds[h.Kind()].minPayload:
+		return nil, nil, dropRunt
+	}
+	return h, b[FabricHeaderLen:], dropNone
+}
