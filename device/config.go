@@ -1,0 +1,246 @@
+package device
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"regexp"
+	"time"
+)
+
+// DefaultControlSocket is where the daemon listens for the CLI when the
+// config does not say.
+var DefaultControlSocket = filepath.Join(os.TempDir(), "falconnic", "control.sock")
+
+// MaxQueuePairs bounds a NIC's virtio-net queue pairs.
+const MaxQueuePairs = 16
+
+// Config is the daemon's configuration file: JSON, unknown fields rejected.
+//
+// Schema (every field but nics[].name/socket/mac is optional):
+//
+//	{
+//	  "control": "/run/falconnic/control.sock",   // CLI socket; default DefaultControlSocket
+//	  "nics": [                                    // one entry per guest NIC
+//	    {
+//	      "name": "n0",                            // [A-Za-z0-9_.-]{1,32}, unique
+//	      "socket": "n0.sock",                     // vhost-user socket path, unique
+//	      "mac": "52:54:00:12:34:56",              // unicast, not all-zero, unique
+//	      "queue_pairs": 1,                        // 1..16; default 1
+//	      "dial": false                            // true: connect to QEMU (server=on) instead of listening
+//	    }
+//	  ],
+//	  "switch": {
+//	    "mac_age": "300s",                         // Go duration; default 300s
+//	    "max_macs": 4096                           // default 4096
+//	  },
+//	  "fabric": {                                  // absent: this daemon is alone
+//	    "listen": "0.0.0.0:7471",                  // local UDP address (IP literal)
+//	    "peers": ["192.0.2.2:7471", "host-b:7471"],// other daemons' listen addresses
+//	    "paths": 1,                                // UDP source ports per daemon, 1..16; same on every daemon
+//	    "loss_percent": 0,                         // egress impairment for experiments
+//	    "reorder_percent": 0,
+//	    "seed": 1
+//	  }
+//	}
+//
+// Relative paths (control, nics[].socket) are relative to the directory of
+// the config file when it is read with LoadConfig.
+type Config struct {
+	Control string      `json:"control,omitempty"`
+	NICs    []NICSpec   `json:"nics"`
+	Switch  SwitchSpec  `json:"switch,omitzero"`
+	Fabric  *FabricSpec `json:"fabric,omitempty"`
+}
+
+// NICSpec is one guest NIC in the config.
+type NICSpec struct {
+	Name       string `json:"name"`
+	Socket     string `json:"socket"`
+	MAC        string `json:"mac"`
+	QueuePairs int    `json:"queue_pairs,omitempty"`
+	Dial       bool   `json:"dial,omitempty"`
+}
+
+// SwitchSpec tunes the in-daemon switch.
+type SwitchSpec struct {
+	MACAge  Duration `json:"mac_age,omitzero"`
+	MaxMACs int      `json:"max_macs,omitempty"`
+}
+
+// FabricSpec is the UDP fabric port in the config.
+type FabricSpec struct {
+	Listen         string   `json:"listen"`
+	Peers          []string `json:"peers,omitempty"`
+	Paths          int      `json:"paths,omitempty"`
+	LossPercent    float64  `json:"loss_percent,omitempty"`
+	ReorderPercent float64  `json:"reorder_percent,omitempty"`
+	Seed           uint64   `json:"seed,omitempty"`
+}
+
+// Duration is a time.Duration written as a Go duration string ("300s").
+type Duration time.Duration
+
+// UnmarshalJSON reads a duration string.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("duration must be a string like \"300s\": %w", err)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalJSON writes a duration string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// ErrConfig marks an invalid configuration.
+var ErrConfig = errors.New("config")
+
+var nicName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,32}$`)
+
+// LoadConfig reads and checks the config file at path, resolving relative
+// paths against its directory.
+func LoadConfig(path string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := ParseConfig(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	cfg.resolve(filepath.Dir(path))
+	return cfg, nil
+}
+
+// ParseConfig decodes and checks a config, filling in defaults.
+func ParseConfig(b []byte) (*Config, error) {
+	var cfg Config
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&cfg); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("%w: trailing data after the config object", ErrConfig)
+	}
+	if err := cfg.check(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	return &cfg, nil
+}
+
+func (cfg *Config) check() error {
+	if cfg.Control == "" {
+		cfg.Control = DefaultControlSocket
+	}
+	names, sockets, macs := map[string]bool{}, map[string]bool{cfg.Control: true}, map[string]bool{}
+	for i := range cfg.NICs {
+		n := &cfg.NICs[i]
+		if !nicName.MatchString(n.Name) {
+			return fmt.Errorf("nics[%d]: name %q must match %s", i, n.Name, nicName)
+		}
+		if names[n.Name] {
+			return fmt.Errorf("nics[%d]: name %q used twice", i, n.Name)
+		}
+		names[n.Name] = true
+		if n.Socket == "" {
+			return fmt.Errorf("nic %s: no socket", n.Name)
+		}
+		if sockets[n.Socket] {
+			return fmt.Errorf("nic %s: socket %s used twice", n.Name, n.Socket)
+		}
+		sockets[n.Socket] = true
+		hw, err := net.ParseMAC(n.MAC)
+		if err != nil || len(hw) != 6 {
+			return fmt.Errorf("nic %s: mac %q is not a 48-bit MAC address", n.Name, n.MAC)
+		}
+		if hw[0]&1 != 0 || bytes.Equal(hw, make([]byte, 6)) {
+			return fmt.Errorf("nic %s: mac %s must be unicast and not zero", n.Name, hw)
+		}
+		n.MAC = hw.String()
+		if macs[n.MAC] {
+			return fmt.Errorf("nic %s: mac %s used twice", n.Name, n.MAC)
+		}
+		macs[n.MAC] = true
+		if n.QueuePairs == 0 {
+			n.QueuePairs = 1
+		}
+		if n.QueuePairs < 1 || n.QueuePairs > MaxQueuePairs {
+			return fmt.Errorf("nic %s: queue_pairs %d out of range 1..%d", n.Name, n.QueuePairs, MaxQueuePairs)
+		}
+	}
+	if cfg.Switch.MACAge < 0 || cfg.Switch.MaxMACs < 0 {
+		return errors.New("switch: mac_age and max_macs must not be negative")
+	}
+	if f := cfg.Fabric; f != nil {
+		if _, err := netip.ParseAddrPort(f.Listen); err != nil {
+			return fmt.Errorf("fabric: listen %q must be IP:port: %v", f.Listen, err)
+		}
+		for _, p := range f.Peers {
+			if _, port, err := net.SplitHostPort(p); err != nil || port == "" || port == "0" {
+				return fmt.Errorf("fabric: peer %q must be host:port", p)
+			}
+		}
+		if f.Paths == 0 {
+			f.Paths = 1
+		}
+		if f.Paths < 1 || f.Paths > MaxFabricPaths {
+			return fmt.Errorf("fabric: paths %d out of range 1..%d", f.Paths, MaxFabricPaths)
+		}
+		if err := f.impairment().Validate(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (cfg *Config) resolve(dir string) {
+	abs := func(p string) string {
+		if p == "" || filepath.IsAbs(p) {
+			return p
+		}
+		return filepath.Join(dir, p)
+	}
+	cfg.Control = abs(cfg.Control)
+	for i := range cfg.NICs {
+		cfg.NICs[i].Socket = abs(cfg.NICs[i].Socket)
+	}
+}
+
+func (f *FabricSpec) impairment() Impairment {
+	return Impairment{LossPercent: f.LossPercent, ReorderPercent: f.ReorderPercent, Seed: f.Seed}
+}
+
+// hwAddr returns the NIC's MAC (checked by ParseConfig).
+func (n NICSpec) hwAddr() net.HardwareAddr {
+	hw, _ := net.ParseMAC(n.MAC)
+	return hw
+}
+
+// resolvePeers turns the peer list into addresses, looking up host names.
+func (f *FabricSpec) resolvePeers() ([]netip.AddrPort, error) {
+	out := make([]netip.AddrPort, 0, len(f.Peers))
+	for _, p := range f.Peers {
+		if ap, err := netip.ParseAddrPort(p); err == nil {
+			out = append(out, ap)
+			continue
+		}
+		ua, err := net.ResolveUDPAddr("udp", p)
+		if err != nil {
+			return nil, fmt.Errorf("fabric: peer %s: %w", p, err)
+		}
+		out = append(out, ua.AddrPort())
+	}
+	return out, nil
+}
