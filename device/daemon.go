@@ -1,0 +1,334 @@
+package device
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"falconnic/internal/clock"
+	"falconnic/internal/control"
+)
+
+// DaemonOptions are the daemon's injected dependencies. Zero fields take
+// defaults.
+type DaemonOptions struct {
+	Clock  clock.Clock  // default clock.Real
+	Logger *slog.Logger // default slog.Default()
+	// NewNIC builds one guest NIC whose frames toward the network go to
+	// uplink. Default: the vhost-user NIC (newVhostNIC).
+	NewNIC func(spec NICSpec, uplink deliverer) (DaemonNIC, error)
+}
+
+// DaemonNIC is what the daemon needs of a guest NIC.
+type DaemonNIC interface {
+	// Deliver hands a frame from the switch toward the guest.
+	Deliver(frame []byte)
+	// Serve runs the NIC until ctx is done.
+	Serve(ctx context.Context) error
+	// Close releases the NIC (its socket is removed).
+	Close() error
+	// StatusJSON reports the NIC's state for `falconnic status`.
+	StatusJSON() any
+}
+
+// Daemon is one falconnic device daemon: its guest NICs, the switch between
+// them, the fabric port to other daemons and the control socket.
+//
+// Lifecycle: NewDaemon binds everything (control socket, fabric sockets,
+// NICs) so a caller knows the daemon is reachable once it returns; Run
+// serves until ctx is done and then shuts down in reverse order, removing
+// the sockets it created.
+type Daemon struct {
+	cfg     *Config
+	clk     clock.Clock
+	log     *slog.Logger
+	started clock.Time
+
+	sw     *Switch
+	fabric *Fabric // nil without a fabric section
+	nics   []*daemonNIC
+
+	ctl   *control.Server
+	ctlLn net.Listener
+}
+
+type daemonNIC struct {
+	spec NICSpec
+	port *SwitchPort
+	nic  DaemonNIC
+	err  error // why Serve stopped early, if it did
+	mu   sync.Mutex
+}
+
+// NewDaemon builds a daemon from cfg (as checked by ParseConfig). On error,
+// everything built so far is released.
+func NewDaemon(cfg *Config, opts DaemonOptions) (_ *Daemon, err error) {
+	if opts.Clock == nil {
+		opts.Clock = clock.Real
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.NewNIC == nil {
+		opts.NewNIC = newVhostNIC
+	}
+	d := &Daemon{cfg: cfg, clk: opts.Clock, log: opts.Logger, started: opts.Clock.Now()}
+	defer func() {
+		if err != nil {
+			d.close()
+		}
+	}()
+
+	ln, err := control.Listen(cfg.Control)
+	if err != nil {
+		return nil, err
+	}
+	d.ctlLn = ln
+	d.ctl = control.NewServer(d.log)
+	d.registerMethods()
+
+	d.sw = NewSwitch(SwitchOptions{
+		Clock:   d.clk,
+		MACAge:  time.Duration(cfg.Switch.MACAge),
+		MaxMACs: cfg.Switch.MaxMACs,
+	})
+	if fs := cfg.Fabric; fs != nil {
+		listen, err := netip.ParseAddrPort(fs.Listen)
+		if err != nil {
+			return nil, fmt.Errorf("%w: fabric listen: %v", ErrConfig, err)
+		}
+		peers, err := fs.resolvePeers()
+		if err != nil {
+			return nil, err
+		}
+		d.fabric, err = NewFabric(FabricOptions{
+			Listen:  listen,
+			Peers:   peers,
+			Paths:   fs.Paths,
+			Clock:   d.clk,
+			MACAge:  time.Duration(cfg.Switch.MACAge),
+			MaxMACs: cfg.Switch.MaxMACs,
+			Impair:  fs.impairment(),
+			Logger:  d.log.With("part", "fabric"),
+		})
+		if err != nil {
+			return nil, err
+		}
+		up := d.sw.AddPort("fabric")
+		up.Connect(d.fabric)
+		d.fabric.SetFrameSink(up)
+	}
+	for _, spec := range cfg.NICs {
+		port := d.sw.AddPort(spec.Name)
+		nic, err := opts.NewNIC(spec, port)
+		if err != nil {
+			d.sw.RemovePort(port)
+			return nil, fmt.Errorf("nic %s: %w", spec.Name, err)
+		}
+		port.Connect(nic)
+		d.nics = append(d.nics, &daemonNIC{spec: spec, port: port, nic: nic})
+	}
+	return d, nil
+}
+
+// Switch returns the daemon's switch.
+func (d *Daemon) Switch() *Switch { return d.sw }
+
+// Fabric returns the daemon's fabric port, or nil.
+func (d *Daemon) Fabric() *Fabric { return d.fabric }
+
+// ControlSocket returns the control socket's path.
+func (d *Daemon) ControlSocket() string { return d.cfg.Control }
+
+// Run serves until ctx is done, then shuts down: NICs first (their sockets
+// are removed), then the fabric, then the control socket. A NIC whose Serve
+// fails is logged and reported in status; the others keep running.
+func (d *Daemon) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	var ctlErr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		ctlErr = d.ctl.Serve(ctx, d.ctlLn)
+		if ctlErr != nil {
+			d.log.Error("control socket failed", "err", ctlErr)
+		}
+	}()
+	if d.fabric != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d.fabric.Run(ctx)
+		}()
+	}
+	for i := range d.nics {
+		n := d.nics[i]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := n.nic.Serve(ctx)
+			if err != nil && ctx.Err() == nil {
+				n.mu.Lock()
+				n.err = err
+				n.mu.Unlock()
+				d.log.Error("nic stopped", "nic", n.spec.Name, "err", err)
+			}
+		}()
+	}
+	sweep := d.startSweeper()
+	d.log.Info("falconnic daemon serving", "control", d.cfg.Control, "nics", len(d.nics), "fabric", d.fabricAddr())
+
+	<-ctx.Done()
+	sweep.stop()
+	d.log.Info("falconnic daemon shutting down")
+	d.close()
+	wg.Wait()
+	d.log.Info("falconnic daemon stopped")
+	return ctlErr
+}
+
+// close releases everything; it is safe after a partial NewDaemon.
+func (d *Daemon) close() {
+	for _, n := range d.nics {
+		if err := n.nic.Close(); err != nil {
+			d.log.Warn("closing nic", "nic", n.spec.Name, "err", err)
+		}
+		d.sw.RemovePort(n.port)
+	}
+	if d.fabric != nil {
+		d.fabric.Close()
+	}
+	if d.ctlLn != nil {
+		d.ctlLn.Close() // removes the socket file
+	}
+}
+
+func (d *Daemon) fabricAddr() string {
+	if d.fabric == nil {
+		return "none"
+	}
+	return d.fabric.LocalAddr().String()
+}
+
+// sweeper periodically frees aged-out MAC entries (lookups already ignore
+// them, so its period only bounds memory).
+type sweeper struct {
+	mu      sync.Mutex
+	t       clock.Timer
+	stopped bool
+}
+
+func (d *Daemon) startSweeper() *sweeper {
+	s := &sweeper{}
+	period := d.sw.opts.MACAge / 2
+	var arm func()
+	arm = func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.stopped {
+			return
+		}
+		s.t = d.clk.AfterFunc(period, func() {
+			d.sw.Sweep()
+			if d.fabric != nil {
+				d.fabric.Sweep()
+			}
+			arm()
+		})
+	}
+	arm()
+	return s
+}
+
+func (s *sweeper) stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopped = true
+	if s.t != nil {
+		s.t.Stop()
+	}
+}
+
+// Status is the daemon's state as `falconnic status` shows it.
+type Status struct {
+	Uptime  time.Duration `json:"uptime_ns"`
+	Control string        `json:"control"`
+	NICs    []NICReport   `json:"nics"`
+	Switch  SwitchStatus  `json:"switch"`
+	Fabric  *FabricStatus `json:"fabric,omitempty"`
+}
+
+// NICReport is one NIC in the daemon status: its config, its switch port's
+// counters and the NIC's own status.
+type NICReport struct {
+	Name       string            `json:"name"`
+	Socket     string            `json:"socket"`
+	MAC        string            `json:"mac"`
+	QueuePairs int               `json:"queue_pairs"`
+	Error      string            `json:"error,omitempty"`
+	Port       map[string]uint64 `json:"port"`
+	Device     json.RawMessage   `json:"device,omitempty"`
+}
+
+// Status reports the whole daemon.
+func (d *Daemon) Status() Status {
+	st := Status{
+		Uptime:  d.clk.Now() - d.started,
+		Control: d.cfg.Control,
+		Switch:  d.sw.Status(),
+	}
+	for i := range d.nics {
+		n := d.nics[i]
+		r := NICReport{
+			Name: n.spec.Name, Socket: n.spec.Socket, MAC: n.spec.MAC, QueuePairs: n.spec.QueuePairs,
+			Port: n.port.Counters().Snapshot(),
+		}
+		n.mu.Lock()
+		if n.err != nil {
+			r.Error = n.err.Error()
+		}
+		n.mu.Unlock()
+		if raw, err := json.Marshal(n.nic.StatusJSON()); err == nil {
+			r.Device = raw
+		} else if r.Error == "" {
+			r.Error = "status: " + err.Error()
+		}
+		st.NICs = append(st.NICs, r)
+	}
+	if d.fabric != nil {
+		fs := d.fabric.Status()
+		st.Fabric = &fs
+	}
+	return st
+}
+
+// Control methods. Each is a row: name → handler.
+func (d *Daemon) registerMethods() {
+	for name, h := range map[string]control.HandlerFunc{
+		"status": func(context.Context, json.RawMessage) (any, error) { return d.Status(), nil },
+		"fabric.impair": func(_ context.Context, p json.RawMessage) (any, error) {
+			if d.fabric == nil {
+				return nil, errors.New("this daemon has no fabric")
+			}
+			var im Impairment
+			if err := json.Unmarshal(p, &im); err != nil {
+				return nil, fmt.Errorf("%w: %v", control.ErrBadParams, err)
+			}
+			if err := d.fabric.SetImpairment(im); err != nil {
+				return nil, fmt.Errorf("%w: %v", control.ErrBadParams, err)
+			}
+			d.log.Info("fabric impairment set", "loss_percent", im.LossPercent, "reorder_percent", im.ReorderPercent, "seed", im.Seed)
+			return d.fabric.Impairment(), nil
+		},
+	} {
+		d.ctl.Handle(name, h)
+	}
+}

@@ -1,0 +1,246 @@
+package device
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+
+	"falconnic/internal/control"
+)
+
+// testNIC is a guest NIC without a guest: what the switch sends it lands in
+// an inbox, and the test injects frames through its uplink.
+type testNIC struct {
+	*inbox
+	spec   NICSpec
+	uplink deliverer
+	closed atomic.Bool
+}
+
+func (n *testNIC) Serve(ctx context.Context) error { <-ctx.Done(); return nil }
+func (n *testNIC) Close() error                    { n.closed.Store(true); return nil }
+func (n *testNIC) StatusJSON() any                 { return map[string]string{"session": "none"} }
+
+type testDaemon struct {
+	*Daemon
+	nics map[string]*testNIC
+	stop func() error
+}
+
+var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// startDaemon writes cfg as a config file in a temp dir, loads it, builds a
+// daemon with test NICs and runs it until the test ends.
+func startDaemon(t *testing.T, cfgJSON string) *testDaemon {
+	t.Helper()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "falconnic.json")
+	if err := os.WriteFile(path, []byte(cfgJSON), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := LoadConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	td := &testDaemon{nics: map[string]*testNIC{}}
+	td.Daemon, err = NewDaemon(cfg, DaemonOptions{Logger: quietLog, NewNIC: func(spec NICSpec, up deliverer) (DaemonNIC, error) {
+		n := &testNIC{inbox: newInbox(), spec: spec, uplink: up}
+		td.nics[spec.Name] = n
+		return n, nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- td.Run(ctx) }()
+	var stopped bool
+	var runErr error
+	td.stop = func() error {
+		if !stopped {
+			stopped = true
+			cancel()
+			runErr = <-done
+		}
+		return runErr
+	}
+	t.Cleanup(func() { td.stop() })
+	return td
+}
+
+func (td *testDaemon) status(t *testing.T) Status {
+	t.Helper()
+	var st Status
+	if err := control.Call(context.Background(), td.ControlSocket(), "status", nil, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+const twoNICs = `{
+  "control": "ctl.sock",
+  "nics": [
+    {"name": "a", "socket": "a.sock", "mac": "52:54:00:00:00:01"},
+    {"name": "b", "socket": "b.sock", "mac": "52:54:00:00:00:02"}
+  ]
+}`
+
+func TestDaemonSwitchesBetweenItsNICs(t *testing.T) {
+	d := startDaemon(t, twoNICs)
+	ping := testFrame(bcastMAC, testMAC(1), 0x0806, 28)
+	d.nics["a"].uplink.Deliver(ping)
+	if got := d.nics["b"].next(t, "broadcast at b").b; !bytes.Equal(got, ping) {
+		t.Fatalf("b got % x", got)
+	}
+	d.nics["a"].none(t, "a (the sender)")
+}
+
+func TestDaemonStatusOverControlSocket(t *testing.T) {
+	d := startDaemon(t, twoNICs)
+	d.nics["a"].uplink.Deliver(testFrame(bcastMAC, testMAC(1), 0x0806, 28))
+	d.nics["b"].next(t, "broadcast at b")
+
+	st := d.status(t)
+	if len(st.NICs) != 2 || st.NICs[0].Name != "a" || st.NICs[1].MAC != "52:54:00:00:00:02" {
+		t.Fatalf("nics = %+v", st.NICs)
+	}
+	if st.NICs[0].Port["RxFrames"] != 1 || st.NICs[1].Port["TxFrames"] != 1 {
+		t.Errorf("port counters a=%v b=%v", st.NICs[0].Port, st.NICs[1].Port)
+	}
+	if string(st.NICs[0].Device) != `{"session":"none"}` {
+		t.Errorf("device status = %s", st.NICs[0].Device)
+	}
+	if len(st.Switch.MACs) != 1 || st.Switch.MACs[0].Port != "a" || st.Fabric != nil {
+		t.Errorf("switch macs %+v fabric %+v", st.Switch.MACs, st.Fabric)
+	}
+	if filepath.Base(st.Control) != "ctl.sock" || !filepath.IsAbs(st.NICs[0].Socket) {
+		t.Errorf("paths: control %s socket %s", st.Control, st.NICs[0].Socket)
+	}
+	var methods []string
+	control.Call(context.Background(), d.ControlSocket(), "methods", nil, &methods)
+	if fmt.Sprint(methods) != "[fabric.impair methods status]" {
+		t.Errorf("methods = %v", methods)
+	}
+}
+
+func TestDaemonShutsDownCleanly(t *testing.T) {
+	d := startDaemon(t, twoNICs)
+	sock := d.ControlSocket()
+	if err := d.stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if _, err := os.Stat(sock); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("control socket left behind: %v", err)
+	}
+	for name, n := range d.nics {
+		if !n.closed.Load() {
+			t.Errorf("nic %s not closed", name)
+		}
+	}
+}
+
+func TestDaemonRefusesABusyControlSocket(t *testing.T) {
+	d := startDaemon(t, twoNICs)
+	cfg := *d.cfg
+	cfg.NICs = nil
+	if _, err := NewDaemon(&cfg, DaemonOptions{Logger: quietLog}); !errors.Is(err, control.ErrInUse) {
+		t.Fatalf("second daemon on the same socket: %v, want ErrInUse", err)
+	}
+	d.status(t) // the first one is undisturbed
+}
+
+func TestDaemonReleasesEverythingWhenANICFails(t *testing.T) {
+	dir := t.TempDir()
+	cfg, err := ParseConfig([]byte(twoNICs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.resolve(dir)
+	cfg.Fabric = &FabricSpec{Listen: "127.0.0.1:0", Paths: 1}
+	var built []*testNIC
+	_, err = NewDaemon(cfg, DaemonOptions{Logger: quietLog, NewNIC: func(spec NICSpec, up deliverer) (DaemonNIC, error) {
+		if spec.Name == "b" {
+			return nil, errors.New("socket busy")
+		}
+		n := &testNIC{inbox: newInbox(), spec: spec, uplink: up}
+		built = append(built, n)
+		return n, nil
+	}})
+	if err == nil {
+		t.Fatal("NewDaemon succeeded with a failing NIC")
+	}
+	if _, err := os.Stat(cfg.Control); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("control socket left behind: %v", err)
+	}
+	if len(built) != 1 || !built[0].closed.Load() {
+		t.Error("the NIC built before the failure was not closed")
+	}
+}
+
+func fabricConfig(nic, mac string) string {
+	return fmt.Sprintf(`{
+  "control": "ctl.sock",
+  "nics": [{"name": %q, "socket": "n.sock", "mac": %q}],
+  "fabric": {"listen": "127.0.0.1:0", "paths": 2}
+}`, nic, mac)
+}
+
+func TestDaemonsExchangeFramesOverTheFabric(t *testing.T) {
+	a := startDaemon(t, fabricConfig("a", "52:54:00:00:00:01"))
+	b := startDaemon(t, fabricConfig("b", "52:54:00:00:00:02"))
+	a.Fabric().AddPeer(b.Fabric().LocalAddr())
+	b.Fabric().AddPeer(a.Fabric().LocalAddr())
+
+	arp := testFrame(bcastMAC, testMAC(1), 0x0806, 28)
+	a.nics["a"].uplink.Deliver(arp)
+	if got := b.nics["b"].next(t, "broadcast at b").b; !bytes.Equal(got, arp) {
+		t.Fatalf("b got % x", got)
+	}
+	reply := testFrame(testMAC(1), testMAC(2), 0x0800, 1500-ethHeaderLen)
+	b.nics["b"].uplink.Deliver(reply)
+	if got := a.nics["a"].next(t, "reply at a").b; !bytes.Equal(got, reply) {
+		t.Fatalf("a got % x", got)
+	}
+	st := a.status(t)
+	if st.Fabric == nil || st.Fabric.Paths != 2 || st.Fabric.Counters["RxDelivered"] != 1 || len(st.Fabric.Peers) != 1 {
+		t.Errorf("fabric status = %+v", st.Fabric)
+	}
+	var sw map[string]uint64
+	for _, p := range st.Switch.Ports {
+		if p.Name == "fabric" {
+			sw = p.Counters
+		}
+	}
+	if sw["RxFrames"] != 1 || sw["TxFrames"] != 1 {
+		t.Errorf("fabric switch port counters = %v", sw)
+	}
+}
+
+func TestDaemonSetsImpairmentOverControlSocket(t *testing.T) {
+	d := startDaemon(t, fabricConfig("a", "52:54:00:00:00:01"))
+	var got Impairment
+	err := control.Call(context.Background(), d.ControlSocket(), "fabric.impair", Impairment{LossPercent: 5, Seed: 7}, &got)
+	if err != nil || got.LossPercent != 5 || got.Seed != 7 {
+		t.Fatalf("impair: %+v, %v", got, err)
+	}
+	err = control.Call(context.Background(), d.ControlSocket(), "fabric.impair", Impairment{LossPercent: 500}, nil)
+	var ce *control.Error
+	if !errors.As(err, &ce) || ce.Code != control.CodeBadParams {
+		t.Errorf("500%% loss: %v, want bad_params", err)
+	}
+	if st := d.status(t); st.Fabric.Impairment.LossPercent != 5 {
+		t.Errorf("status impairment = %+v", st.Fabric.Impairment)
+	}
+	raw, _ := json.Marshal(d.Status())
+	if !bytes.Contains(raw, []byte(`"loss_percent":5`)) {
+		t.Errorf("status JSON lacks the impairment: %s", raw)
+	}
+}
