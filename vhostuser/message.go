@@ -72,10 +72,10 @@ const (
 
 // Header flags (vhost-user spec, "Header").
 const (
-	FlagVersion   uint32 = 0x1
-	FlagReply     uint32 = 0x4
-	FlagNeedReply uint32 = 0x8
-	flagVersionMask       = 0x3
+	FlagVersion     uint32 = 0x1
+	FlagReply       uint32 = 0x4
+	FlagNeedReply   uint32 = 0x8
+	flagVersionMask        = 0x3
 )
 
 // HeaderSize is the size of the fixed message header.

@@ -1,0 +1,527 @@
+package vhostuser_test
+
+import (
+	"encoding/binary"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"falconnic/vhostuser"
+	"falconnic/vhostuser/vhostusertest"
+)
+
+// echoDev is a test device: every chain it pops is recorded (readable
+// bytes concatenated) and its writable buffers are filled with 0xAB.
+type echoDev struct {
+	features, proto uint64
+	queues          int
+	mu              sync.Mutex
+	got             [][]byte
+	acked           []uint64
+	config          []byte
+	// hold, if set, pops chains without completing them (inflight tests).
+	hold bool
+	// batches, if set, receives a token after each pass that popped chains.
+	batches chan struct{}
+}
+
+func (d *echoDev) Features() uint64         { return d.features }
+func (d *echoDev) ProtocolFeatures() uint64 { return d.proto }
+func (d *echoDev) NumQueues() int           { return d.queues }
+func (d *echoDev) QueueNum() uint64         { return uint64(d.queues) }
+func (d *echoDev) GetConfig(off, size uint32) ([]byte, error) {
+	if d.config == nil {
+		return nil, vhostuser.ErrNoConfig
+	}
+	if off > uint32(len(d.config)) || size > uint32(len(d.config))-off {
+		return nil, vhostuser.ErrBadPayload
+	}
+	return d.config[off : off+size], nil
+}
+func (d *echoDev) SetConfig(off uint32, data []byte) error {
+	if d.config == nil || off+uint32(len(data)) > uint32(len(d.config)) {
+		return vhostuser.ErrNoConfig
+	}
+	copy(d.config[off:], data)
+	return nil
+}
+func (d *echoDev) SetFeatures(v uint64) {
+	d.mu.Lock()
+	d.acked = append(d.acked, v)
+	d.mu.Unlock()
+}
+func (d *echoDev) RunQueue(q *vhostuser.Queue) {
+	var c vhostuser.Chain
+	for {
+		select {
+		case <-q.Done():
+			return
+		case <-q.Wake():
+		}
+		popped := false
+		for q.Pop(&c) {
+			popped = true
+			var b []byte
+			var w uint32
+			for _, buf := range c.Bufs {
+				if buf.Write {
+					for i := range buf.Data {
+						buf.Data[i] = 0xAB
+					}
+					w += uint32(len(buf.Data))
+				} else {
+					b = append(b, buf.Data...)
+				}
+			}
+			d.mu.Lock()
+			d.got = append(d.got, b)
+			hold := d.hold
+			d.mu.Unlock()
+			if !hold {
+				q.Push(c.Head, w)
+			}
+		}
+		q.Notify()
+		if popped && d.batches != nil {
+			d.batches <- struct{}{}
+		}
+	}
+}
+
+// waitBatch waits until the device finished a pass (Pop, Push, Notify).
+func (d *echoDev) waitBatch(t *testing.T) {
+	t.Helper()
+	select {
+	case <-d.batches:
+	case <-time.After(5 * time.Second):
+		t.Fatal("device pass did not finish")
+	}
+}
+
+func (d *echoDev) received() [][]byte {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([][]byte(nil), d.got...)
+}
+
+const (
+	mrgRxbuf = 1 << 15
+	netMQ    = 1 << 22
+)
+
+// rig is a back-end served over a socketpair with a simulated front-end.
+type rig struct {
+	t     *testing.T
+	srv   *vhostuser.Server
+	dev   *echoDev
+	fe    *vhostusertest.Frontend
+	mem   *vhostusertest.GuestMemory
+	qs    []*vhostusertest.DriverQueue
+	done  chan error
+	trace []string
+	tmu   sync.Mutex
+}
+
+func newRig(t *testing.T, dev *echoDev, layout []vhostusertest.RegionLayout, ringRegion int, qsize uint16) *rig {
+	t.Helper()
+	mem, err := vhostusertest.NewGuestMemory(layout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &rig{t: t, dev: dev, mem: mem}
+	for i := 0; i < dev.queues; i++ {
+		q, err := vhostusertest.NewDriverQueue(mem, i, qsize, ringRegion, 2048)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.qs = append(r.qs, q)
+	}
+	r.srv = &vhostuser.Server{Device: dev, Trace: func(s string) {
+		r.tmu.Lock()
+		r.trace = append(r.trace, s)
+		r.tmu.Unlock()
+	}}
+	r.connect()
+	t.Cleanup(func() {
+		r.fe.Close()
+		<-r.done
+		for _, q := range r.qs {
+			q.Close()
+		}
+		mem.Close()
+	})
+	return r
+}
+
+func (r *rig) connect() {
+	front, back, err := vhostusertest.Pipe()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.done = make(chan error, 1)
+	go func() { r.done <- r.srv.ServeConn(back) }()
+	if r.fe == nil {
+		r.fe, err = vhostusertest.NewFrontend(front, r.mem, r.qs)
+		if err != nil {
+			r.t.Fatal(err)
+		}
+	} else {
+		r.fe.Reconnect(front)
+	}
+}
+
+func (r *rig) counters() map[string]uint64 { return r.srv.Counters.Set().Snapshot() }
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// post sends payload on ring q as one readable buffer in the descriptor's own area.
+func post(t *testing.T, q *vhostusertest.DriverQueue, payload []byte) uint16 {
+	t.Helper()
+	i, ok := q.Peek()
+	if !ok {
+		t.Fatal("ring full")
+	}
+	copy(q.Buf(i), payload)
+	h, err := q.Add([]vhostusertest.Seg{{GPA: q.BufGPAOf(i), Len: uint32(len(payload))}})
+	must(t, err)
+	return h
+}
+
+func TestNetSequenceOnePairStartsRingsInQEMUOrder(t *testing.T) {
+	dev := &echoDev{features: vhostuser.FeatureVersion1 | mrgRxbuf, queues: 2}
+	r := newRig(t, dev, vhostusertest.OneRegion(1<<20), 0, 64)
+	must(t, r.fe.NetInit(1))
+	acked := vhostuser.FeatureVersion1 | mrgRxbuf | vhostuser.FeatureProtocolFeatures
+	must(t, r.fe.NetStart(acked, 1, nil))
+	want := []string{
+		"GET_FEATURES -> 0x140008000",
+		"GET_PROTOCOL_FEATURES -> 0x1a009",
+		"SET_PROTOCOL_FEATURES 0x1a009",
+		"GET_QUEUE_NUM -> 0x2",
+		"GET_MAX_MEM_SLOTS -> 0x20",
+		"SET_OWNER",
+		"GET_FEATURES -> 0x140008000",
+		"SET_VRING_CALL idx0 fd", "SET_VRING_ERR idx0 fd", "SET_VRING_CALL idx1 fd", "SET_VRING_ERR idx1 fd",
+		"SET_VRING_ENABLE idx0=1", "SET_VRING_ENABLE idx1=1",
+	}
+	if got := r.fe.Log[:len(want)]; strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("init transcript:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// Traffic on the TX ring (1) reaches the device; the ring was enabled
+	// before it existed and started when its kick fd arrived.
+	post(t, r.qs[1], []byte("hello"))
+	r.qs[1].Publish()
+	r.qs[1].Kick()
+	if !r.qs[1].WaitUsed(1, 5*time.Second) {
+		t.Fatal("no used element")
+	}
+	if got := dev.received(); len(got) != 1 || string(got[0]) != "hello" {
+		t.Fatalf("device got %q", got)
+	}
+	st := r.srv.Status()
+	if st.State != "running" || !st.Queues[0].Running || !st.Queues[1].Running || st.MemRegions != 1 {
+		t.Fatalf("status %+v", st)
+	}
+	bases, err := r.fe.NetStop()
+	must(t, err)
+	if bases[0] != 0 || bases[1] != 1 {
+		t.Fatalf("bases %v, want [0 1]", bases)
+	}
+	if st := r.srv.Status(); st.Queues[1].Running {
+		t.Fatalf("ring 1 still running after GET_VRING_BASE: %+v", st)
+	}
+}
+
+func TestNetSequenceTwoPairsKeepsDisabledPairIdle(t *testing.T) {
+	dev := &echoDev{features: vhostuser.FeatureVersion1 | netMQ, queues: 4}
+	r := newRig(t, dev, vhostusertest.OneRegion(1<<20), 0, 64)
+	must(t, r.fe.NetInit(2))
+	// Pair 1 re-negotiates but sends neither SET_OWNER nor GET_QUEUE_NUM.
+	owners := 0
+	for _, l := range r.fe.Log {
+		if l == "SET_OWNER" {
+			owners++
+		}
+	}
+	if owners != 1 {
+		t.Fatalf("SET_OWNER sent %d times", owners)
+	}
+	acked := vhostuser.FeatureVersion1 | netMQ | vhostuser.FeatureProtocolFeatures
+	must(t, r.fe.NetStart(acked, 1, nil))
+	// The guest posts on disabled ring 2 and kicks: the back-end must not touch it.
+	post(t, r.qs[2], []byte("nope"))
+	r.qs[2].Publish()
+	r.qs[2].Kick()
+	post(t, r.qs[1], []byte("yes"))
+	r.qs[1].Publish()
+	r.qs[1].Kick()
+	if !r.qs[1].WaitUsed(1, 5*time.Second) {
+		t.Fatal("no used element on ring 1")
+	}
+	if r.qs[2].UsedIdx() != 0 {
+		t.Fatal("disabled ring 2 was processed")
+	}
+	if n := len(dev.acked); n != 2 {
+		t.Fatalf("SET_FEATURES seen %d times, want 2 (once per pair)", n)
+	}
+	// Enabling pair 1 later processes what was already posted (no new kick).
+	must(t, r.fe.Enable(2, true))
+	if !r.qs[2].WaitUsed(1, 5*time.Second) {
+		t.Fatal("ring 2 not processed after enable")
+	}
+}
+
+func TestFeatureNegotiation(t *testing.T) {
+	dev := &echoDev{features: vhostuser.FeatureVersion1 | vhostuser.FeatureEventIdx, queues: 1}
+	r := newRig(t, dev, vhostusertest.OneRegion(1<<20), 0, 16)
+	f, err := r.fe.GetU64(vhostuser.ReqGetFeatures)
+	must(t, err)
+	if f != dev.features|vhostuser.FeatureProtocolFeatures {
+		t.Fatalf("features %#x", f)
+	}
+	p, err := r.fe.GetU64(vhostuser.ReqGetProtocolFeatures)
+	must(t, err)
+	for _, bit := range []uint64{vhostuser.ProtoMQ, vhostuser.ProtoReplyAck, vhostuser.ProtoResetDevice, vhostuser.ProtoConfigureMemSlots, vhostuser.ProtoStatus} {
+		if p&bit == 0 {
+			t.Errorf("protocol bit %#x not offered", bit)
+		}
+	}
+	r.fe.Proto = vhostuser.ProtoReplyAck
+	must(t, r.fe.SetU64(vhostuser.ReqSetProtocolFeatures, vhostuser.ProtoReplyAck))
+	// Unoffered feature bits fail with a failure ack when asked for one.
+	if err := r.fe.Set(vhostuser.ReqSetFeatures, true, binary.LittleEndian.AppendUint64(nil, 1<<5)); err == nil {
+		t.Fatal("SET_FEATURES with an unoffered bit acked")
+	}
+	// Latest wins.
+	must(t, r.fe.Set(vhostuser.ReqSetFeatures, true, binary.LittleEndian.AppendUint64(nil, vhostuser.FeatureVersion1)))
+	must(t, r.fe.Set(vhostuser.ReqSetFeatures, true, binary.LittleEndian.AppendUint64(nil, vhostuser.FeatureVersion1|vhostuser.FeatureEventIdx)))
+	if st := r.srv.Status(); st.Features != vhostuser.FeatureVersion1|vhostuser.FeatureEventIdx {
+		t.Fatalf("features %#x", st.Features)
+	}
+	// STATUS is held for QEMU's read-modify-write.
+	must(t, r.fe.SetU64(vhostuser.ReqSetStatus, 0xf))
+	if s, _ := r.fe.GetU64(vhostuser.ReqGetStatus); s != 0xf {
+		t.Fatalf("status %#x", s)
+	}
+}
+
+// startRings negotiates and starts every ring with the given features.
+func (r *rig) startRings(acked uint64) {
+	r.t.Helper()
+	fe := r.fe
+	_, err := fe.GetU64(vhostuser.ReqGetFeatures)
+	must(r.t, err)
+	fe.Proto = vhostuser.ProtoReplyAck | vhostuser.ProtoMQ
+	must(r.t, fe.SetU64(vhostuser.ReqSetProtocolFeatures, fe.Proto))
+	must(r.t, fe.SetU64(vhostuser.ReqSetFeatures, acked|vhostuser.FeatureProtocolFeatures))
+	p, fds := r.mem.MemTablePayload()
+	must(r.t, fe.Set(vhostuser.ReqSetMemTable, true, p, fds...))
+	for _, q := range r.qs {
+		must(r.t, fe.RingSetup(q, 0))
+		must(r.t, fe.Enable(q.Index, true))
+	}
+}
+
+func TestTwoRegionsRingsAboveTheHoleBuffersBelow(t *testing.T) {
+	dev := &echoDev{features: vhostuser.FeatureVersion1, queues: 1}
+	// Rings and their buffer areas live in region 1 (GPA 4 MiB+), the
+	// second region of the same memfd at file offset 1 MiB.
+	r := newRig(t, dev, vhostusertest.TwoRegions(1<<20, 4<<20, 1<<20), 1, 16)
+	r.startRings(vhostuser.FeatureVersion1)
+	q := r.qs[0]
+	low := r.mem.Alloc(0, 64, 64)
+	copy(r.mem.Bytes(low, 5), "low!!")
+	_, err := q.Add([]vhostusertest.Seg{{GPA: low, Len: 5}, {GPA: q.BufGPAOf(9), Len: 3, Write: true}})
+	must(t, err)
+	post(t, q, []byte("high"))
+	q.Publish()
+	q.Kick()
+	if !q.WaitUsed(2, 5*time.Second) {
+		t.Fatal("not used")
+	}
+	u, _ := q.PopUsed()
+	if u.Len != 3 || r.mem.Bytes(q.BufGPAOf(9), 3)[2] != 0xAB {
+		t.Fatalf("used %+v", u)
+	}
+	got := dev.received()
+	if string(got[0]) != "low!!" || string(got[1]) != "high" {
+		t.Fatalf("got %q", got)
+	}
+	if st := r.srv.Status(); st.MemRegions != 2 {
+		t.Fatalf("regions %d", st.MemRegions)
+	}
+}
+
+func TestIndirectDescriptorsAndEventIdx(t *testing.T) {
+	feat := vhostuser.FeatureVersion1 | vhostuser.FeatureIndirectDesc | vhostuser.FeatureEventIdx
+	dev := &echoDev{features: feat, queues: 1, batches: make(chan struct{}, 16)}
+	r := newRig(t, dev, vhostusertest.OneRegion(1<<20), 0, 16)
+	q := r.qs[0]
+	q.UseIndirect = true
+	q.SetUsedEvent(0xffff) // no interrupt wanted until used idx passes 0xffff
+	r.startRings(feat)
+	a, b := r.mem.Alloc(0, 8, 8), r.mem.Alloc(0, 8, 8)
+	copy(r.mem.Bytes(a, 3), "abc")
+	copy(r.mem.Bytes(b, 3), "def")
+	_, err := q.Add([]vhostusertest.Seg{{GPA: a, Len: 3}, {GPA: b, Len: 3}})
+	must(t, err)
+	q.Publish()
+	q.Kick()
+	dev.waitBatch(t)
+	if got := dev.received(); string(got[0]) != "abcdef" {
+		t.Fatalf("got %q", got)
+	}
+	// The device armed avail_event at its last avail idx. The first
+	// notification is always sent (no previous signal to compare with).
+	if ev := q.AvailEvent(); ev != 1 {
+		t.Fatalf("avail_event %d, want 1", ev)
+	}
+	if c := r.counters()["Calls"]; c != 1 {
+		t.Fatalf("calls %d, want 1", c)
+	}
+	// used_event 0xffff: "not yet", so the next completion is silent.
+	post(t, q, []byte("x"))
+	q.Publish()
+	q.Kick()
+	dev.waitBatch(t)
+	if c := r.counters()["Calls"]; c != 1 {
+		t.Fatalf("calls %d, want 1 (used_event suppressed)", c)
+	}
+	// Ask for an interrupt when used idx passes 2.
+	q.SetUsedEvent(2)
+	post(t, q, []byte("y"))
+	q.Publish()
+	q.Kick()
+	dev.waitBatch(t)
+	if c := r.counters()["Calls"]; c != 2 {
+		t.Fatalf("calls %d, want 2", c)
+	}
+	if ev := q.AvailEvent(); ev != 3 {
+		t.Fatalf("avail_event %d, want 3", ev)
+	}
+}
+
+func TestBadChainsAreCountedAndReturned(t *testing.T) {
+	dev := &echoDev{features: vhostuser.FeatureVersion1, queues: 1}
+	r := newRig(t, dev, vhostusertest.TwoRegions(1<<20, 4<<20, 1<<20), 0, 16)
+	r.startRings(vhostuser.FeatureVersion1)
+	q := r.qs[0]
+	good := q.BufGPAOf(0)
+	cases := []struct {
+		counter string
+		descs   func()
+	}{
+		{"ChainLoop", func() { q.RawDesc(1, good, 4, 1, 2); q.RawDesc(2, good, 4, 1, 1) }},
+		{"ChainBadGPA", func() { q.RawDesc(1, 2<<20, 4, 0, 0) }},
+		{"ChainCrossing", func() { q.RawDesc(1, 1<<20-2, 4, 0, 0) }},
+		{"ChainDirection", func() { q.RawDesc(1, good, 4, 3, 2); q.RawDesc(2, good, 4, 0, 0) }},
+		{"ChainBadNext", func() { q.RawDesc(1, good, 4, 1, 99) }},
+		{"ChainIndirNoNeg", func() { q.RawDesc(1, good, 16, 4, 0) }},
+	}
+	for i, c := range cases {
+		c.descs()
+		q.RawAvail(1)
+		q.Publish()
+		q.Kick()
+		if !q.WaitUsed(i+1, 5*time.Second) {
+			t.Fatalf("%s: chain not returned", c.counter)
+		}
+		if n := r.counters()[c.counter]; n != 1 {
+			t.Errorf("%s = %d, want 1", c.counter, n)
+		}
+	}
+	for i := 0; i < len(cases); i++ {
+		if u, _ := q.PopUsed(); u.ID != 1 || u.Len != 0 {
+			t.Fatalf("used %+v, want head 1 len 0", u)
+		}
+	}
+	// The ring still works after bad chains.
+	post(t, q, []byte("ok"))
+	q.Publish()
+	q.Kick()
+	if !q.WaitUsed(1, 5*time.Second) || len(dev.received()) != 1 {
+		t.Fatal("ring dead after bad chains")
+	}
+	// A head index beyond the ring breaks the ring (counted), not the daemon.
+	q.RawAvail(200)
+	q.Publish()
+	q.Kick()
+	deadline := time.Now().Add(5 * time.Second)
+	for r.counters()["BadHead"] == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if r.counters()["BadHead"] != 1 {
+		t.Fatal("BadHead not counted")
+	}
+}
+
+func TestMalformedMessages(t *testing.T) {
+	dev := &echoDev{features: vhostuser.FeatureVersion1, queues: 2}
+	r := newRig(t, dev, vhostusertest.OneRegion(1<<20), 0, 16)
+	fe := r.fe
+	fe.Proto = vhostuser.ProtoReplyAck
+	must(t, fe.SetU64(vhostuser.ReqSetProtocolFeatures, fe.Proto))
+	cases := []struct {
+		name    string
+		req     vhostuser.Request
+		payload []byte
+		counter string
+	}{
+		{"short SET_FEATURES", vhostuser.ReqSetFeatures, []byte{1, 2, 3}, "BadSize"},
+		{"kick without fd", vhostuser.ReqSetVringKick, binary.LittleEndian.AppendUint64(nil, 0), "BadFDCount"},
+		{"ring index out of range", vhostuser.ReqSetVringNum, []byte{9, 0, 0, 0, 16, 0, 0, 0}, "BadRingIndex"},
+		{"ring size not a power of two", vhostuser.ReqSetVringNum, []byte{0, 0, 0, 0, 15, 0, 0, 0}, "BadRingSize"},
+		{"unaligned ring", vhostuser.ReqSetVringAddr, append([]byte{0, 0, 0, 0, 0, 0, 0, 0, 8}, make([]byte, 31)...), "BadRingAddr"},
+		{"mem table count mismatch", vhostuser.ReqSetMemTable, append([]byte{2, 0, 0, 0, 0, 0, 0, 0}, make([]byte, 32)...), "BadSize"},
+		{"unknown request", vhostuser.Request(77), nil, "UnknownRequest"},
+		{"log base unsupported", vhostuser.ReqSetLogBase, make([]byte, 16), "UnknownRequest"},
+	}
+	for _, c := range cases {
+		before := r.counters()[c.counter]
+		if err := fe.Set(c.req, true, c.payload); err == nil {
+			t.Errorf("%s: acked as success", c.name)
+		}
+		if r.counters()[c.counter] != before+1 {
+			t.Errorf("%s: %s not counted", c.name, c.counter)
+		}
+	}
+	// A GET whose payload is malformed cannot be answered: the session resets.
+	if err := fe.Conn().WriteRequest(vhostuser.ReqGetVringBase, 0, []byte{1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-r.done; err == nil {
+		t.Fatal("session survived a malformed GET")
+	}
+	if r.counters()["SessionResets"] != 1 {
+		t.Fatal("reset not counted")
+	}
+	// A fresh session works again; a bad header version also resets.
+	r.connect()
+	if _, err := fe.GetU64(vhostuser.ReqGetFeatures); err != nil {
+		t.Fatal(err)
+	}
+	if err := fe.Conn().WriteRequest(vhostuser.ReqGetFeatures, 2, nil); err != nil { // version 3
+		t.Fatal(err)
+	}
+	if err := <-r.done; err == nil || r.counters()["BadVersion"] != 1 {
+		t.Fatalf("bad version: err=%v counters=%v", err, r.counters()["BadVersion"])
+	}
+	r.connect()
+}
+
+func TestGetConfigEchoesHeaderAndExactSize(t *testing.T) {
+	dev := &echoDev{features: vhostuser.FeatureVersion1, proto: vhostuser.ProtoConfig | vhostuser.ProtoInflightSHMFD, queues: 1, config: make([]byte, 60)}
+	dev.config[0] = 0x80
+	r := newRig(t, dev, vhostusertest.OneRegion(1<<20), 0, 16)
+	cfg, err := r.fe.BlkInit(57)
+	must(t, err)
+	if len(cfg) != 57 || cfg[0] != 0x80 {
+		t.Fatalf("config %x", cfg)
+	}
+}
