@@ -50,7 +50,7 @@ const MaxQueuePairs = 16
 //	}
 //
 // Relative paths (control, nics[].socket) are relative to the directory of
-// the config file when it is read with LoadConfig.
+// the config file when it is read with LoadConfig, which makes them absolute.
 type Config struct {
 	Control string      `json:"control,omitempty"`
 	NICs    []NICSpec   `json:"nics"`
@@ -119,7 +119,11 @@ func LoadConfig(path string) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	cfg.resolve(filepath.Dir(path))
+	dir, err := filepath.Abs(filepath.Dir(path))
+	if err != nil {
+		return nil, err
+	}
+	cfg.resolve(dir)
 	return cfg, nil
 }
 

@@ -1,0 +1,222 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"sort"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"falconnic/device"
+	"falconnic/internal/control"
+)
+
+func init() {
+	register("status", "show a running daemon's NICs, switch and fabric", statusCmd)
+}
+
+func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fl := flag.NewFlagSet("status", flag.ContinueOnError)
+	fl.SetOutput(stderr)
+	socket := fl.String("socket", device.DefaultControlSocket, "daemon control socket `PATH`")
+	asJSON := fl.Bool("json", false, "print the raw status as JSON")
+	fl.Usage = func() {
+		fmt.Fprintln(stderr, "usage: falconnic status [--socket PATH] [--json]")
+		fl.PrintDefaults()
+	}
+	if err := fl.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if fl.NArg() != 0 {
+		fl.Usage()
+		return fmt.Errorf("%w: status takes no arguments", errUsage)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var raw json.RawMessage
+	if err := control.Call(ctx, *socket, "status", nil, &raw); err != nil {
+		return controlError(*socket, err)
+	}
+	if *asJSON {
+		var v any
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return err
+		}
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	}
+	var st device.Status
+	if err := json.Unmarshal(raw, &st); err != nil {
+		return fmt.Errorf("daemon sent a status this CLI cannot read: %w", err)
+	}
+	return printStatus(stdout, st)
+}
+
+// controlError turns a failed control call into one line that says what to do.
+func controlError(socket string, err error) error {
+	var opErr *net.OpError
+	switch {
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ECONNREFUSED):
+		return fmt.Errorf("no daemon at %s (is `falconnic serve` running? use --socket PATH)", socket)
+	case errors.As(err, &opErr):
+		return fmt.Errorf("cannot reach the daemon at %s: %v", socket, opErr.Err)
+	}
+	return fmt.Errorf("daemon at %s: %v", socket, err)
+}
+
+func printStatus(w io.Writer, st device.Status) error {
+	fmt.Fprintf(w, "daemon up %s, control %s\n\n", st.Uptime.Round(time.Second), st.Control)
+
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NIC\tMAC\tQP\tRX-FRAMES\tRX-BYTES\tTX-FRAMES\tTX-BYTES\tDROPS\tSOCKET")
+	for _, n := range st.NICs {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", n.Name, n.MAC, n.QueuePairs,
+			n.Port["RxFrames"], n.Port["RxBytes"], n.Port["TxFrames"], n.Port["TxBytes"], drops(n.Port), n.Socket)
+	}
+	tw.Flush()
+	for _, n := range st.NICs {
+		if n.Error != "" {
+			fmt.Fprintf(w, "  %s: error: %s\n", n.Name, n.Error)
+		}
+		if len(n.Device) > 0 {
+			var v any
+			if json.Unmarshal(n.Device, &v) == nil {
+				lines := flatten("", v, nil)
+				if len(lines) > 0 {
+					fmt.Fprintf(w, "  %s device:\n", n.Name)
+					for _, l := range lines {
+						fmt.Fprintf(w, "    %s\n", l)
+					}
+				}
+			}
+		}
+	}
+
+	fmt.Fprintf(w, "\nswitch: %s\n", nonZero(st.Switch.Counters))
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "PORT\tRX-FRAMES\tRX-BYTES\tTX-FRAMES\tTX-BYTES\tDROPS")
+	for _, p := range st.Switch.Ports {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\n", p.Name, p.Counters["RxFrames"], p.Counters["RxBytes"],
+			p.Counters["TxFrames"], p.Counters["TxBytes"], dropList(p.Counters))
+	}
+	tw.Flush()
+	printMACs(w, "PORT", st.Switch.MACs)
+
+	if f := st.Fabric; f != nil {
+		fmt.Fprintf(w, "\nfabric: listen %s, %d path(s)", f.Listen, f.Paths)
+		if f.Impairment.Active() {
+			fmt.Fprintf(w, ", impairment loss %g%% reorder %g%% seed %d", f.Impairment.LossPercent, f.Impairment.ReorderPercent, f.Impairment.Seed)
+		}
+		fmt.Fprintf(w, "\n  counters: %s\n", nonZero(f.Counters))
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "PEER\tRX-DATAGRAMS\tRX-BYTES\tTX-DATAGRAMS\tTX-BYTES")
+		for _, p := range f.Peers {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\n", p.Addr, p.Counters["RxDatagrams"], p.Counters["RxBytes"],
+				p.Counters["TxDatagrams"], p.Counters["TxBytes"])
+		}
+		tw.Flush()
+		printMACs(w, "PEER", f.MACs)
+	} else {
+		fmt.Fprintln(w, "\nfabric: none")
+	}
+	return nil
+}
+
+func printMACs(w io.Writer, where string, macs []device.MACStatus) {
+	if len(macs) == 0 {
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "MAC\t%s\tAGE\n", where)
+	for _, m := range macs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", m.MAC, m.Port, m.Age.Round(time.Millisecond))
+	}
+	tw.Flush()
+}
+
+// isTraffic reports whether a port counter counts traffic rather than drops.
+func isTraffic(name string) bool {
+	switch name {
+	case "RxFrames", "RxBytes", "TxFrames", "TxBytes":
+		return true
+	}
+	return false
+}
+
+func drops(c map[string]uint64) uint64 {
+	var n uint64
+	for k, v := range c {
+		if !isTraffic(k) {
+			n += v
+		}
+	}
+	return n
+}
+
+// dropList names the non-zero drop counters ("-" when none).
+func dropList(c map[string]uint64) string {
+	var parts []string
+	for k, v := range c {
+		if !isTraffic(k) && v != 0 {
+			parts = append(parts, fmt.Sprintf("%s=%d", k, v))
+		}
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, " ")
+}
+
+func nonZero(c map[string]uint64) string {
+	var parts []string
+	for k, v := range c {
+		if v != 0 {
+			parts = append(parts, fmt.Sprintf("%s=%d", k, v))
+		}
+	}
+	if len(parts) == 0 {
+		return "all counters zero"
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, " ")
+}
+
+// flatten renders a JSON value as sorted "path: value" lines.
+func flatten(prefix string, v any, out []string) []string {
+	switch x := v.(type) {
+	case map[string]any:
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			p := k
+			if prefix != "" {
+				p = prefix + "." + k
+			}
+			out = flatten(p, x[k], out)
+		}
+	case []any:
+		for i, e := range x {
+			out = flatten(fmt.Sprintf("%s[%d]", prefix, i), e, out)
+		}
+	default:
+		b, _ := json.Marshal(x)
+		out = append(out, prefix+": "+string(b))
+	}
+	return out
+}
