@@ -1,0 +1,77 @@
+package falcon
+
+import (
+	"time"
+
+	"falconnic/falcon/rue"
+	"falconnic/falcon/wire"
+)
+
+// rueEvent posts a congestion-control event for flow 0 [S §10.6]. At most one
+// event per flow is outstanding; while one is, acked counts accumulate and
+// further events are folded in (Isekai's rule).
+func (c *Conn) rueEvent(now time.Duration, typ rue.EventType, t1, t2, t3, t4 wire.Timestamp, level uint8,
+	meta uint32, nack uint8, eack, drop bool, retx uint8, reason rue.RetxReason) {
+	eng := c.ep.cfg.RUE
+	if eng == nil {
+		return
+	}
+	f := &c.flows[0]
+	if f.pending {
+		c.Stats.RUESuppressed.Inc()
+		return
+	}
+	f.pending = true
+	c.Stats.RUEEvents.Inc()
+	acked := f.acked
+	f.acked = 0
+	c.ev = rue.Event{Conn: c.cfg.SCID, Flow: 0, Type: typ, T1: uint32(t1), T2: uint32(t2), T3: uint32(t3),
+		T4: uint32(t4), RetxCount: retx, RetxReason: reason, NackCode: nack, RxBufLevel: level, CCMetadata: meta,
+		NumAcked: acked, EACK: eack, EACKDrop: drop, Fcwnd: c.fcwnd, Ncwnd: c.ncwnd, IPG: c.ipg, RTO: c.rto,
+		FabricMarker: f.fabricMarker, NICMarker: f.nicMark, NcwndUp: f.ncwndUp, DelayState: f.delayState,
+		RTTState: f.rttState, BaseDelay: f.baseDelay, CCOpaque: f.ccOpaque,
+		Now: uint32(wire.TimestampAt(now)) & (1<<24 - 1)}
+	if r, ok := eng.Handle(&c.ev); ok {
+		c.applyRUE(&r)
+	}
+}
+
+// applyRUE installs a response's values: they apply to pending and future
+// packets at once.
+func (c *Conn) applyRUE(r *rue.Response) {
+	c.Stats.RUEResponses.Inc()
+	f := &c.flows[r.Flow&3]
+	f.pending = false
+	f.fabricMarker, f.nicMark, f.ncwndUp = r.FabricMarker, r.NICMarker, r.NcwndUp
+	f.delayState, f.rttState, f.baseDelay, f.ccOpaque = r.DelayState, r.RTTState, r.BaseDelay, r.CCOpaque
+	f.ccMetadata = r.CCMetadata
+	c.fcwnd = max(r.Fcwnd, 1)
+	c.ncwnd = max(r.Ncwnd, 1)
+	c.ipg = max(r.IPG, 0)
+	if r.RTO > 0 {
+		c.rto = min(max(r.RTO, c.cfg.MinRTO), c.cfg.MaxRTO)
+	}
+}
+
+// ApplyRUE hands an asynchronous RUE's response to the datapath.
+func (e *Endpoint) ApplyRUE(r rue.Response) {
+	c := e.conns[r.Conn]
+	if c == nil || c.dead {
+		return
+	}
+	c.applyRUE(&r)
+	c.flush(e.clk.Now())
+}
+
+// rxBufferLevel quantises the network-request Rx pools' occupancy into 32
+// levels and reports the larger [S §10.2].
+func (e *Endpoint) rxBufferLevel() uint8 {
+	q := func(used, cap int) int {
+		if cap <= 0 {
+			return 0
+		}
+		return min(used*32/cap, 31)
+	}
+	p := &e.res.RxNet
+	return uint8(max(q(p.Pkt.Used, p.Pkt.Cap), q(p.Buf.Used, p.Buf.Cap)))
+}

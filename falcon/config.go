@@ -1,0 +1,111 @@
+package falcon
+
+import (
+	"time"
+
+	"falconnic/falcon/rue"
+	"falconnic/falcon/tl"
+	"falconnic/falcon/wire"
+	"falconnic/internal/clock"
+)
+
+// Config configures an Endpoint (one NIC's Falcon engine).
+type Config struct {
+	Clock clock.Clock // required
+	Link  Link        // where packets go; required before traffic
+	ULP   ULP         // target deliveries and initiator completions; required
+	RUE   rue.Engine  // congestion control; nil keeps every window at its initial value
+	// Rand supplies initial PSNs/RSNs for Connect when a ConnConfig leaves
+	// them to the endpoint (nil: a fixed-seed generator).
+	Rand interface{ Uint32() uint32 }
+	// Limits sizes the NIC's resource pools (zero value: tl.DefaultLimits).
+	Limits tl.Limits
+	// ReplayMargin is the PAWS-like replay window on IV timestamps
+	// [S §9.2.2.2]; 0 means 1 s.
+	ReplayMargin time.Duration
+}
+
+// ConnConfig is what the connection manager sets up for one connection
+// [S §6.2, digest §4]. Zero fields take the defaults noted.
+type ConnConfig struct {
+	SCID uint32 // local CID: the DCID peers put on packets to us (24 bits)
+	DCID uint32 // the peer's CID for this connection
+	// Ordered selects RSN-ordered delivery and completion.
+	Ordered  bool
+	Protocol wire.ProtocolType // default RDMA
+	DestFn   uint32            // Destination Function on outgoing packets
+	// FlowLabels are the connection's flow labels (flow id = low 2 bits);
+	// only the first is used until multipath lands.
+	FlowLabels [4]uint32
+
+	// Initial sequence numbers. Our TX PSNs must equal the peer's RX bases.
+	TxReqPSN, TxDataPSN wire.PSN // ours
+	RxReqPSN, RxDataPSN wire.PSN // the peer's TX PSNs
+	TxRSN, RxRSN        wire.RSN // our first RSN / the peer's first RSN
+
+	TxWindow   uint32 // TX ring per window (default 256)
+	MaxTxns    uint32 // initiator table (default 256); target table is 2×
+	MTU        int    // max transaction payload bytes (default 4096+256)
+	InitFcwnd  rue.Fixed
+	InitNcwnd  uint32
+	InitRTO    time.Duration // default 1 ms
+	MinRTO     time.Duration // default 100 µs
+	MaxRTO     time.Duration // backoff cap, default 100 ms
+	MaxRetries uint8         // per packet before Resync 0x3 (default 16)
+
+	AckCoalesceCount   int           // default 10
+	AckCoalesceTimeout time.Duration // default 8 µs
+	ARFcwndThreshold   uint32        // AR on every packet below (default 2)
+	ARPercent          uint32        // else on this percent of packets (default 10)
+	OOODistance        uint32        // early retransmit distance (default 3)
+	EarlyRetxCap       uint8         // per packet (default 16)
+	RACK, TLP          bool          // Gen3 extensions (default off)
+	// GoBackN makes both the receiver (accept only the next PSN) and the
+	// transmitter (resend everything from a loss) behave like RoCE without
+	// selective repeat. Both ends must agree. Benchmark baseline only.
+	GoBackN bool
+}
+
+func (c *ConnConfig) fill() {
+	if c.Protocol == 0 {
+		c.Protocol = wire.ProtoRDMA
+	}
+	def32 := func(v *uint32, d uint32) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	defD := func(v *time.Duration, d time.Duration) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def32(&c.TxWindow, 256)
+	def32(&c.MaxTxns, 256)
+	def32(&c.InitNcwnd, 64)
+	def32(&c.ARFcwndThreshold, 2)
+	def32(&c.ARPercent, 10)
+	def32(&c.OOODistance, 3)
+	if c.MTU == 0 {
+		c.MTU = 4096 + 256
+	}
+	if c.MTU > 0xffff {
+		c.MTU = 0xffff
+	}
+	if c.InitFcwnd == 0 {
+		c.InitFcwnd = 32 * rue.One
+	}
+	defD(&c.InitRTO, time.Millisecond)
+	defD(&c.MinRTO, 100*time.Microsecond)
+	defD(&c.MaxRTO, 100*time.Millisecond)
+	defD(&c.AckCoalesceTimeout, 8*time.Microsecond)
+	if c.MaxRetries == 0 {
+		c.MaxRetries = 16
+	}
+	if c.EarlyRetxCap == 0 {
+		c.EarlyRetxCap = 16
+	}
+	if c.AckCoalesceCount == 0 {
+		c.AckCoalesceCount = 10
+	}
+}

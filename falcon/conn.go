@@ -1,0 +1,268 @@
+package falcon
+
+import (
+	"time"
+
+	"falconnic/falcon/pdl"
+	"falconnic/falcon/rue"
+	"falconnic/falcon/tl"
+	"falconnic/falcon/wire"
+)
+
+// Window indexes of Conn.tx and Conn.rx.
+const (
+	reqW  = 0 // request window (Pull Requests)
+	dataW = 1 // data window (Push Data, Pull Data, data Resync)
+)
+
+func windowIndex(w wire.Window) int {
+	if w == wire.WindowRequest {
+		return reqW
+	}
+	return dataW
+}
+
+// rxWindowSize is the receiver window per index [S §9].
+var rxWindowSize = [2]uint32{pdl.RxRequestWindow, pdl.RxDataWindow}
+
+// Conn is one end of a Falcon connection: both PDL directions (two TX and two
+// RX windows), the initiator and target transaction tables, and the CC
+// state the RUE round-trips.
+type Conn struct {
+	ep   *Endpoint
+	cfg  ConnConfig
+	dead bool
+
+	tx     [2]pdl.TxWindow
+	rx     [2]pdl.RxWindow
+	co     pdl.Coalescer
+	ackAR  bool // the pending ACK is due to AR or a duplicate
+	lastT1 wire.Timestamp
+	lastT2 wire.Timestamp
+	arN    uint32
+	rtt    pdl.RTT
+	remote wire.Timestamp // replay check state [S §9.2.2.2]
+	gbnExp [2]wire.PSN    // Go-Back-N: PSN last NACKed as expected
+	gbnOK  [2]bool
+
+	// Enforcement (set by RUE responses).
+	fcwnd    rue.Fixed
+	ncwnd    uint32
+	ipg      time.Duration
+	rto      time.Duration
+	nextSend time.Duration
+	flows    [4]flowCC
+	ev       rue.Event
+	rackXmit time.Duration
+
+	// Deadlines.
+	rtoAt, tlpAt, rnrAt             time.Duration
+	rtoArmed, tlpArmed, rnrArmed    bool
+	paceArmed, tlpFired, xoff, inCB bool
+
+	ini     tl.Initiator
+	cplNext wire.RSN
+	tgt     tl.Target
+	pullQ   rsnRing
+
+	req   Request
+	cpl   Completion
+	ackf  wire.AckFields
+	Stats ConnCounters
+}
+
+// flowCC is the per-flow congestion state that round-trips through the RUE.
+type flowCC struct {
+	pending                bool
+	acked                  uint32
+	fabricMarker, nicMark  uint32
+	ncwndUp                bool
+	delayState, rttState   uint32
+	baseDelay, ccOpaque    uint32
+	ccMetadata, lastEvTime uint32
+}
+
+type rsnRing struct {
+	buf     []wire.RSN
+	head, n int
+}
+
+func (r *rsnRing) push(x wire.RSN) {
+	if r.n == len(r.buf) {
+		nb := make([]wire.RSN, 2*len(r.buf)+8)
+		for i := 0; i < r.n; i++ {
+			nb[i] = r.buf[(r.head+i)%len(r.buf)]
+		}
+		r.buf, r.head = nb, 0
+	}
+	r.buf[(r.head+r.n)%len(r.buf)] = x
+	r.n++
+}
+
+func (r *rsnRing) front() wire.RSN { return r.buf[r.head] }
+
+func (r *rsnRing) pop() {
+	r.head = (r.head + 1) % len(r.buf)
+	r.n--
+}
+
+func newConn(e *Endpoint, cc ConnConfig) *Conn {
+	c := &Conn{ep: e, cfg: cc, fcwnd: cc.InitFcwnd, ncwnd: cc.InitNcwnd, rto: cc.InitRTO}
+	c.tx[reqW].Init(cc.TxReqPSN, cc.TxWindow)
+	c.tx[dataW].Init(cc.TxDataPSN, cc.TxWindow)
+	c.rx[reqW].Init(cc.RxReqPSN, pdl.RxRequestWindow)
+	c.rx[dataW].Init(cc.RxDataPSN, pdl.RxDataWindow)
+	c.co = pdl.Coalescer{Threshold: cc.AckCoalesceCount, Timeout: cc.AckCoalesceTimeout}
+	c.ini.Init(cc.TxRSN, cc.MaxTxns)
+	c.cplNext = cc.TxRSN
+	c.tgt.Init(cc.RxRSN, 2*cc.MaxTxns)
+	c.pullQ.buf = make([]wire.RSN, 2*cc.MaxTxns)
+	c.remote = wire.TimestampAt(e.clk.Now())
+	return c
+}
+
+// SCID returns the local CID.
+func (c *Conn) SCID() uint32 { return c.cfg.SCID }
+
+// Config returns the connection's configuration (defaults filled in).
+func (c *Conn) Config() ConnConfig { return c.cfg }
+
+// Dead reports whether the connection failed.
+func (c *Conn) Dead() bool { return c.dead }
+
+// Fcwnd returns the enforced fabric window.
+func (c *Conn) Fcwnd() rue.Fixed { return c.fcwnd }
+
+// RTO returns the current base retransmission timeout.
+func (c *Conn) RTO() time.Duration { return c.rto }
+
+// SmoothedRTT returns the datapath's RTT estimate (0 before a sample).
+func (c *Conn) SmoothedRTT() time.Duration { return c.rtt.Or(0) }
+
+// Outstanding returns the transactions submitted and not yet completed.
+func (c *Conn) Outstanding() int { return int(c.ini.Live()) }
+
+// Idle reports whether nothing is in flight or pending in either direction.
+func (c *Conn) Idle() bool {
+	return c.ini.Live() == 0 && c.tx[reqW].Outstanding() == 0 && c.tx[dataW].Outstanding() == 0 &&
+		c.pullQ.n == 0 && !c.rx[reqW].HasState() && !c.rx[dataW].HasState()
+}
+
+func (c *Conn) flow() uint32 { return c.cfg.FlowLabels[0] }
+
+// deadline returns the earliest pending timer of the connection.
+func (c *Conn) deadline() (time.Duration, bool) {
+	best, ok := c.co.Deadline()
+	consider := func(t time.Duration, armed bool) {
+		if armed && (!ok || t < best) {
+			best, ok = t, true
+		}
+	}
+	consider(c.rtoAt, c.rtoArmed)
+	consider(c.tlpAt, c.tlpArmed)
+	consider(c.rnrAt, c.rnrArmed)
+	consider(c.nextSend, c.paceArmed)
+	return best, ok
+}
+
+func (c *Conn) armRTO(t time.Duration) {
+	if !c.rtoArmed || t < c.rtoAt {
+		c.rtoAt, c.rtoArmed = t, true
+	}
+}
+
+func (c *Conn) armRNR(t time.Duration) {
+	if !c.rnrArmed || t < c.rnrAt {
+		c.rnrAt, c.rnrArmed = t, true
+	}
+}
+
+// onTimer runs the connection's due deadlines.
+func (c *Conn) onTimer(now time.Duration) {
+	if c.dead {
+		c.rtoArmed, c.tlpArmed, c.rnrArmed, c.paceArmed = false, false, false, false
+		c.co.Sent()
+		return
+	}
+	if c.rtoArmed && now >= c.rtoAt {
+		c.rtoScan(now)
+	}
+	if c.tlpArmed && now >= c.tlpAt {
+		c.tlpArmed = false
+		c.tlpProbe(now)
+	}
+	if c.rnrArmed && now >= c.rnrAt {
+		c.rnrScan(now)
+	}
+	if c.paceArmed && now >= c.nextSend {
+		c.paceArmed = false
+	}
+	c.flushTimer(now)
+}
+
+// flush sends what became sendable and a standalone ACK if one is due.
+func (c *Conn) flush(now time.Duration) {
+	if c.dead {
+		return
+	}
+	c.pump(now)
+	if c.co.Due(now) {
+		c.sendAck(now, false)
+	}
+}
+
+func (c *Conn) flushTimer(now time.Duration) {
+	if c.dead {
+		return
+	}
+	c.pump(now)
+	if c.co.Due(now) {
+		c.sendAck(now, true)
+	}
+}
+
+// wantAck asks for an immediate ACK (AR, duplicate, Resync).
+func (c *Conn) wantAck(now time.Duration) {
+	c.ackAR = true
+	c.co.Request(now)
+}
+
+// fail declares the connection dead [S §9.1.5]: every live transaction
+// completes with kCmplDeadConn and its resources return.
+func (c *Conn) fail(now time.Duration) {
+	if c.dead {
+		return
+	}
+	c.dead = true
+	c.Stats.Fatal.Inc()
+	for rsn := c.ini.Base; rsn != c.ini.Next; rsn = rsn.Add(1) {
+		s := c.ini.Slot(rsn)
+		if s.State == tl.IQueued || s.State == tl.ISent || s.State == tl.IDone {
+			c.reportOne(rsn, s, tl.CmplDeadConn, s.ULPCode, nil)
+		}
+	}
+	c.ini.Advance()
+	for rsn, i := c.tgt.Base, uint32(0); i < c.tgt.Cap(); rsn, i = rsn.Add(1), i+1 {
+		s := c.tgt.Slot(rsn)
+		if s.State != tl.TFree && s.State != tl.TFinished {
+			c.releaseTarget(s)
+			s.State = tl.TFinished
+		}
+	}
+	c.rtoArmed, c.tlpArmed, c.rnrArmed, c.paceArmed = false, false, false, false
+	c.co.Sent()
+}
+
+// releaseTarget returns a target transaction's resources.
+func (c *Conn) releaseTarget(s *tl.TTxn) {
+	res := c.ep.res
+	if s.Cells > 0 {
+		res.RxNet.Give(s.Cells)
+		s.Cells = 0
+	}
+	if s.TxCells > 0 {
+		res.TxData.Give(s.TxCells)
+		s.TxCells = 0
+	}
+	c.ep.xonScan()
+}

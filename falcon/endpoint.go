@@ -1,0 +1,244 @@
+package falcon
+
+import (
+	"errors"
+	"time"
+
+	"falconnic/falcon/tl"
+	"falconnic/falcon/wire"
+	"falconnic/internal/clock"
+	"falconnic/internal/stats"
+)
+
+// Link is where an endpoint sends frames (falcon/link's Link satisfies it).
+// Send must copy pkt before returning; flow is the flow label.
+type Link interface {
+	Send(pkt []byte, flow uint32)
+}
+
+// Request is a request delivered to the target ULP. Payload is valid only
+// during the callback.
+type Request struct {
+	Kind    tl.Kind
+	RSN     wire.RSN
+	Payload []byte // Push data
+	Length  uint32 // Pull: bytes of Pull Data expected
+}
+
+// Completion is an initiator completion. Data (Pull Data) is valid only
+// during the callback.
+type Completion struct {
+	Kind    tl.Kind
+	RSN     wire.RSN
+	Cookie  uint64
+	Status  tl.Status
+	ULPCode uint8 // the target ULP's code from a CIE/NRE NACK
+	Data    []byte
+}
+
+// ULP is the upper-layer protocol attached to an endpoint. Callbacks run on
+// the goroutine driving the endpoint and may call back into the connection
+// (respond, submit).
+type ULP interface {
+	// OnRequest delivers a Push or Pull to the target side. The ULP answers
+	// with AckPush/NackPush or PullData/NackPull, now or later.
+	OnRequest(c *Conn, r *Request)
+	// OnCompletion reports an initiator transaction's end.
+	OnCompletion(c *Conn, cpl *Completion)
+	// OnXon says c accepts submissions again after ErrXoff.
+	OnXon(c *Conn)
+}
+
+// Errors returned to the ULP.
+var (
+	ErrXoff       = errors.New("falcon: connection is flow-controlled (Xoff); wait for OnXon")
+	ErrTooLong    = errors.New("falcon: transaction longer than the MTU")
+	ErrDead       = errors.New("falcon: connection failed")
+	ErrCIDInUse   = errors.New("falcon: source CID already in use")
+	ErrBadCID     = errors.New("falcon: CID does not fit 24 bits")
+	ErrNoSuchTxn  = errors.New("falcon: no such transaction awaiting a response")
+	ErrBadVerdict = errors.New("falcon: verdict not valid here")
+)
+
+// Endpoint is one NIC's Falcon engine: a table of connections keyed by
+// local CID, fed by Receive, OnTimer and ULP calls, emitting frames to its
+// Link and callbacks to its ULP. It is not safe for concurrent use: one
+// goroutine owns it.
+type Endpoint struct {
+	cfg   Config
+	clk   clock.Clock
+	conns map[uint32]*Conn
+	list  []*Conn
+	res   *tl.Resources
+	ctl   []byte // scratch for ACK/NACK frames
+	rng   interface{ Uint32() uint32 }
+	nXoff int
+	Stats EndpointCounters
+}
+
+// New returns an endpoint.
+func New(cfg Config) *Endpoint {
+	if cfg.Limits == (tl.Limits{}) {
+		cfg.Limits = tl.DefaultLimits()
+	}
+	if cfg.ReplayMargin == 0 {
+		cfg.ReplayMargin = time.Second
+	}
+	rng := cfg.Rand
+	if rng == nil {
+		rng = &xorshift{s: 0x9e3779b97f4a7c15}
+	}
+	return &Endpoint{cfg: cfg, clk: cfg.Clock, conns: make(map[uint32]*Conn), res: tl.NewResources(cfg.Limits),
+		ctl: make([]byte, 0, wire.MaxHeaderLen+envelopeLen+16), rng: rng}
+}
+
+type xorshift struct{ s uint64 }
+
+func (x *xorshift) Uint32() uint32 {
+	x.s ^= x.s << 13
+	x.s ^= x.s >> 7
+	x.s ^= x.s << 17
+	return uint32(x.s >> 32)
+}
+
+// SetLink sets the link (for harnesses that build endpoints first).
+func (e *Endpoint) SetLink(l Link) { e.cfg.Link = l }
+
+// SetULP sets the ULP.
+func (e *Endpoint) SetULP(u ULP) { e.cfg.ULP = u }
+
+// Resources exposes the NIC's pools (read-only use).
+func (e *Endpoint) Resources() *tl.Resources { return e.res }
+
+// RandomPSNs fills a ConnConfig's TX sequence numbers from the endpoint's
+// random source (the CM exchanges them with the peer out of band).
+func (e *Endpoint) RandomPSNs(c *ConnConfig) {
+	c.TxReqPSN = wire.PSN(e.rng.Uint32())
+	c.TxDataPSN = wire.PSN(e.rng.Uint32())
+	c.TxRSN = wire.RSN(e.rng.Uint32())
+}
+
+// Connect installs a connection set up by the connection manager.
+func (e *Endpoint) Connect(cc ConnConfig) (*Conn, error) {
+	if cc.SCID >= 1<<24 || cc.DCID >= 1<<24 {
+		return nil, ErrBadCID
+	}
+	if _, ok := e.conns[cc.SCID]; ok {
+		return nil, ErrCIDInUse
+	}
+	cc.fill()
+	c := newConn(e, cc)
+	e.conns[cc.SCID] = c
+	e.list = append(e.list, c)
+	return c, nil
+}
+
+// Conn returns the connection with local CID scid.
+func (e *Endpoint) Conn(scid uint32) *Conn { return e.conns[scid] }
+
+// Conns returns the connections in setup order.
+func (e *Endpoint) Conns() []*Conn { return e.list }
+
+// Now returns the endpoint clock's reading.
+func (e *Endpoint) Now() time.Duration { return e.clk.Now() }
+
+// NextDeadline returns the earliest time OnTimer has work, if any.
+func (e *Endpoint) NextDeadline() (time.Duration, bool) {
+	var best time.Duration
+	ok := false
+	for _, c := range e.list {
+		if d, has := c.deadline(); has && (!ok || d < best) {
+			best, ok = d, true
+		}
+	}
+	return best, ok
+}
+
+// OnTimer runs every deadline due at the clock's current time.
+func (e *Endpoint) OnTimer() {
+	now := e.clk.Now()
+	for _, c := range e.list {
+		if d, has := c.deadline(); has && d <= now {
+			c.onTimer(now)
+		}
+	}
+}
+
+// Receive is the receive pipeline for one frame from the link (the frame is
+// only read during the call) [S §9.2.2]: integrity, parse, CID lookup,
+// replay check, then the connection's window and transaction processing.
+func (e *Endpoint) Receive(frame []byte, flow uint32) {
+	e.Stats.RxFrames.Inc()
+	e.Stats.RxBytes.Add(uint64(len(frame)))
+	b, iv, ok := open(frame)
+	if !ok {
+		e.Stats.RxBadICV.Inc()
+		return
+	}
+	p, err := wire.Parse(b)
+	if err != nil {
+		e.countParse(err)
+		return
+	}
+	c := e.conns[p.CID()]
+	if c == nil {
+		e.Stats.RxUnknownCID.Inc()
+		if p.Type().Window() != wire.WindowNone {
+			e.nackUnknownCID(p.Txn(), flow)
+		}
+		return
+	}
+	if c.dead {
+		e.Stats.RxDeadConn.Inc()
+		return
+	}
+	c.receive(p, iv, flow, e.clk.Now())
+}
+
+// parseDrops maps each wire.Parse error to its drop counter.
+var parseDrops = []struct {
+	err     error
+	counter func(*EndpointCounters) *stats.Counter
+}{
+	{wire.ErrShort, func(c *EndpointCounters) *stats.Counter { return &c.RxParseShort }},
+	{wire.ErrVersion, func(c *EndpointCounters) *stats.Counter { return &c.RxParseVersion }},
+	{wire.ErrType, func(c *EndpointCounters) *stats.Counter { return &c.RxParseType }},
+	{wire.ErrLength, func(c *EndpointCounters) *stats.Counter { return &c.RxParseLength }},
+}
+
+func (e *Endpoint) countParse(err error) {
+	for _, d := range parseDrops {
+		if errors.Is(err, d.err) {
+			d.counter(&e.Stats).Inc()
+			return
+		}
+	}
+	e.Stats.RxParseLength.Inc()
+}
+
+// nackUnknownCID answers a transaction packet for an unknown CID with an
+// invalid-CID NACK (code 8) echoing the CID, PSN and window it named.
+func (e *Endpoint) nackUnknownCID(t wire.Txn, flow uint32) {
+	if e.cfg.Link == nil {
+		return
+	}
+	w := t.Type().Window()
+	if t.Type() == wire.TypeResync {
+		w = t.ResyncWindow()
+	}
+	f := wire.NackFields{CID: t.CID(), NackPSN: t.PSN(), Code: wire.NackInvalidCID,
+		RequestWindow: w == wire.WindowRequest, T1: 0, T2: wire.TimestampAt(e.clk.Now())}
+	n := wire.AppendNACK(e.ctl[:0], &f)
+	e.Stats.TxInvalidCIDNack.Inc()
+	e.send([]byte(n), flow)
+}
+
+// send seals pkt and hands it to the link.
+func (e *Endpoint) send(pkt []byte, flow uint32) {
+	frame := seal(pkt, wire.TimestampAt(e.clk.Now()))
+	e.Stats.TxFrames.Inc()
+	e.Stats.TxBytes.Add(uint64(len(frame)))
+	if e.cfg.Link != nil {
+		e.cfg.Link.Send(frame, flow)
+	}
+}

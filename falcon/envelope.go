@@ -1,0 +1,35 @@
+package falcon
+
+import (
+	"encoding/binary"
+
+	"falconnic/falcon/wire"
+)
+
+// The envelope stands in for PSP [S §7.1]: a Falcon packet is followed by a
+// 4-byte IV timestamp (PSP's IV carries T1/T3, the transmit time in Falcon
+// units, which the replay check and the delay measurements use) and the
+// 4-byte ICV (wire.SealICV, CRC32C over packet and IV).
+//
+//	| Falcon header | payload | IV timestamp (4) | ICV (4) |
+const (
+	ivLen       = 4
+	envelopeLen = ivLen + wire.ICVLen
+)
+
+// seal appends the IV timestamp and ICV to pkt in its spare capacity and
+// returns the frame; pkt's own length is unchanged.
+func seal(pkt []byte, iv wire.Timestamp) []byte {
+	b := binary.BigEndian.AppendUint32(pkt, uint32(iv))
+	return wire.SealICV(b)
+}
+
+// open checks a frame's ICV and splits off the IV timestamp.
+func open(frame []byte) (pkt []byte, iv wire.Timestamp, ok bool) {
+	b, ok := wire.OpenICV(frame)
+	if !ok || len(b) < ivLen {
+		return nil, 0, false
+	}
+	n := len(b) - ivLen
+	return b[:n], wire.Timestamp(binary.BigEndian.Uint32(b[n:])), true
+}

@@ -1,0 +1,144 @@
+package pdl
+
+import (
+	"strconv"
+	"time"
+
+	"falconnic/falcon/wire"
+)
+
+// SlotState is the state of one transmitter slot.
+type SlotState uint8
+
+// Slot states (see the package diagram).
+const (
+	SlotFree SlotState = iota
+	SlotInflight
+	SlotHeld // out of the retransmit queue: awaiting a Resync or an RNR delay
+	SlotAcked
+)
+
+var slotStateNames = [...]string{"free", "inflight", "held", "acked"}
+
+// String names the state.
+func (s SlotState) String() string {
+	if int(s) < len(slotStateNames) {
+		return slotStateNames[s]
+	}
+	return "SlotState(" + strconv.Itoa(int(s)) + ")"
+}
+
+// TxSlot is the transmitter's record of one outstanding PSN.
+type TxSlot struct {
+	State    SlotState
+	Type     wire.PacketType // type of the original packet
+	Resync   bool            // the slot now carries a Resync for the original
+	Code     wire.ResyncCode // Resync code when Resync
+	Received bool            // peer's EACK data-rx bitmap showed it
+	Request  bool            // counts toward the outstanding-request counter (ORC)
+	Retx     bool            // last send was a retransmission (ORRC)
+	Flow     uint8
+	Retries  uint8 // retransmissions of the current packet (reset by Resync)
+	Early    uint8 // early retransmissions (capped)
+	RSN      wire.RSN
+	Ref      uint32        // owner's handle (transaction slot)
+	SentAt   time.Duration // last (re)transmission time
+	FirstAt  time.Duration // first transmission time
+	Deadline time.Duration // RTO (or RNR) deadline while inflight/held
+	Buf      []byte        // the packet as sent (header + payload, no trailer)
+}
+
+// TxWindow is one transmitter sliding window: PSNs in [Base, Next) are
+// outstanding, each with a slot in a power-of-two ring.
+type TxWindow struct {
+	base, next wire.PSN
+	mask       uint32
+	slots      []TxSlot
+	// ORC counts outstanding new requests (Push Data, Pull Request) for the
+	// ncwnd gate; ORRC those that were retransmitted [S §9.1.2].
+	ORC, ORRC int
+}
+
+// Init sets the initial PSN and the ring size (rounded up to a power of two,
+// at least 2).
+func (w *TxWindow) Init(base wire.PSN, size uint32) {
+	n := uint32(2)
+	for n < size {
+		n <<= 1
+	}
+	w.base, w.next, w.mask = base, base, n-1
+	w.ORC, w.ORRC = 0, 0
+	if uint32(len(w.slots)) != n {
+		w.slots = make([]TxSlot, n)
+	} else {
+		for i := range w.slots {
+			w.slots[i] = TxSlot{Buf: w.slots[i].Buf[:0]}
+		}
+	}
+}
+
+// Base returns the oldest unacknowledged PSN.
+func (w *TxWindow) Base() wire.PSN { return w.base }
+
+// Next returns the PSN the next new packet gets.
+func (w *TxWindow) Next() wire.PSN { return w.next }
+
+// Cap returns the ring size.
+func (w *TxWindow) Cap() uint32 { return w.mask + 1 }
+
+// Outstanding returns Next − Base.
+func (w *TxWindow) Outstanding() uint32 { return uint32(w.next.Sub(w.base)) }
+
+// Full reports whether the ring has no free slot.
+func (w *TxWindow) Full() bool { return w.Outstanding() > w.mask }
+
+// Contains reports whether psn is outstanding.
+func (w *TxWindow) Contains(psn wire.PSN) bool {
+	d := psn.Sub(w.base)
+	return d >= 0 && d < w.next.Sub(w.base)
+}
+
+// Slot returns psn's slot; the caller checks Contains first.
+func (w *TxWindow) Slot(psn wire.PSN) *TxSlot { return &w.slots[uint32(psn)&w.mask] }
+
+// Alloc assigns the next PSN and returns its (reset) slot, keeping the slot's
+// buffer for reuse. The caller checks Full first.
+func (w *TxWindow) Alloc() (wire.PSN, *TxSlot) {
+	psn := w.next
+	s := &w.slots[uint32(psn)&w.mask]
+	*s = TxSlot{State: SlotInflight, Buf: s.Buf[:0]}
+	w.next = w.next.Add(1)
+	return psn, s
+}
+
+// MarkAcked moves an outstanding slot to acked and keeps ORC/ORRC. It
+// reports whether the slot was not acked before.
+func (w *TxWindow) MarkAcked(s *TxSlot) bool {
+	if s.State == SlotAcked || s.State == SlotFree {
+		return false
+	}
+	if s.Request {
+		w.ORC--
+		if s.Retx {
+			w.ORRC--
+		}
+	}
+	s.State = SlotAcked
+	return true
+}
+
+// Advance moves the base over the leading run of acked slots, freeing them,
+// and returns how far it moved.
+func (w *TxWindow) Advance() uint32 {
+	n := uint32(0)
+	for w.base != w.next {
+		s := &w.slots[uint32(w.base)&w.mask]
+		if s.State != SlotAcked {
+			break
+		}
+		s.State = SlotFree
+		w.base = w.base.Add(1)
+		n++
+	}
+	return n
+}

@@ -1,0 +1,264 @@
+package falcon
+
+import (
+	"time"
+
+	"falconnic/falcon/pdl"
+	"falconnic/falcon/tl"
+	"falconnic/falcon/wire"
+)
+
+// receive runs the per-connection part of the receive pipeline: the replay
+// check on the IV timestamp, then ACK, NACK or transaction processing.
+func (c *Conn) receive(p wire.Packet, iv wire.Timestamp, flow uint32, now time.Duration) {
+	margin := uint32(wire.TimestampAt(c.ep.cfg.ReplayMargin))
+	if int32(uint32(iv)-(uint32(c.remote)-margin)) <= 0 {
+		c.Stats.RxReplay.Inc()
+		return
+	}
+	if int32(uint32(iv)-uint32(c.remote)) > 0 {
+		c.remote = iv
+	}
+	switch p.Type() {
+	case wire.TypeBACK, wire.TypeEACK:
+		c.onAck(p.Ack(), iv, now)
+	case wire.TypeNACK:
+		c.onNack(p.Nack(), iv, now)
+	default:
+		c.onTxn(p.Txn(), iv, now)
+	}
+	c.flush(now)
+}
+
+// onTxn processes a transaction packet: piggy-backed ACK, sliding-window
+// verdict, then admission [S §9.2.2.4].
+func (c *Conn) onTxn(t wire.Txn, iv wire.Timestamp, now time.Duration) {
+	c.Stats.RxTxnPackets.Inc()
+	typ := t.Type()
+	w := typ.Window()
+	if typ == wire.TypeResync {
+		w = t.ResyncWindow()
+	}
+	i := windowIndex(w)
+	c.cumAck(t.DataBase(), t.ReqBase(), now, false)
+	if c.dead {
+		return
+	}
+	psn := t.PSN()
+	rw := &c.rx[i]
+	v := rw.Classify(psn)
+	c.lastT1, c.lastT2 = iv, wire.TimestampAt(now)
+	if c.cfg.GoBackN && v == pdl.VerdictNew {
+		if exp := rw.NextExpected(); psn != exp {
+			c.Stats.RxGBNOutOfOrder.Inc()
+			if !c.gbnOK[i] || c.gbnExp[i] != exp {
+				c.gbnOK[i], c.gbnExp[i] = true, exp
+				c.sendNack(now, i, exp, wire.NackOutOfWindow, 0, 0)
+			}
+			return
+		}
+	}
+	switch v {
+	case pdl.VerdictOld:
+		c.Stats.RxDupOld.Inc()
+		c.co.Note(now, 2)
+	case pdl.VerdictBeyond:
+		c.Stats.RxOutOfWindow.Inc()
+		rw.SetOWN()
+		c.co.Note(now, 2)
+	case pdl.VerdictDupAcked:
+		if typ == wire.TypeResync {
+			c.Stats.RxDupResync.Inc()
+		} else {
+			c.Stats.RxDupAcked.Inc()
+		}
+		c.co.Note(now, 2)
+		if t.AR() {
+			c.wantAck(now)
+		}
+	case pdl.VerdictDupRx:
+		if typ == wire.TypeResync {
+			c.admitResync(t, i, now)
+			return
+		}
+		if m, ok := rw.Recall(psn); ok {
+			c.Stats.RxDupNacked.Inc()
+			c.sendNack(now, i, psn, m.Code, m.ULP, m.RNR)
+			return
+		}
+		c.Stats.RxDupPending.Inc()
+		c.co.Note(now, 2)
+	case pdl.VerdictNew:
+		admitters[typ](c, t, i, now)
+	}
+}
+
+// admitters is the admission step per transaction packet type.
+var admitters = [16]func(*Conn, wire.Txn, int, time.Duration){
+	wire.TypePullRequest: (*Conn).admitPullRequest,
+	wire.TypePushData:    (*Conn).admitPush,
+	wire.TypePullData:    (*Conn).admitPullData,
+	wire.TypeResync:      (*Conn).admitResync,
+}
+
+// targetSlot finds room for a new request's RSN; false means the packet is
+// refused (a resource NACK was sent, or it was dropped as a bad RSN).
+func (c *Conn) targetSlot(t wire.Txn, i int, now time.Duration) bool {
+	fits, old := c.tgt.Fits(t.RSN())
+	if old || (fits && c.tgt.Slot(t.RSN()).State != tl.TFree) {
+		c.Stats.RxBadRSN.Inc()
+		return false
+	}
+	if !fits {
+		c.Stats.RxNoResource.Inc()
+		c.sendNack(now, i, t.PSN(), wire.NackInsufficientResources, 0, 0)
+		return false
+	}
+	return true
+}
+
+// hol reports whether rsn is the head-of-line request of an ordered
+// connection (it may use the HoL reserve, deadlock rule CR#3).
+func (c *Conn) hol(rsn wire.RSN) bool { return c.cfg.Ordered && rsn == c.tgt.NextDeliver }
+
+func (c *Conn) admitPush(t wire.Txn, i int, now time.Duration) {
+	if !c.targetSlot(t, i, now) {
+		return
+	}
+	rsn, psn, payload := t.RSN(), t.PSN(), t.Payload()
+	cells := c.ep.res.Cells(len(payload))
+	if !c.ep.res.RxNet.Take(cells, c.hol(rsn)) {
+		c.Stats.RxNoResource.Inc()
+		c.sendNack(now, i, psn, wire.NackInsufficientResources, 0, 0)
+		return
+	}
+	s := c.tgt.Claim(rsn, tl.Push)
+	s.PSN, s.Cells, s.AR, s.Length = psn, cells, t.AR(), uint32(len(payload))
+	c.rx[i].Receive(psn)
+	c.co.Note(now, 1)
+	c.deliver(rsn, s, payload)
+}
+
+func (c *Conn) admitPullRequest(t wire.Txn, i int, now time.Duration) {
+	if !c.targetSlot(t, i, now) {
+		return
+	}
+	rsn, psn := t.RSN(), t.PSN()
+	if !c.ep.res.RxNet.Take(1, c.hol(rsn)) {
+		c.Stats.RxNoResource.Inc()
+		c.sendNack(now, i, psn, wire.NackInsufficientResources, 0, 0)
+		return
+	}
+	s := c.tgt.Claim(rsn, tl.Pull)
+	s.PSN, s.Cells, s.Length = psn, 1, uint32(t.RequestLength())
+	c.rx[i].Ack(psn)
+	c.co.Note(now, 2)
+	if t.AR() {
+		c.wantAck(now)
+	}
+	c.deliver(rsn, s, nil)
+}
+
+// admitPullData completes a pull at the initiator. Pull Data is never refused
+// for resources: its Rx space was pre-allocated by the pull [S §8.2].
+func (c *Conn) admitPullData(t wire.Txn, i int, now time.Duration) {
+	rsn, psn := t.RSN(), t.PSN()
+	c.rx[i].Ack(psn)
+	c.co.Note(now, 2)
+	if t.AR() {
+		c.wantAck(now)
+	}
+	if !c.ini.Contains(rsn) {
+		c.Stats.RxLatePullData.Inc()
+		return
+	}
+	s := c.ini.Slot(rsn)
+	if s.Kind != tl.Pull || s.State != tl.ISent {
+		c.Stats.RxLatePullData.Inc()
+		return
+	}
+	data := t.Payload()
+	st := tl.CmplAck
+	if uint32(len(data)) > s.Length {
+		c.Stats.RxPullTooLong.Inc()
+		st = tl.CmplOpErr
+	}
+	c.finish(rsn, s, st, 0, data)
+}
+
+// admitResync fills a PSN hole [S §9.2.5]: received ≡ acked, ACK at once; the
+// transaction layer learns that the original will never arrive.
+func (c *Conn) admitResync(t wire.Txn, i int, now time.Duration) {
+	rsn, psn := t.RSN(), t.PSN()
+	c.Stats.RxResync.Inc()
+	c.rx[i].Ack(psn)
+	c.wantAck(now)
+	switch t.ResyncPacketType() {
+	case wire.TypePushData, wire.TypePullRequest:
+		fits, _ := c.tgt.Fits(rsn)
+		if !fits {
+			return
+		}
+		if s := c.tgt.Slot(rsn); s.State == tl.TFree {
+			s = c.tgt.Claim(rsn, tl.Push)
+			s.Void, s.State = true, tl.TFinished
+			c.tgt.Advance()
+			if c.cfg.Ordered {
+				c.deliverHeld()
+			}
+		}
+	case wire.TypePullData:
+		if c.ini.Contains(rsn) {
+			if s := c.ini.Slot(rsn); s.Kind == tl.Pull && s.State == tl.ISent {
+				c.finish(rsn, s, tl.CmplRemoteErr, 0, nil)
+			}
+		}
+	}
+}
+
+// deliver hands a new request to the ULP now (unordered, or next in RSN
+// order) or holds it (a copy) until the RSNs before it are delivered.
+func (c *Conn) deliver(rsn wire.RSN, s *tl.TTxn, payload []byte) {
+	if !c.cfg.Ordered {
+		c.hand(rsn, s, payload)
+		return
+	}
+	if rsn != c.tgt.NextDeliver {
+		s.Payload = append(s.Payload[:0], payload...)
+		return
+	}
+	c.tgt.NextDeliver = rsn.Add(1)
+	c.hand(rsn, s, payload)
+	c.deliverHeld()
+}
+
+// deliverHeld delivers held requests of an ordered connection in RSN order,
+// skipping those already delivered or voided by a Resync.
+func (c *Conn) deliverHeld() {
+	for !c.dead {
+		rsn := c.tgt.NextDeliver
+		if uint32(rsn.Sub(c.tgt.Base)) >= c.tgt.Cap() {
+			return
+		}
+		s := c.tgt.Slot(rsn)
+		if s.State == tl.TFree {
+			return
+		}
+		c.tgt.NextDeliver = rsn.Add(1)
+		if s.State == tl.TReceived {
+			c.hand(rsn, s, s.Payload)
+		}
+	}
+}
+
+func (c *Conn) hand(rsn wire.RSN, s *tl.TTxn, payload []byte) {
+	s.State = tl.TDelivered
+	c.Stats.Delivered.Inc()
+	c.req = Request{Kind: s.Kind, RSN: rsn, Payload: payload, Length: s.Length}
+	if s.Kind == tl.Pull {
+		c.req.Payload = nil
+	}
+	if u := c.ep.cfg.ULP; u != nil {
+		u.OnRequest(c, &c.req)
+	}
+}

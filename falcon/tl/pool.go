@@ -1,0 +1,115 @@
+package tl
+
+// Pool is one carved region of a resource pool: Cap units, of which the last
+// Reserve may only be taken by a head-of-line request [S §8.2, CR#3].
+type Pool struct {
+	Cap, Reserve, Used int
+	Peak               int
+}
+
+// Take allocates n units; hol requests may dip into the reserve. It reports
+// success.
+func (p *Pool) Take(n int, hol bool) bool {
+	limit := p.Cap - p.Reserve
+	if hol {
+		limit = p.Cap
+	}
+	if p.Used+n > limit {
+		return false
+	}
+	p.Used += n
+	if p.Used > p.Peak {
+		p.Peak = p.Used
+	}
+	return true
+}
+
+// Give returns n units.
+func (p *Pool) Give(n int) {
+	p.Used -= n
+	if p.Used < 0 {
+		p.Used = 0
+	}
+}
+
+// Free returns the units available to a non-HoL request.
+func (p *Pool) Free() int { return p.Cap - p.Reserve - p.Used }
+
+// Region pairs a packet pool with a buffer pool (cells of CellSize bytes).
+type Region struct {
+	Pkt, Buf Pool
+}
+
+// Take charges one packet and cells cells, all or nothing.
+func (r *Region) Take(cells int, hol bool) bool {
+	if !r.Pkt.Take(1, hol) {
+		return false
+	}
+	if !r.Buf.Take(cells, hol) {
+		r.Pkt.Give(1)
+		return false
+	}
+	return true
+}
+
+// Give returns one packet and cells cells.
+func (r *Region) Give(cells int) {
+	r.Pkt.Give(1)
+	r.Buf.Give(cells)
+}
+
+// Limits sizes the regions of a Resources.
+type Limits struct {
+	CellSize   int // bytes per buffer cell (N of ⌈L/N⌉)
+	TxReqPkts  int // ULP-request region of the Tx pools (initiator)
+	TxReqCells int
+	TxDataPkts int // ULP-data region of the Tx pools (target Pull Data)
+	TxDataCell int
+	RxReqPkts  int // ULP-request region of the Rx pools (Pull Data pre-allocation)
+	RxReqCells int
+	RxNetPkts  int // network-request region of the Rx pools (target admission)
+	RxNetCells int
+	HoLPkts    int // of RxNet, reserved for head-of-line requests
+	HoLCells   int
+}
+
+// DefaultLimits are generous pools for one NIC.
+func DefaultLimits() Limits {
+	return Limits{CellSize: 256,
+		TxReqPkts: 8192, TxReqCells: 8192 * 17, TxDataPkts: 8192, TxDataCell: 8192 * 17,
+		RxReqPkts: 8192, RxReqCells: 8192 * 17, RxNetPkts: 8192, RxNetCells: 8192 * 17,
+		HoLPkts: 64, HoLCells: 64 * 17}
+}
+
+// Resources is a NIC's carved pools.
+type Resources struct {
+	CellSize int
+	TxReq    Region
+	TxData   Region
+	RxReq    Region
+	RxNet    Region
+}
+
+// NewResources carves pools per l.
+func NewResources(l Limits) *Resources {
+	if l.CellSize <= 0 {
+		l.CellSize = 256
+	}
+	return &Resources{
+		CellSize: l.CellSize,
+		TxReq:    Region{Pkt: Pool{Cap: l.TxReqPkts}, Buf: Pool{Cap: l.TxReqCells}},
+		TxData:   Region{Pkt: Pool{Cap: l.TxDataPkts}, Buf: Pool{Cap: l.TxDataCell}},
+		RxReq:    Region{Pkt: Pool{Cap: l.RxReqPkts}, Buf: Pool{Cap: l.RxReqCells}},
+		RxNet: Region{Pkt: Pool{Cap: l.RxNetPkts, Reserve: l.HoLPkts},
+			Buf: Pool{Cap: l.RxNetCells, Reserve: l.HoLCells}},
+	}
+}
+
+// Cells returns ⌈n/CellSize⌉, at least 1.
+func (r *Resources) Cells(n int) int {
+	c := (n + r.CellSize - 1) / r.CellSize
+	if c < 1 {
+		c = 1
+	}
+	return c
+}

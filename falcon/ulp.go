@@ -1,0 +1,186 @@
+package falcon
+
+import (
+	"falconnic/falcon/tl"
+	"falconnic/falcon/wire"
+)
+
+// Push submits a push transaction (≤ MTU bytes, copied). It returns the RSN,
+// or ErrXoff when the connection's table or the NIC's Tx request pool is
+// full (OnXon follows when there is room).
+func (c *Conn) Push(cookie uint64, payload []byte) (wire.RSN, error) {
+	if c.dead {
+		return 0, ErrDead
+	}
+	if len(payload) > c.cfg.MTU {
+		return 0, ErrTooLong
+	}
+	res := c.ep.res
+	cells := res.Cells(len(payload))
+	if c.ini.Full() || !res.TxReq.Take(cells, false) {
+		return 0, c.refuse()
+	}
+	rsn, t := c.ini.Add(tl.Push, cookie)
+	t.Cells = cells
+	t.Payload = append(t.Payload[:0], payload...)
+	c.Stats.TxnSubmitted.Inc()
+	c.flush(c.ep.clk.Now())
+	return rsn, nil
+}
+
+// Pull submits a pull transaction for length bytes of Pull Data. The Rx
+// space for the data is reserved now [S §8.2].
+func (c *Conn) Pull(cookie uint64, length int) (wire.RSN, error) {
+	if c.dead {
+		return 0, ErrDead
+	}
+	if length < 0 || length > c.cfg.MTU {
+		return 0, ErrTooLong
+	}
+	res := c.ep.res
+	rx := res.Cells(length)
+	if c.ini.Full() || !res.TxReq.Take(1, false) {
+		return 0, c.refuse()
+	}
+	if !res.RxReq.Take(rx, false) {
+		res.TxReq.Give(1)
+		return 0, c.refuse()
+	}
+	rsn, t := c.ini.Add(tl.Pull, cookie)
+	t.Cells, t.RxCells, t.Length = 1, rx, uint32(length)
+	c.Stats.TxnSubmitted.Inc()
+	c.flush(c.ep.clk.Now())
+	return rsn, nil
+}
+
+func (c *Conn) refuse() error {
+	c.Stats.Xoff.Inc()
+	if !c.xoff {
+		c.xoff = true
+		c.ep.nXoff++
+	}
+	return ErrXoff
+}
+
+// xonScan tells flow-controlled connections that they may submit again.
+func (e *Endpoint) xonScan() {
+	if e.nXoff == 0 {
+		return
+	}
+	for _, c := range e.list {
+		if c.xoff && !c.ini.Full() && e.res.TxReq.Pkt.Free() > 0 && e.res.TxReq.Buf.Free() > 0 {
+			c.xoff = false
+			e.nXoff--
+			c.Stats.Xon.Inc()
+			if u := e.cfg.ULP; u != nil {
+				u.OnXon(c)
+			}
+		}
+	}
+}
+
+// targetTxn returns the delivered request rsn of kind k.
+func (c *Conn) targetTxn(rsn wire.RSN, k tl.Kind) (*tl.TTxn, error) {
+	if c.dead {
+		return nil, ErrDead
+	}
+	if fits, _ := c.tgt.Fits(rsn); !fits {
+		return nil, ErrNoSuchTxn
+	}
+	s := c.tgt.Slot(rsn)
+	if s.Kind != k || s.State != tl.TDelivered {
+		return nil, ErrNoSuchTxn
+	}
+	return s, nil
+}
+
+// AckPush is the target ULP's acknowledgement of a delivered push: only now
+// is the Push Data acknowledged at the PDL [S §9.2.2.4].
+func (c *Conn) AckPush(rsn wire.RSN) error {
+	s, err := c.targetTxn(rsn, tl.Push)
+	if err != nil {
+		return err
+	}
+	now := c.ep.clk.Now()
+	c.rx[dataW].Ack(s.PSN)
+	c.releaseTarget(s)
+	s.State = tl.TFinished
+	c.tgt.Advance()
+	c.co.Note(now, 2)
+	if s.AR {
+		c.wantAck(now)
+	}
+	c.flush(now)
+	return nil
+}
+
+// NackPush refuses a delivered push: code RNR (retry after the RNR timeout
+// encoded by rnrCode) or CIE, NRE, invalid CID (the initiator resyncs and
+// completes in error with ulpCode) [S §9.2.2.4, §11].
+func (c *Conn) NackPush(rsn wire.RSN, code wire.NackCode, ulpCode, rnrCode uint8) error {
+	switch code {
+	case wire.NackRNR, wire.NackCIE, wire.NackNRE, wire.NackInvalidCID:
+	default:
+		return ErrBadVerdict
+	}
+	s, err := c.targetTxn(rsn, tl.Push)
+	if err != nil {
+		return err
+	}
+	now := c.ep.clk.Now()
+	psn := s.PSN
+	c.releaseTarget(s)
+	if code == wire.NackRNR {
+		c.Stats.RNRWaits.Inc()
+		c.rx[dataW].Unreceive(psn)
+		s.State = tl.TFree
+		if c.cfg.Ordered && rsn.Less(c.tgt.NextDeliver) {
+			c.tgt.NextDeliver = rsn
+		}
+	} else {
+		c.rx[dataW].Remember(psn, code, ulpCode, rnrCode)
+		s.State = tl.TFinished
+		c.tgt.Advance()
+	}
+	c.sendNack(now, dataW, psn, code, ulpCode, rnrCode)
+	c.flush(now)
+	return nil
+}
+
+// PullData answers a delivered pull with its data (≤ MTU, copied). Short
+// data is normal; an error is signalled in the ULP's own header [S §11].
+func (c *Conn) PullData(rsn wire.RSN, data []byte) error {
+	s, err := c.targetTxn(rsn, tl.Pull)
+	if err != nil {
+		return err
+	}
+	if len(data) > c.cfg.MTU {
+		return ErrTooLong
+	}
+	res := c.ep.res
+	cells := res.Cells(len(data))
+	if !res.TxData.Take(cells, false) {
+		return c.refuse()
+	}
+	s.TxCells = cells
+	s.Payload = append(s.Payload[:0], data...)
+	s.State = tl.TResponding
+	c.pullQ.push(rsn)
+	c.flush(c.ep.clk.Now())
+	return nil
+}
+
+// NackPull defers a delivered pull (the ULP was not ready): it is delivered
+// again after the RNR timeout of rnrCode. The pull was already acknowledged
+// at the PDL, so this is the target's own retry [S §11].
+func (c *Conn) NackPull(rsn wire.RSN, rnrCode uint8) error {
+	s, err := c.targetTxn(rsn, tl.Pull)
+	if err != nil {
+		return err
+	}
+	c.Stats.RNRWaits.Inc()
+	s.State = tl.TRNRWait
+	s.Deadline = c.ep.clk.Now() + wire.RNRTimeout(rnrCode)
+	c.armRNR(s.Deadline)
+	return nil
+}
