@@ -24,3 +24,11 @@ func (l *FabricLink) Send(pkt []byte, flow uint32) { _ = l.f.Send(l.kind, l.peer
 
 // Peer returns the address the link sends to.
 func (l *FabricLink) Peer() netip.AddrPort { return l.peer }
+
+// FabricReceiverFunc adapts a function to FabricReceiver.
+type FabricReceiverFunc func(from netip.AddrPort, flow uint32, payload []byte)
+
+// ReceiveFabric calls fn(from, flow, payload).
+func (fn FabricReceiverFunc) ReceiveFabric(from netip.AddrPort, flow uint32, payload []byte) {
+	fn(from, flow, payload)
+}

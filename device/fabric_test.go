@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"falconnic/internal/clock"
+	"falconnic/internal/stats"
 )
 
 // waitBound is the generous bound a loopback test waits for a datagram that
@@ -275,7 +276,7 @@ func TestFabricLinkAndReceiverPerKind(t *testing.T) {
 	if err := b.fab.Handle(KindFalcon, falcon); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.fab.Handle(KindCM, cm); err != nil {
+	if err := b.fab.Handle(KindCM, FabricReceiverFunc(cm.ReceiveFabric)); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.fab.Handle(KindEthernet, cm); !errors.Is(err, ErrBadKind) {
@@ -485,3 +486,23 @@ type countingRx struct {
 
 func (c *countingRx) Deliver([]byte) { c.mu.Lock(); c.n++; c.mu.Unlock() }
 func (c *countingRx) load() uint64   { c.mu.Lock(); defer c.mu.Unlock(); return c.n }
+
+func TestCounterTablesAreComplete(t *testing.T) {
+	f, err := NewFabric(FabricOptions{Listen: loopback})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sw := NewSwitch(SwitchOptions{})
+	for name, set := range map[string]stats.Set{
+		"switch": sw.Counters(), "port": sw.AddPort("p").Counters(), "fabric": f.Counters(),
+	} {
+		seen := map[string]bool{}
+		for _, d := range set {
+			if d.Name == "" || d.Help == "" || d.Counter == nil || seen[d.Name] {
+				t.Errorf("%s counter %q: empty or duplicate row", name, d.Name)
+			}
+			seen[d.Name] = true
+		}
+	}
+}
