@@ -1,6 +1,7 @@
 package link
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -26,13 +27,23 @@ func init() {
 }
 
 // Falcon is a decoded Falcon packet as a gopacket layer. Contents is the
-// Falcon header, Payload the ULP bytes of Pull Data and Push Data. If the
-// packet ends in a valid falconnic ICV (wire.SealICV), ICV is true and the
-// four ICV bytes are excluded from the packet.
+// Falcon header, Payload the ULP bytes of Pull Data and Push Data.
+//
+// Three framings are recognised, tried in this order:
+//   - the transport's PSP stand-in envelope, | packet | IV timestamp (4) |
+//     ICV (4) |, when the ICV verifies and the packet before the IV parses
+//     (HasIV and ICV set; IV holds the T1/T3 transmit timestamp);
+//   - | packet | ICV (4) | (wire.SealICV) when the ICV verifies (ICV set);
+//   - a bare packet.
+//
+// The ICV makes the choice reliable except for a Pull Data sealed without
+// an IV, whose last four payload bytes would be read as an IV.
 type Falcon struct {
 	layers.BaseLayer
 	Packet wire.Packet
 	ICV    bool
+	HasIV  bool
+	IV     wire.Timestamp
 	Type   wire.PacketType
 	CID    uint32
 	// DataBase and ReqBase are the piggy-backed or explicit window bases.
@@ -67,7 +78,10 @@ func (f *Falcon) DecodeFromBytes(data []byte, df gopacket.DecodeFeedback) error 
 	*f = Falcon{}
 	body := data
 	if b, ok := wire.OpenICV(data); ok {
-		if _, err := wire.Parse(b); err == nil {
+		if n := len(b) - ivLen; n >= 0 && parses(b[:n]) {
+			body, f.ICV, f.HasIV = b[:n], true, true
+			f.IV = wire.Timestamp(binary.BigEndian.Uint32(b[n:]))
+		} else if parses(b) {
 			body, f.ICV = b, true
 		}
 	}
@@ -92,6 +106,14 @@ func (f *Falcon) DecodeFromBytes(data []byte, df gopacket.DecodeFeedback) error 
 	f.Contents = hdr
 	f.Payload = p.Payload()
 	return nil
+}
+
+// ivLen is the IV timestamp of the transport's envelope.
+const ivLen = 4
+
+func parses(b []byte) bool {
+	_, err := wire.Parse(b)
+	return err == nil
 }
 
 func decodeFalcon(data []byte, pb gopacket.PacketBuilder) error {
