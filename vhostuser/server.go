@@ -70,7 +70,9 @@ func (s *Server) serveListen(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, func() { l.Close(); s.Disconnect() })
 	defer stop()
 	defer l.Close()
-	conns := make(chan *net.UnixConn)
+	// One connection may wait while a session winds down (a QEMU
+	// reconnect right after a drop); more are refused.
+	conns := make(chan *net.UnixConn, 1)
 	acceptErr := make(chan error, 1)
 	go func() {
 		for {
@@ -82,7 +84,7 @@ func (s *Server) serveListen(ctx context.Context) error {
 			select {
 			case conns <- c:
 			default:
-				// A session is running: one front-end per socket.
+				// A session runs and one is waiting: one front-end per socket.
 				s.Counters.ExtraConnections.Inc()
 				c.Close()
 			}
@@ -93,6 +95,11 @@ func (s *Server) serveListen(ctx context.Context) error {
 		case c := <-conns:
 			s.ServeConn(c)
 		case err := <-acceptErr:
+			select {
+			case c := <-conns:
+				c.Close()
+			default:
+			}
 			if ctx.Err() != nil {
 				return nil
 			}

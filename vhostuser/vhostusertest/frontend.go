@@ -421,7 +421,8 @@ func (f *Frontend) UsedBases() []uint16 {
 	return b
 }
 
-// BlkInit replays vhost-user-blk realize (notes §3.3 #1-#9) and returns the config bytes.
+// BlkInit replays vhost-user-blk realize (notes §3.3 #1-#9) and returns the
+// config bytes. configLen 0 replays a reconnect's init (no GET_CONFIG, §6).
 func (f *Frontend) BlkInit(configLen uint32) ([]byte, error) {
 	if err := f.negotiate(true); err != nil {
 		return nil, err
@@ -434,6 +435,9 @@ func (f *Frontend) BlkInit(configLen uint32) ([]byte, error) {
 	}
 	if err := f.VringFile(vhostuser.ReqSetVringErr, 0, f.masked); err != nil {
 		return nil, err
+	}
+	if configLen == 0 { // a reconnect: QEMU does not read config again
+		return nil, nil
 	}
 	p := make([]byte, 12+configLen)
 	binary.LittleEndian.PutUint32(p[4:], configLen)
