@@ -506,3 +506,21 @@ func TestCounterTablesAreComplete(t *testing.T) {
 		}
 	}
 }
+
+func TestFabricSendDoesNotAllocate(t *testing.T) {
+	raw, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(loopback))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	f, err := NewFabric(FabricOptions{Listen: loopback, Peers: []netip.AddrPort{raw.LocalAddr().(*net.UDPAddr).AddrPort()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fr := testFrame(bcastMAC, testMAC(1), 0x0800, 100)
+	f.Deliver(fr) // warm the buffer pool
+	if n := testing.AllocsPerRun(100, func() { f.Deliver(fr) }); n != 0 {
+		t.Errorf("%v allocations per sent frame, want 0", n)
+	}
+}

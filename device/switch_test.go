@@ -333,3 +333,19 @@ func BenchmarkSwitchForward(b *testing.B) {
 		})
 	}
 }
+
+func TestSwitchForwardingDoesNotAllocate(t *testing.T) {
+	sw := NewSwitch(SwitchOptions{Clock: clock.NewManual(0)})
+	var sinks [3]countingSink
+	var ports [3]*SwitchPort
+	for i := range ports {
+		ports[i] = sw.AddPort("p")
+		ports[i].Connect(&sinks[i])
+		ports[i].Deliver(testFrame(bcastMAC, testMAC(byte(i+1)), 0x0806, 28))
+	}
+	unicast := testFrame(testMAC(2), testMAC(1), 0x0800, 100)
+	flood := testFrame(bcastMAC, testMAC(1), 0x0800, 100)
+	if n := testing.AllocsPerRun(1000, func() { ports[0].Deliver(unicast); ports[0].Deliver(flood) }); n != 0 {
+		t.Errorf("%v allocations per forwarded frame pair, want 0", n)
+	}
+}
