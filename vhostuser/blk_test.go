@@ -16,6 +16,7 @@ const (
 
 func newBlkRig(t *testing.T) *rig {
 	dev := &echoDev{
+		batches:  make(chan struct{}, 16),
 		features: vhostuser.FeatureVersion1 | blkSizeMax | blkSegMax | blkFlush,
 		proto:    vhostuser.ProtoConfig | vhostuser.ProtoInflightSHMFD,
 		queues:   1, config: make([]byte, 64),
@@ -85,7 +86,7 @@ func TestBlkFirmwareThenLinuxOnOneConnection(t *testing.T) {
 	if !lin.WaitUsed(1, 5*time.Second) {
 		t.Fatal("linux request not completed")
 	}
-	acked := r.dev.acked
+	acked := r.dev.ackedList()
 	if len(acked) != 4 || acked[0] != bios || acked[3] != full {
 		t.Fatalf("SET_FEATURES sequence %#x", acked)
 	}
@@ -96,7 +97,6 @@ func TestBlkFirmwareThenLinuxOnOneConnection(t *testing.T) {
 
 func TestInflightResubmitsPoppedRequestAfterReconnect(t *testing.T) {
 	r := newBlkRig(t)
-	r.dev.batches = make(chan struct{}, 16)
 	_, err := r.fe.BlkInit(57)
 	must(t, err)
 	full := vhostuser.FeatureVersion1 | blkSizeMax | vhostuser.FeatureProtocolFeatures

@@ -99,6 +99,12 @@ func (d *echoDev) waitBatch(t *testing.T) {
 	}
 }
 
+func (d *echoDev) ackedList() []uint64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]uint64(nil), d.acked...)
+}
+
 func (d *echoDev) received() [][]byte {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -267,7 +273,7 @@ func TestNetSequenceTwoPairsKeepsDisabledPairIdle(t *testing.T) {
 	if r.qs[2].UsedIdx() != 0 {
 		t.Fatal("disabled ring 2 was processed")
 	}
-	if n := len(dev.acked); n != 2 {
+	if n := len(dev.ackedList()); n != 2 {
 		t.Fatalf("SET_FEATURES seen %d times, want 2 (once per pair)", n)
 	}
 	// Enabling pair 1 later processes what was already posted (no new kick).
