@@ -64,6 +64,10 @@ func (c *Conn) sendNack(now time.Duration, i int, psn wire.PSN, code wire.NackCo
 		T1: c.lastT1, T2: c.lastT2, CC: wire.CCInfo{RxBufferLevel: c.ep.rxBufferLevel()},
 		NackPSN: psn, Code: code, RNRTimeoutCode: rnr, RequestWindow: i == reqW, ULPCode: ulp}
 	c.Stats.TxNACK.Inc()
+	if !c.rx[reqW].NeedsEACK(false) && !c.rx[dataW].NeedsEACK(false) {
+		c.ackAR = false
+		c.co.Sent() // the NACK carried both bases: all the state a BACK would
+	}
 	c.ep.send(wire.AppendNACK(c.ep.ctl[:0], &f), c.flow())
 }
 

@@ -202,7 +202,7 @@ func (c *Conn) onTimer(now time.Duration) {
 
 // flush sends what became sendable and a standalone ACK if one is due.
 func (c *Conn) flush(now time.Duration) {
-	if c.dead {
+	if c.dead || c.inCB {
 		return
 	}
 	c.pump(now)

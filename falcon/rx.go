@@ -259,6 +259,9 @@ func (c *Conn) hand(rsn wire.RSN, s *tl.TTxn, payload []byte) {
 		c.req.Payload = nil
 	}
 	if u := c.ep.cfg.ULP; u != nil {
+		in := c.inCB
+		c.inCB = true
 		u.OnRequest(c, &c.req)
+		c.inCB = in
 	}
 }

@@ -397,6 +397,9 @@ func (c *Conn) reportOne(rsn wire.RSN, t *tl.ITxn, st tl.Status, ulp uint8, data
 	}
 	c.cpl = Completion{Kind: t.Kind, RSN: rsn, Cookie: t.Cookie, Status: st, ULPCode: ulp, Data: data}
 	if u := c.ep.cfg.ULP; u != nil {
+		in := c.inCB
+		c.inCB = true
 		u.OnCompletion(c, &c.cpl)
+		c.inCB = in
 	}
 }
