@@ -44,7 +44,8 @@
 //	|                             RSN                               | W5
 //	+---------------------------------------------------------------+
 //
-// Pull Request (32 bytes) and Push Data (28 bytes + payload) add:
+// Pull Request (32 bytes + ULP request headers) and Push Data (28 bytes +
+// ULP headers and data) add:
 //
 //	+-------------------------------+-------------------------------+
 //	|          Reserved             |        Request Length         | W6

@@ -104,8 +104,9 @@ func (p Packet) Header() []byte {
 	return p
 }
 
-// Payload returns the bytes after the header for Pull Data and Push Data, nil
-// for every other type.
+// Payload returns the bytes after the header for Pull Request (ULP request
+// headers), Pull Data and Push Data (ULP headers and data); nil for every
+// other type.
 func (p Packet) Payload() []byte {
 	i, ok := p.Type().Info()
 	if !ok || !i.Payload || len(p) < i.HeaderLen {

@@ -86,7 +86,6 @@ func TestParseErrors(t *testing.T) {
 		{"short EACK", withType(TypeEACK, EACKLen-1), ErrShort},
 		{"BACK-sized EACK", withType(TypeEACK, BACKLen), ErrShort},
 		{"short NACK", withType(TypeNACK, NACKLen-1), ErrShort},
-		{"long pull request", withType(TypePullRequest, PullRequestLen+1), ErrLength},
 		{"long BACK", withType(TypeBACK, BACKLen+4), ErrLength},
 		{"long NACK", withType(TypeNACK, NACKLen+1), ErrLength},
 		{"long resync", withType(TypeResync, ResyncLen+8), ErrLength},
@@ -121,7 +120,7 @@ func TestBuildersRoundTrip(t *testing.T) {
 	if got := pr.Fields(); got != f {
 		t.Errorf("pull request fields\n got %+v\nwant %+v", got, f)
 	}
-	if pr.Payload() != nil || len(pr) != PullRequestLen || pr.Version() != Version || pr.Type() != TypePullRequest {
+	if len(pr.Payload()) != 0 || len(pr) != PullRequestLen || pr.Version() != Version || pr.Type() != TypePullRequest {
 		t.Error("pull request shape")
 	}
 	payload := bytes.Repeat([]byte{0x5a}, 1000)
@@ -221,7 +220,7 @@ func TestAppendTxnHeaderRejectsMisuse(t *testing.T) {
 	for _, c := range []struct {
 		typ PacketType
 		n   int
-	}{{TypeBACK, 0}, {TypePullRequest, 1}, {PacketType(1), 0}, {TypePushData, 1 << 16}, {TypePushData, -1}} {
+	}{{TypeBACK, 0}, {TypeResync, 1}, {PacketType(1), 0}, {TypePushData, 1 << 16}, {TypePushData, -1}} {
 		func() {
 			defer func() {
 				if recover() == nil {

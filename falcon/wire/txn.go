@@ -159,8 +159,8 @@ func (t Txn) SetVendorDefined(v uint32) {
 	}
 }
 
-// Payload returns the bytes after the type's header: the ULP headers and
-// data of Pull Data and Push Data, nil for Pull Request and Resync.
+// Payload returns the bytes after the type's header: the ULP headers (and
+// data) of Pull Request, Pull Data and Push Data; nil for Resync.
 func (t Txn) Payload() []byte { return Packet(t).Payload() }
 
 // TxnFields holds the header fields of a transaction packet, for building
@@ -232,8 +232,8 @@ func AppendTxnHeader(b []byte, typ PacketType, f *TxnFields, payloadLen int) Txn
 	return t
 }
 
-// AppendTxn appends a transaction packet of type typ carrying payload (nil
-// for Pull Request and Resync) and returns it as a view into the extended b.
+// AppendTxn appends a transaction packet of type typ carrying payload (ULP
+// headers and data; nil for Resync) and returns it as a view into the extended b.
 // To build into a reused buffer without allocating, pass buf[:0] (or
 // buf[:headroom]) with enough capacity.
 func AppendTxn(b []byte, typ PacketType, f *TxnFields, payload []byte) Txn {
@@ -252,7 +252,8 @@ func AppendPullData(b []byte, f *TxnFields, payload []byte) Txn {
 	return AppendTxn(b, TypePullData, f, payload)
 }
 
-// AppendPullRequest appends a Pull Request asking for f.RequestLength bytes.
+// AppendPullRequest appends a Pull Request asking for f.RequestLength bytes
+// of Pull Data, without ULP headers (see AppendTxn to add them).
 func AppendPullRequest(b []byte, f *TxnFields) Txn { return AppendTxn(b, TypePullRequest, f, nil) }
 
 // AppendResync appends a Resync for the packet f.PSN/f.RSN of type

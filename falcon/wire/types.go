@@ -66,16 +66,19 @@ type TypeInfo struct {
 	Name      string
 	HeaderLen int    // bytes of Falcon header before any payload
 	Window    Window // PSN space the packet consumes
-	Payload   bool   // bytes after the header are ULP payload
+	Payload   bool   // bytes after the header are ULP headers and/or data
 	Txn       bool   // the packet carries the base header's PSN/RSN (Txn view)
 }
 
 // typeTable maps every defined packet type to its row; a zero row (empty
-// Name) means reserved. Resync is listed under the data window: a Resync
+// Name) means reserved. A Pull Request carries no data, but it does carry
+// the ULP's request headers (an RDMA READ's RBTH+RETH+SETH+STETH, an NVMe
+// Write Data Request's NBTH) after its 32-byte header, so it is listed with
+// a payload. Resync is listed under the data window: a Resync
 // carries the PSN of the original packet and the receiver places it in the
 // window of its Resync Packet Type (see ResyncWindow).
 var typeTable = [16]TypeInfo{
-	TypePullRequest: {Name: "PullRequest", HeaderLen: PullRequestLen, Window: WindowRequest, Txn: true},
+	TypePullRequest: {Name: "PullRequest", HeaderLen: PullRequestLen, Window: WindowRequest, Payload: true, Txn: true},
 	TypePullData:    {Name: "PullData", HeaderLen: PullDataHeaderLen, Window: WindowData, Payload: true, Txn: true},
 	TypePushData:    {Name: "PushData", HeaderLen: PushDataHeaderLen, Window: WindowData, Payload: true, Txn: true},
 	TypeResync:      {Name: "Resync", HeaderLen: ResyncLen, Window: WindowData, Txn: true},

@@ -14,7 +14,7 @@ func TestTypeTableComplete(t *testing.T) {
 		win     Window
 		payload bool
 	}{
-		TypePullRequest: {PullRequestLen, WindowRequest, false},
+		TypePullRequest: {PullRequestLen, WindowRequest, true},
 		TypePullData:    {PullDataHeaderLen, WindowData, true},
 		TypePushData:    {PushDataHeaderLen, WindowData, true},
 		TypeResync:      {ResyncLen, WindowData, false},
