@@ -11,7 +11,9 @@ import (
 // sink records frames an endpoint sends.
 type sink struct{ frames [][]byte }
 
-func (s *sink) Send(pkt []byte, flow uint32) { s.frames = append(s.frames, append([]byte(nil), pkt...)) }
+func (s *sink) Send(pkt []byte, flow uint32) {
+	s.frames = append(s.frames, append([]byte(nil), pkt...))
+}
 
 func newLone(t testing.TB) (*Endpoint, *Conn, *sink) {
 	clk := clock.NewManual(time.Millisecond)
