@@ -357,6 +357,14 @@ func memErr(err error) error {
 // Push returns a chain to the guest with written bytes and publishes the
 // new used idx (release order: element first, then idx).
 func (q *Queue) Push(head uint16, written uint32) {
+	q.Fill(head, written)
+	q.Flush()
+}
+
+// Fill writes a used element without publishing it; Flush publishes every
+// filled element at once (virtio-net MRG_RXBUF: a packet's buffers must
+// appear together).
+func (q *Queue) Fill(head uint16, written uint32) {
 	if q.used == nil {
 		return
 	}
@@ -367,13 +375,30 @@ func (q *Queue) Push(head uint16, written uint32) {
 	binary.LittleEndian.PutUint32(e[0:], uint32(head))
 	binary.LittleEndian.PutUint32(e[4:], written)
 	q.usedIdx++
-	// used->flags is device-owned (we never set NO_NOTIFY), so the whole
-	// {flags, idx} word is ours: one atomic store publishes the element.
-	atomic.StoreUint32((*uint32)(unsafe.Pointer(&q.used[0])), uint32(q.usedIdx)<<16)
+	q.pushed = true
 	if q.inflight != nil {
+		// Inflight order (libvhost-user): publish, then clear the
+		// descriptor and record used_idx, so a crash never loses a request.
+		q.Flush()
 		q.inflight.pushed(head, q.usedIdx)
 	}
-	q.pushed = true
+}
+
+// Flush publishes the used idx. used->flags is device-owned (we never set
+// NO_NOTIFY), so the whole {flags, idx} word is ours: one atomic store.
+func (q *Queue) Flush() {
+	if q.used == nil {
+		return
+	}
+	atomic.StoreUint32((*uint32)(unsafe.Pointer(&q.used[0])), uint32(q.usedIdx)<<16)
+}
+
+// Rewind gives back the last n popped chains (not yet filled) so the next
+// Pop returns them again: a device that cannot use them yet (RX without
+// enough buffers for a whole packet) keeps them in the ring. Not for
+// queues with inflight tracking.
+func (q *Queue) Rewind(n int) {
+	q.lastAvail -= uint16(n)
 }
 
 // Notify signals the call eventfd if the guest wants an interrupt for what

@@ -1,0 +1,36 @@
+// Package device is falconnic's emulated SmartNIC: one NIC per guest with
+// its functions, the switch between a daemon's NICs, the fabric port to
+// other daemons, and the daemon that builds them from a config.
+//
+// The NIC (nic.go, net*.go, frame.go) today carries the Ethernet function:
+// virtio-net over vhost-user (package vhostuser), as QEMU 7.2 drives it
+// (notes/qemu-vhost-user.md). Queue 2k is the RX ring of pair k and 2k+1
+// its TX ring; the control queue stays in QEMU, which also emulates the
+// config space (MAC, status), so the back-end offers no CONFIG.
+//
+// Features offered: VERSION_1, MRG_RXBUF, INDIRECT_DESC, EVENT_IDX, and MQ
+// with more than one pair. No checksum or segmentation offloads, so the
+// 12-byte virtio_net_hdr (10 bytes in legacy mode) is all zeros on RX
+// except num_buffers, and ignored on TX.
+//
+// Data path, per NIC:
+//
+//	guest TX ring ──(TX goroutine: pop, strip hdr)──> uplink.Deliver (switch, or another NIC)
+//	                                 └─ EtherType 0x88B5 to our MAC ──> control hook (RDMA function, later)
+//	Deliver ──(copy into a pooled NIC buffer)──> per-pair RX queue (bounded) ──(RX goroutine)──> guest RX ring
+//
+// Each ring has exactly one goroutine (vhostuser runs Device.RunQueue);
+// Deliver hands frames to it through a bounded channel and never blocks.
+// Frames wait in the NIC while the guest has posted no RX buffers; beyond
+// the bound they are dropped and counted (RxQueueFull). Buffers come from
+// a fixed pool allocated at NewNIC, so steady-state traffic allocates
+// nothing.
+//
+// Lifetime: a NIC outlives vhost-user sessions. When QEMU reconnects it
+// replays init and start with SET_VRING_BASE = the used idx, and traffic
+// resumes; frames in flight during the outage are lost or counted drops.
+//
+// Invariants: every drop has a counter (NetCounters, plus the back-end's
+// vhostuser.Counters); frames and descriptors from a guest never reach
+// another NIC's memory: the only thing crossing NICs is a copied frame.
+package device

@@ -1,0 +1,60 @@
+package device
+
+import (
+	"bytes"
+	"encoding/binary"
+	"net"
+)
+
+// FrameSink accepts Ethernet frames. Deliver must copy frame if it keeps it
+// and must not block for long.
+type FrameSink interface{ Deliver(frame []byte) }
+
+// Ethernet constants (IEEE 802.3). EtherTypeControl (0x88B5, the RDMA
+// control channel) is declared with the switch.
+const (
+	// EthHeaderLen is destination MAC, source MAC and EtherType.
+	EthHeaderLen = 14
+	// MaxFrameLen bounds a frame without offloads: the largest MTU a
+	// virtio-net guest may set without VIRTIO_NET_F_MTU (65535) plus the header.
+	MaxFrameLen = 65535 + EthHeaderLen
+)
+
+// EthFrame is a byte view of an Ethernet frame.
+type EthFrame []byte
+
+// Dst returns the destination MAC.
+func (f EthFrame) Dst() net.HardwareAddr { return net.HardwareAddr(f[0:6]) }
+
+// Src returns the source MAC.
+func (f EthFrame) Src() net.HardwareAddr { return net.HardwareAddr(f[6:12]) }
+
+// EtherType returns the EtherType (no VLAN parsing).
+func (f EthFrame) EtherType() uint16 { return binary.BigEndian.Uint16(f[12:14]) }
+
+// isControl reports whether f is a control-channel frame for mac.
+func isControl(f []byte, mac net.HardwareAddr) bool {
+	return len(f) >= EthHeaderLen && binary.BigEndian.Uint16(f[12:14]) == EtherTypeControl && bytes.Equal(f[0:6], mac)
+}
+
+// flowHash spreads frames over queue pairs: MACs, EtherType and, for IPv4,
+// the addresses and (TCP/UDP) ports, so one flow stays on one pair.
+func flowHash(f []byte) uint32 {
+	h := uint32(2166136261)
+	mix := func(b []byte) {
+		for _, c := range b {
+			h ^= uint32(c)
+			h *= 16777619
+		}
+	}
+	mix(f[:EthHeaderLen])
+	if binary.BigEndian.Uint16(f[12:14]) == 0x0800 && len(f) >= EthHeaderLen+20 {
+		ip := f[EthHeaderLen:]
+		mix(ip[12:20])
+		ihl := int(ip[0]&0xf) * 4
+		if (ip[9] == 6 || ip[9] == 17) && ihl >= 20 && len(ip) >= ihl+4 {
+			mix(ip[ihl : ihl+4])
+		}
+	}
+	return h
+}

@@ -1,0 +1,119 @@
+package device
+
+import (
+	"sync/atomic"
+
+	"falconnic/internal/stats"
+	"falconnic/vhostuser"
+)
+
+// virtio-net feature bits (virtio 1.2 §5.1.3). We offer no offloads: no
+// CSUM, GSO, TSO or UFO until the NIC implements them.
+const (
+	netFMrgRxbuf = 1 << 15
+	netFMQ       = 1 << 22
+)
+
+// virtio_net_hdr sizes (virtio 1.2 §5.1.6): 12 bytes with VERSION_1 or
+// MRG_RXBUF, 10 in legacy mode without MRG_RXBUF.
+const (
+	netHdrLen       = 12
+	netHdrLegacyLen = 10
+	netHdrNumBufs   = 10 // offset of num_buffers
+)
+
+// NetCounters counts the Ethernet function's traffic and every drop cause.
+type NetCounters struct {
+	TxFrames        stats.Counter
+	TxBytes         stats.Counter
+	TxRunt          stats.Counter
+	TxTooBig        stats.Counter
+	TxChainWritable stats.Counter
+	TxNoUplink      stats.Counter
+	ControlFrames   stats.Counter
+	ControlNoHook   stats.Counter
+	RxFrames        stats.Counter
+	RxBytes         stats.Counter
+	RxRunt          stats.Counter
+	RxTooBig        stats.Counter
+	RxQueueFull     stats.Counter
+	RxNoPoolBuf     stats.Counter
+	RxChainReadable stats.Counter
+	RxChainTooSmall stats.Counter
+	RxTooManyBufs   stats.Counter
+	RxGuestNoBufs   stats.Counter
+	RxPendingReset  stats.Counter
+}
+
+// Set lists the counters with their help text.
+func (c *NetCounters) Set() stats.Set {
+	return stats.Set{
+		{Name: "TxFrames", Help: "frames the guest transmitted to the uplink", Counter: &c.TxFrames},
+		{Name: "TxBytes", Help: "bytes of those frames (no virtio_net_hdr)", Counter: &c.TxBytes},
+		{Name: "TxRunt", Help: "TX chains shorter than virtio_net_hdr + Ethernet header", Counter: &c.TxRunt},
+		{Name: "TxTooBig", Help: "TX chains longer than the largest frame", Counter: &c.TxTooBig},
+		{Name: "TxChainWritable", Help: "TX chains with device-writable descriptors", Counter: &c.TxChainWritable},
+		{Name: "TxNoUplink", Help: "TX frames dropped for want of an uplink", Counter: &c.TxNoUplink},
+		{Name: "ControlFrames", Help: "EtherType 0x88B5 frames to our MAC, kept for the RDMA function", Counter: &c.ControlFrames},
+		{Name: "ControlNoHook", Help: "control-channel frames dropped: no RDMA function attached", Counter: &c.ControlNoHook},
+		{Name: "RxFrames", Help: "frames written to the guest", Counter: &c.RxFrames},
+		{Name: "RxBytes", Help: "bytes of those frames (no virtio_net_hdr)", Counter: &c.RxBytes},
+		{Name: "RxRunt", Help: "frames toward the guest shorter than an Ethernet header", Counter: &c.RxRunt},
+		{Name: "RxTooBig", Help: "frames toward the guest longer than the largest frame", Counter: &c.RxTooBig},
+		{Name: "RxQueueFull", Help: "frames dropped: the NIC's RX queue was full", Counter: &c.RxQueueFull},
+		{Name: "RxNoPoolBuf", Help: "frames dropped: no free NIC buffer", Counter: &c.RxNoPoolBuf},
+		{Name: "RxChainReadable", Help: "RX chains with device-readable descriptors", Counter: &c.RxChainReadable},
+		{Name: "RxChainTooSmall", Help: "frames dropped: RX chain too small (no MRG_RXBUF) or header split", Counter: &c.RxChainTooSmall},
+		{Name: "RxTooManyBufs", Help: "frames dropped: would need more merged buffers than allowed", Counter: &c.RxTooManyBufs},
+		{Name: "RxGuestNoBufs", Help: "times a frame waited because the guest had posted no RX buffers", Counter: &c.RxGuestNoBufs},
+		{Name: "RxPendingReset", Help: "frames dropped because the RX ring stopped while they waited", Counter: &c.RxPendingReset},
+	}
+}
+
+// netDev is the virtio-net function as a vhostuser.Device. Queue 2k is the
+// RX ring of pair k, 2k+1 its TX ring (notes §3.2); the control queue stays
+// in QEMU.
+type netDev struct {
+	nic      *NIC
+	pairs    int
+	features atomic.Uint64
+}
+
+func (d *netDev) Features() uint64 {
+	f := vhostuser.FeatureVersion1 | vhostuser.FeatureIndirectDesc | vhostuser.FeatureEventIdx | netFMrgRxbuf
+	if d.pairs > 1 {
+		f |= netFMQ
+	}
+	return f
+}
+
+// ProtocolFeatures adds nothing: QEMU emulates net config itself (notes §2).
+func (d *netDev) ProtocolFeatures() uint64 { return 0 }
+func (d *netDev) NumQueues() int           { return 2 * d.pairs }
+func (d *netDev) QueueNum() uint64         { return uint64(d.pairs) }
+
+func (d *netDev) GetConfig(offset, size uint32) ([]byte, error) { return nil, vhostuser.ErrNoConfig }
+func (d *netDev) SetConfig(offset uint32, data []byte) error    { return vhostuser.ErrNoConfig }
+
+// SetFeatures records the latest acked bits; rings read them at start.
+func (d *netDev) SetFeatures(acked uint64) { d.features.Store(acked) }
+
+// hdrLen and mrg derive the header layout from the acked features.
+func hdrLayout(acked uint64) (hdrLen int, mrg bool) {
+	mrg = acked&netFMrgRxbuf != 0
+	if mrg || acked&vhostuser.FeatureVersion1 != 0 {
+		return netHdrLen, mrg
+	}
+	return netHdrLegacyLen, mrg
+}
+
+// RunQueue runs the ring's owning goroutine: RX for even, TX for odd rings.
+func (d *netDev) RunQueue(q *vhostuser.Queue) {
+	hdr, mrg := hdrLayout(d.features.Load())
+	pair := q.Index() / 2
+	if q.Index()%2 == 0 {
+		d.nic.runRX(q, pair, hdr, mrg)
+	} else {
+		d.nic.runTX(q, hdr)
+	}
+}
