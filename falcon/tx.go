@@ -80,10 +80,12 @@ func (c *Conn) sendRequest(rsn wire.RSN, t *tl.ITxn, i int, now time.Duration) {
 	f := c.txnFields(psn, rsn)
 	if t.Kind == tl.Push {
 		s.Type = wire.TypePushData
+		reserve(s, wire.PushDataHeaderLen+len(t.Payload))
 		s.Buf = []byte(wire.AppendPushData(s.Buf[:0], &f, t.Payload))
 	} else {
 		s.Type = wire.TypePullRequest
 		f.RequestLength = uint16(t.Length)
+		reserve(s, wire.PullRequestLen)
 		s.Buf = []byte(wire.AppendPullRequest(s.Buf[:0], &f))
 	}
 	t.State, t.PSN = tl.ISent, psn
@@ -96,9 +98,18 @@ func (c *Conn) sendPullData(rsn wire.RSN, t *tl.TTxn, now time.Duration) {
 	psn, s := w.Alloc()
 	s.RSN, s.Type, s.FirstAt = rsn, wire.TypePullData, now
 	f := c.txnFields(psn, rsn)
+	reserve(s, wire.PullDataHeaderLen+len(t.Payload))
 	s.Buf = []byte(wire.AppendPullData(s.Buf[:0], &f, t.Payload))
 	t.DataPSN = psn
 	c.transmit(dataW, psn, s, now, false)
+}
+
+// reserve makes sure a slot's buffer holds n bytes plus the envelope, so
+// building and sealing the packet never allocates once the buffer grew.
+func reserve(s *pdl.TxSlot, n int) {
+	if cap(s.Buf) < n+envelopeLen {
+		s.Buf = make([]byte, 0, n+envelopeLen+64)
+	}
 }
 
 // transmit (re)sends a slot's packet with fresh piggy-backed bases and AR.
