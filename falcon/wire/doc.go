@@ -95,6 +95,14 @@
 // = data window" in the last two bits, read here as least-significant
 // first.
 //
+// # ULP headers
+//
+// The Falcon payload of RDMA packets starts with the RBTH and the extension
+// headers its opcode requires (ParseRDMA, AppendRDMA, the opcode table in
+// rdma.go); NVMe packets start with the NBTH and, for requests, a command or,
+// for responses, a status word (ParseNVMe, AppendNVMe). Where the ULP specs'
+// figures leave a bit position open the choice is documented at the type.
+//
 // # Integrity
 //
 // Rev 0.9 relies on PSP's ICV to drop corrupted packets before the packet
