@@ -7,6 +7,10 @@ import (
 	"falconnic/falcon/wire"
 )
 
+// rueEventTimeout bounds how long an unanswered event blocks the next one
+// (an asynchronous RUE may drop events when its queue is full).
+const rueEventTimeout = time.Millisecond
+
 // rueEvent posts a congestion-control event for flow 0 [S §10.6]. At most one
 // event per flow is outstanding; while one is, acked counts accumulate and
 // further events are folded in (Isekai's rule).
@@ -17,11 +21,11 @@ func (c *Conn) rueEvent(now time.Duration, typ rue.EventType, t1, t2, t3, t4 wir
 		return
 	}
 	f := &c.flows[0]
-	if f.pending {
+	if f.pending && now-f.evAt < rueEventTimeout {
 		c.Stats.RUESuppressed.Inc()
 		return
 	}
-	f.pending = true
+	f.pending, f.evAt = true, now
 	c.Stats.RUEEvents.Inc()
 	acked := f.acked
 	f.acked = 0

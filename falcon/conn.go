@@ -74,6 +74,7 @@ type Conn struct {
 // flowCC is the per-flow congestion state that round-trips through the RUE.
 type flowCC struct {
 	pending                bool
+	evAt                   time.Duration
 	acked                  uint32
 	fabricMarker, nicMark  uint32
 	ncwndUp                bool
