@@ -1,0 +1,487 @@
+package device
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"net"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"falconnic/vhostuser"
+	"falconnic/vhostuser/vhostusertest"
+)
+
+// testGuest is a simulated QEMU + guest driver attached to one NIC over a socketpair.
+type testGuest struct {
+	t     testing.TB
+	nic   *NIC
+	mem   *vhostusertest.GuestMemory
+	fe    *vhostusertest.Frontend
+	qs    []*vhostusertest.DriverQueue
+	done  chan error
+	acked uint64
+	pairs int
+	rxLen uint32 // RX buffer size the guest posts
+}
+
+const (
+	testRingSize = 256
+	testBufSize  = 2048
+)
+
+var (
+	macA = net.HardwareAddr{0x52, 0x54, 0, 0, 0, 0xa}
+	macB = net.HardwareAddr{0x52, 0x54, 0, 0, 0, 0xb}
+)
+
+func newTestNIC(t testing.TB, name string, mac net.HardwareAddr, pairs int) *NIC {
+	t.Helper()
+	n, err := NewNIC(NICConfig{Name: name, Socket: filepath.Join(t.TempDir(), name+".sock"), MAC: mac, QueuePairs: pairs}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// attach connects a guest to nic and replays QEMU's net init and start.
+func attach(t testing.TB, nic *NIC, acked uint64) *testGuest {
+	t.Helper()
+	pairs := nic.cfg.QueuePairs
+	mem, err := vhostusertest.NewGuestMemory(vhostusertest.TwoRegions(1<<20, 4<<20, uint64(pairs)*2*testRingSize*(testBufSize+300)+(1<<20)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &testGuest{t: t, nic: nic, mem: mem, acked: acked | vhostuser.FeatureProtocolFeatures, pairs: pairs, rxLen: 1536}
+	for i := 0; i < 2*pairs; i++ {
+		q, err := vhostusertest.NewDriverQueue(mem, i, testRingSize, 1, testBufSize)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.qs = append(g.qs, q)
+	}
+	g.connect(nil)
+	t.Cleanup(g.close)
+	return g
+}
+
+func (g *testGuest) connect(bases []uint16) {
+	g.t.Helper()
+	front, back, err := vhostusertest.Pipe()
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	old := g.done
+	if g.fe == nil {
+		if g.fe, err = vhostusertest.NewFrontend(front, g.mem, g.qs); err != nil {
+			g.t.Fatal(err)
+		}
+	} else {
+		g.fe.Reconnect(front)
+		<-old
+	}
+	g.done = make(chan error, 1)
+	go func() { g.done <- g.nic.ServeConn(back) }()
+	if err := g.fe.NetInit(g.pairs); err != nil {
+		g.t.Fatal(err)
+	}
+	if err := g.fe.NetStart(g.acked, g.pairs, bases); err != nil {
+		g.t.Fatal(err)
+	}
+}
+
+func (g *testGuest) close() {
+	g.fe.Close()
+	<-g.done
+	for _, q := range g.qs {
+		q.Close()
+	}
+	g.mem.Close()
+}
+
+func (g *testGuest) hdrLen() int {
+	h, _ := hdrLayout(g.acked)
+	return h
+}
+
+// send posts one frame on TX ring of pair p (one descriptor: hdr + frame),
+// reclaiming used TX chains first. It does not kick.
+func (g *testGuest) post(p int, frame []byte) bool {
+	q := g.qs[2*p+1]
+	for {
+		if _, ok := q.PopUsed(); !ok {
+			break
+		}
+	}
+	i, ok := q.Peek()
+	if !ok {
+		return false
+	}
+	h := g.hdrLen()
+	b := q.Buf(i)
+	clear(b[:h])
+	copy(b[h:], frame)
+	_, err := q.Add([]vhostusertest.Seg{{GPA: q.BufGPAOf(i), Len: uint32(h + len(frame))}})
+	return err == nil
+}
+
+func (g *testGuest) send(p int, frames ...[]byte) {
+	g.t.Helper()
+	for _, f := range frames {
+		if !g.post(p, f) {
+			g.t.Fatal("TX ring full")
+		}
+	}
+	g.qs[2*p+1].Publish()
+	g.qs[2*p+1].Kick()
+}
+
+// postRX posts n RX buffers of g.rxLen bytes on pair p's RX ring and kicks.
+func (g *testGuest) postRX(p, n int) {
+	q := g.qs[2*p]
+	for k := 0; k < n; k++ {
+		i, ok := q.Peek()
+		if !ok {
+			break
+		}
+		if _, err := q.Add([]vhostusertest.Seg{{GPA: q.BufGPAOf(i), Len: g.rxLen, Write: true}}); err != nil {
+			g.t.Fatal(err)
+		}
+	}
+	q.Publish()
+	q.Kick()
+}
+
+// recv reads one received frame from pair p's RX ring (joining merged
+// buffers by num_buffers); ok is false if none is there.
+func (g *testGuest) recv(p int) (frame []byte, nbufs int, ok bool) {
+	q := g.qs[2*p]
+	u, ok := q.PopUsed()
+	if !ok {
+		return nil, 0, false
+	}
+	h := g.hdrLen()
+	data := append([]byte(nil), q.Buf(u.ID)[:u.Len]...)
+	if len(data) < h {
+		return nil, 0, true // a dropped frame's chain, returned empty
+	}
+	nbufs = 1
+	if h == netHdrLen {
+		nbufs = int(binary.LittleEndian.Uint16(data[netHdrNumBufs:]))
+	}
+	for k := 1; k < nbufs; k++ {
+		if !q.WaitUsed(1, 5*time.Second) {
+			g.t.Fatal("merged buffer missing")
+		}
+		u2, _ := q.PopUsed()
+		data = append(data, q.Buf(u2.ID)[:u2.Len]...)
+	}
+	return data[h:], nbufs, true
+}
+
+// recvN waits for n frames on pair p.
+func (g *testGuest) recvN(p, n int) [][]byte {
+	g.t.Helper()
+	var out [][]byte
+	for len(out) < n {
+		if !g.qs[2*p].WaitUsed(1, 5*time.Second) {
+			g.t.Fatalf("got %d frames, want %d", len(out), n)
+		}
+		f, _, _ := g.recv(p)
+		out = append(out, f)
+	}
+	return out
+}
+
+func ethFrame(dst, src net.HardwareAddr, etype uint16, payload string) []byte {
+	f := append(append(append([]byte(nil), dst...), src...), byte(etype>>8), byte(etype))
+	return append(f, payload...)
+}
+
+const (
+	acked1 = vhostuser.FeatureVersion1 | netFMrgRxbuf
+)
+
+// sinkFunc adapts a function to FrameSink.
+type sinkFunc func([]byte)
+
+func (f sinkFunc) Deliver(b []byte) { f(b) }
+
+// recorder keeps copies of delivered frames.
+type recorder struct {
+	mu     sync.Mutex
+	frames [][]byte
+}
+
+func (r *recorder) Deliver(b []byte) {
+	r.mu.Lock()
+	r.frames = append(r.frames, append([]byte(nil), b...))
+	r.mu.Unlock()
+}
+
+func (r *recorder) wait(t *testing.T, n int) [][]byte {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		r.mu.Lock()
+		got := append([][]byte(nil), r.frames...)
+		r.mu.Unlock()
+		if len(got) >= n {
+			return got
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("uplink got %d frames, want %d", len(got), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestBackToBackFramesFlowBothWays(t *testing.T) {
+	a, b := newTestNIC(t, "a", macA, 1), newTestNIC(t, "b", macB, 1)
+	a.SetUplink(b)
+	b.SetUplink(a)
+	ga, gb := attach(t, a, acked1), attach(t, b, acked1)
+	ga.postRX(0, 8)
+	gb.postRX(0, 8)
+	ab := ethFrame(macB, macA, 0x0800, "from A to B")
+	ga.send(0, ab)
+	if got := gb.recvN(0, 1); !bytes.Equal(got[0], ab) {
+		t.Fatalf("B got %x, want %x", got[0], ab)
+	}
+	ba := ethFrame(macA, macB, 0x0806, "reply from B")
+	gb.send(0, ba)
+	if got := ga.recvN(0, 1); !bytes.Equal(got[0], ba) {
+		t.Fatalf("A got %x", got[0])
+	}
+	if c := a.Counters(); c.TxFrames.Load() != 1 || c.RxFrames.Load() != 1 {
+		t.Fatalf("A counters %v", c.Set().Snapshot())
+	}
+}
+
+func TestFramesWaitInNICWhileGuestHasNoBuffers(t *testing.T) {
+	n := newTestNIC(t, "n", macB, 1)
+	// No session yet: frames queue up to the bound; the rest are counted drops.
+	for i := 0; i < rxQueueDepth+44; i++ {
+		n.Deliver(ethFrame(macB, macA, 0x0800, fmt.Sprintf("frame %d", i)))
+	}
+	if d := n.Counters().RxQueueFull.Load(); d != 44 {
+		t.Fatalf("RxQueueFull = %d, want 44", d)
+	}
+	g := attach(t, n, acked1)
+	g.postRX(0, testRingSize)
+	got := g.recvN(0, rxQueueDepth)
+	for i, f := range got {
+		if want := fmt.Sprintf("frame %d", i); string(f[EthHeaderLen:]) != want {
+			t.Fatalf("frame %d = %q, want %q (order kept)", i, f[EthHeaderLen:], want)
+		}
+	}
+}
+
+func TestMergeableRxSpansBuffersWithNumBuffers(t *testing.T) {
+	n := newTestNIC(t, "n", macB, 1)
+	g := attach(t, n, acked1)
+	g.rxLen = 512
+	g.postRX(0, 8)
+	payload := bytes.Repeat([]byte("0123456789"), 140) // 1400 B + 14 + 12 hdr = 3 buffers
+	f := ethFrame(macB, macA, 0x0800, string(payload))
+	n.Deliver(f)
+	if !g.qs[0].WaitUsed(3, 5*time.Second) {
+		t.Fatal("frame not received")
+	}
+	got, nbufs, _ := g.recv(0)
+	if nbufs != 3 || !bytes.Equal(got, f) {
+		t.Fatalf("num_buffers=%d, frame equal=%v", nbufs, bytes.Equal(got, f))
+	}
+}
+
+func TestWithoutMrgRxbufFramesMustFitOneChain(t *testing.T) {
+	n := newTestNIC(t, "n", macB, 1)
+	g := attach(t, n, vhostuser.FeatureVersion1)
+	g.rxLen = 1000
+	g.postRX(0, 4)
+	n.Deliver(ethFrame(macB, macA, 0x0800, string(make([]byte, 1200))))
+	small := ethFrame(macB, macA, 0x0800, "fits")
+	n.Deliver(small)
+	got := g.recvN(0, 2) // the dropped frame's chain comes back with length 0
+	if got[0] != nil || !bytes.Equal(got[1], small) {
+		t.Fatalf("got %q", got)
+	}
+	if c := n.Counters().RxChainTooSmall.Load(); c != 1 {
+		t.Fatalf("RxChainTooSmall = %d", c)
+	}
+}
+
+func TestLegacyHeaderAndTwoDescriptorTX(t *testing.T) {
+	up := &recorder{}
+	n := newTestNIC(t, "n", macA, 1)
+	n.SetUplink(up)
+	g := attach(t, n, 0) // neither VERSION_1 nor MRG_RXBUF: 10-byte header
+	q := g.qs[1]
+	f := ethFrame(macB, macA, 0x0800, "legacy")
+	i, _ := q.Peek()
+	copy(q.Buf(i)[64:], f)
+	if _, err := q.Add([]vhostusertest.Seg{{GPA: q.BufGPAOf(i), Len: netHdrLegacyLen}, {GPA: q.BufGPAOf(i) + 64, Len: uint32(len(f))}}); err != nil {
+		t.Fatal(err)
+	}
+	q.Publish()
+	q.Kick()
+	if got := up.wait(t, 1); !bytes.Equal(got[0], f) {
+		t.Fatalf("uplink got %x", got[0])
+	}
+	// RX: 10-byte header, no num_buffers.
+	g.postRX(0, 1)
+	n.Deliver(f)
+	if got := g.recvN(0, 1); !bytes.Equal(got[0], f) {
+		t.Fatalf("guest got %x", got[0])
+	}
+}
+
+func TestControlChannelFramesStayInTheNIC(t *testing.T) {
+	up := &recorder{}
+	n := newTestNIC(t, "n", macA, 1)
+	n.SetUplink(up)
+	var hooked [][]byte
+	var mu sync.Mutex
+	n.SetControlHandler(func(f []byte) {
+		mu.Lock()
+		hooked = append(hooked, append([]byte(nil), f...))
+		mu.Unlock()
+	})
+	g := attach(t, n, acked1)
+	ctl := ethFrame(macA, macA, EtherTypeControl, "rdma cm")
+	other := ethFrame(macB, macA, EtherTypeControl, "for B's NIC")
+	g.send(0, ctl, other)
+	got := up.wait(t, 1)
+	if len(got) != 1 || !bytes.Equal(got[0], other) {
+		t.Fatalf("uplink got %q", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(hooked) != 1 || !bytes.Equal(hooked[0], ctl) {
+		t.Fatalf("hook got %q", hooked)
+	}
+	if c := n.Counters().ControlFrames.Load(); c != 1 {
+		t.Fatalf("ControlFrames = %d", c)
+	}
+}
+
+func TestBadTXChainsAreCounted(t *testing.T) {
+	up := &recorder{}
+	n := newTestNIC(t, "n", macA, 1)
+	n.SetUplink(up)
+	g := attach(t, n, acked1)
+	q := g.qs[1]
+	// runt: header only
+	i, _ := q.Peek()
+	q.Add([]vhostusertest.Seg{{GPA: q.BufGPAOf(i), Len: 12}})
+	// writable descriptor on the TX ring
+	i, _ = q.Peek()
+	q.Add([]vhostusertest.Seg{{GPA: q.BufGPAOf(i), Len: 100, Write: true}})
+	good := ethFrame(macB, macA, 0x0800, "good")
+	g.send(0, good)
+	if got := up.wait(t, 1); !bytes.Equal(got[0], good) {
+		t.Fatal("good frame lost")
+	}
+	c := n.Counters()
+	if c.TxRunt.Load() != 1 || c.TxChainWritable.Load() != 1 {
+		t.Fatalf("counters %v", c.Set().NonZero())
+	}
+}
+
+func TestTwoQueuePairsSpreadFlows(t *testing.T) {
+	up := &recorder{}
+	n := newTestNIC(t, "n", macB, 2)
+	n.SetUplink(up)
+	g := attach(t, n, acked1|netFMQ)
+	g.postRX(0, 64)
+	g.postRX(1, 64)
+	// TX on pair 1 reaches the uplink.
+	g.send(1, ethFrame(macA, macB, 0x0800, "tx on pair 1"))
+	up.wait(t, 1)
+	// 32 IPv4 flows: each lands on the pair its hash picks, none is lost.
+	want := map[int]int{}
+	for i := 0; i < 32; i++ {
+		ip := make([]byte, 24)
+		ip[0], ip[9] = 0x45, 17
+		copy(ip[12:], []byte{10, 0, 0, byte(i), 10, 0, 1, 1})
+		binary.BigEndian.PutUint16(ip[20:], uint16(1000+i))
+		f := ethFrame(macB, macA, 0x0800, string(ip))
+		want[int(flowHash(f)%2)]++
+		n.Deliver(f)
+	}
+	if want[0] == 0 || want[1] == 0 {
+		t.Fatalf("hash put every flow on one pair: %v", want)
+	}
+	for p := 0; p < 2; p++ {
+		g.recvN(p, want[p])
+	}
+}
+
+func TestReconnectMidTrafficResumes(t *testing.T) {
+	a, b := newTestNIC(t, "a", macA, 1), newTestNIC(t, "b", macB, 1)
+	a.SetUplink(b)
+	ga, gb := attach(t, a, acked1), attach(t, b, acked1)
+	gb.postRX(0, 32)
+	for i := 0; i < 10; i++ {
+		ga.send(0, ethFrame(macB, macA, 0x0800, fmt.Sprintf("before %d", i)))
+	}
+	gb.recvN(0, 10)
+	// B's back-end session drops; QEMU reconnects and resumes from the used idx.
+	b.Disconnect()
+	<-gb.done
+	for i := 0; i < 5; i++ { // sent during the outage: wait in B's NIC queue
+		ga.send(0, ethFrame(macB, macA, 0x0800, fmt.Sprintf("during %d", i)))
+	}
+	gb.done = make(chan error, 1)
+	gb.done <- nil // the old session already ended
+	gb.connect(gb.fe.UsedBases())
+	for i := 0; i < 5; i++ {
+		ga.send(0, ethFrame(macB, macA, 0x0800, fmt.Sprintf("after %d", i)))
+	}
+	got := gb.recvN(0, 10)
+	drops := b.Counters().RxQueueFull.Load() + b.Counters().RxPendingReset.Load()
+	if drops != 0 {
+		t.Fatalf("unexpected drops %d", drops)
+	}
+	for i := 0; i < 5; i++ {
+		if string(got[i][EthHeaderLen:]) != fmt.Sprintf("during %d", i) || string(got[5+i][EthHeaderLen:]) != fmt.Sprintf("after %d", i) {
+			t.Fatalf("frames after reconnect: %q", got)
+		}
+	}
+	if s := b.Status(); s.Session != "running" || s.Counters["vhost.Sessions"] != 2 {
+		t.Fatalf("status %+v", s)
+	}
+}
+
+func TestNICConfigValidation(t *testing.T) {
+	bad := []NICConfig{
+		{Socket: "/x", MAC: macA},
+		{Name: "n", MAC: macA},
+		{Name: "n", Socket: "/x", MAC: net.HardwareAddr{1, 2}},
+		{Name: "n", Socket: "/x", MAC: macA, QueuePairs: MaxQueuePairs + 1},
+	}
+	for _, c := range bad {
+		if _, err := NewNIC(c, nil); err == nil {
+			t.Errorf("NewNIC(%+v) accepted", c)
+		}
+	}
+}
+
+func TestStatusReportsSessionQueuesAndCounters(t *testing.T) {
+	n := newTestNIC(t, "nic0", macA, 1)
+	if s := n.Status(); s.Session != "idle" || s.Name != "nic0" || s.MAC != macA.String() {
+		t.Fatalf("status before a session: %+v", s)
+	}
+	g := attach(t, n, acked1)
+	g.send(0, ethFrame(macB, macA, 0x0800, "x"))
+	g.qs[1].WaitUsed(1, 5*time.Second)
+	s := n.Status()
+	if s.Session != "running" || len(s.Queues) != 2 || s.Queues[0].Role != "rx0" || s.Queues[1].Role != "tx0" || s.Queues[1].Size != testRingSize {
+		t.Fatalf("status %+v", s)
+	}
+	if s.Counters["TxNoUplink"] != 1 {
+		t.Fatalf("counters %v", s.Counters)
+	}
+}
