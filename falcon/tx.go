@@ -195,6 +195,9 @@ func (c *Conn) rtoScan(now time.Duration) {
 			}
 			if s.Deadline <= now {
 				if c.cfg.GoBackN {
+					if s.Retries < c.cfg.MaxRetries {
+						s.Retries++
+					}
 					c.goBack(i, psn, now)
 					break
 				}
@@ -230,15 +233,13 @@ func (c *Conn) rtoFire(i int, psn wire.PSN, s *pdl.TxSlot, now time.Duration) {
 	c.rueEvent(now, rue.EventRetx, 0, 0, 0, wire.TimestampAt(now), 0, 0, 0, false, false, s.Retries, rue.RetxRTO)
 }
 
-// goBack resends every unacknowledged packet from psn on (Go-Back-N).
+// goBack resends every unacknowledged packet from psn on (Go-Back-N). Only
+// the RTO path counts an attempt (for the timed-out packet).
 func (c *Conn) goBack(i int, from wire.PSN, now time.Duration) {
 	w := &c.tx[i]
 	for psn := from; w.Contains(psn); psn = psn.Add(1) {
 		s := w.Slot(psn)
 		if s.State == pdl.SlotInflight || s.State == pdl.SlotHeld {
-			if s.Retries < 255 {
-				s.Retries++
-			}
 			c.Stats.RetxGBN.Inc()
 			c.retransmit(i, psn, s, now)
 		}
