@@ -18,7 +18,7 @@ func (u *pushULP) OnRequest(c *falcon.Conn, r *falcon.Request) {
 	}
 }
 func (u *pushULP) OnCompletion(c *falcon.Conn, cpl *falcon.Completion) { u.done++ }
-func (u *pushULP) OnXon(c *falcon.Conn)                                 {}
+func (u *pushULP) OnXon(c *falcon.Conn)                                {}
 
 func runPushes(t *testing.T, eng rue.Engine, drain func(p *falcon.Pair)) *falcon.Pair {
 	t.Helper()
