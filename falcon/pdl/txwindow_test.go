@@ -1,0 +1,85 @@
+package pdl
+
+import (
+	"testing"
+	"time"
+
+	"falconnic/falcon/wire"
+)
+
+func TestTxWindowAckAdvance(t *testing.T) {
+	var w TxWindow
+	w.Init(0xfffffffe, 4)
+	for i := 0; i < 4; i++ {
+		_, s := w.Alloc()
+		s.Request = true
+		w.ORC++
+	}
+	if !w.Full() || w.Outstanding() != 4 {
+		t.Fatalf("outstanding %d full %v", w.Outstanding(), w.Full())
+	}
+	// Ack out of order (EACK bits), then the base.
+	w.MarkAcked(w.Slot(0))
+	if w.Advance() != 0 {
+		t.Error("base moved over unacked PSNs")
+	}
+	if w.MarkAcked(w.Slot(0)) {
+		t.Error("double ack counted")
+	}
+	w.MarkAcked(w.Slot(0xfffffffe))
+	w.MarkAcked(w.Slot(0xffffffff))
+	if n := w.Advance(); n != 3 || w.Base() != 1 {
+		t.Errorf("advanced %d to %d, want 3 to 1", n, w.Base())
+	}
+	if w.ORC != 1 {
+		t.Errorf("ORC %d, want 1", w.ORC)
+	}
+	if !w.Contains(1) || w.Contains(2) || w.Contains(0) {
+		t.Error("Contains wrong after advance")
+	}
+	psn, s := w.Alloc()
+	if psn != 2 || s.State != SlotInflight {
+		t.Errorf("alloc %d %v", psn, s.State)
+	}
+}
+
+func TestCoalescer(t *testing.T) {
+	c := Coalescer{Threshold: 10, Timeout: 8 * time.Microsecond}
+	c.Note(0, 2)
+	if c.Due(7 * time.Microsecond) {
+		t.Error("due before the timeout")
+	}
+	if !c.Due(8 * time.Microsecond) {
+		t.Error("not due at the timeout")
+	}
+	c.Sent()
+	for i := 0; i < 5; i++ {
+		c.Note(time.Duration(i), 2)
+	}
+	if !c.Due(5) {
+		t.Error("count threshold did not trigger")
+	}
+	c.Sent()
+	c.Request(3)
+	if !c.Due(3) {
+		t.Error("AR did not trigger")
+	}
+	c.Sent()
+	if _, armed := c.Deadline(); armed {
+		t.Error("armed after Sent")
+	}
+}
+
+func TestRTT(t *testing.T) {
+	var r RTT
+	if r.Or(5) != 5 {
+		t.Error("default before samples")
+	}
+	r.Sample(100)
+	r.Sample(200)
+	if r.Smoothed != 125 || r.Min != 100 {
+		t.Errorf("smoothed %v min %v", r.Smoothed, r.Min)
+	}
+}
+
+var _ = wire.PSN(0)

@@ -1,0 +1,86 @@
+package tl
+
+import (
+	"testing"
+
+	"falconnic/falcon/wire"
+)
+
+func TestStatusTable(t *testing.T) {
+	seen := map[string]bool{}
+	for _, s := range Statuses {
+		n := s.String()
+		if seen[n] || n == "" || n[0] == 'S' {
+			t.Errorf("status %d has no distinct name (%q)", s, n)
+		}
+		seen[n] = true
+	}
+}
+
+func TestPoolHoLReserve(t *testing.T) {
+	r := NewResources(Limits{CellSize: 256, RxNetPkts: 4, RxNetCells: 100, HoLPkts: 1, HoLCells: 10})
+	if r.Cells(0) != 1 || r.Cells(256) != 1 || r.Cells(257) != 2 {
+		t.Error("cell rounding")
+	}
+	for i := 0; i < 3; i++ {
+		if !r.RxNet.Take(1, false) {
+			t.Fatalf("take %d refused", i)
+		}
+	}
+	if r.RxNet.Take(1, false) {
+		t.Error("a non-HoL request took the reserve")
+	}
+	if !r.RxNet.Take(1, true) {
+		t.Error("the HoL request was refused its reserve")
+	}
+	if r.RxNet.Take(1, true) {
+		t.Error("over capacity")
+	}
+	r.RxNet.Give(1)
+	if r.RxNet.Pkt.Used != 3 || r.RxNet.Buf.Used != 3 {
+		t.Errorf("used %d/%d", r.RxNet.Pkt.Used, r.RxNet.Buf.Used)
+	}
+	// All or nothing: a buffer shortfall returns the packet.
+	if r.RxNet.Take(200, true) || r.RxNet.Pkt.Used != 3 {
+		t.Error("failed take leaked a packet")
+	}
+}
+
+func TestInitiatorTable(t *testing.T) {
+	var in Initiator
+	in.Init(0xffffffff, 2)
+	r1, s1 := in.Add(Push, 1)
+	r2, _ := in.Add(Pull, 2)
+	if r1 != 0xffffffff || r2 != 0 || !in.Full() {
+		t.Fatalf("rsns %d %d full %v", r1, r2, in.Full())
+	}
+	in.Slot(r2).State = ICompleted
+	if in.Advance() != 0 {
+		t.Error("base passed a live transaction")
+	}
+	s1.State = ICompleted
+	if in.Advance() != 2 || in.Base != 1 || in.Live() != 0 {
+		t.Errorf("base %d live %d", in.Base, in.Live())
+	}
+}
+
+func TestTargetTable(t *testing.T) {
+	var tg Target
+	tg.Init(10, 4)
+	if fits, old := tg.Fits(14); fits || old {
+		t.Error("RSN beyond the table fits")
+	}
+	if _, old := tg.Fits(9); !old {
+		t.Error("RSN below the base is not old")
+	}
+	s := tg.Claim(11, Push)
+	s.State = TFinished
+	if tg.Advance() != 0 {
+		t.Error("base passed a free slot")
+	}
+	tg.Claim(10, Pull).State = TFinished
+	if tg.Advance() != 2 || tg.Base != 12 || tg.NextDeliver != 12 {
+		t.Errorf("base %d next %d", tg.Base, tg.NextDeliver)
+	}
+	var _ wire.RSN = tg.Base
+}
