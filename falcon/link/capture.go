@@ -33,7 +33,10 @@ const (
 type CaptureConfig struct {
 	// Clock stamps the packets; nil means clock.Real.
 	Clock clock.Clock
-	// Epoch is the wall time of the clock's zero; zero means the Unix epoch.
+	// Epoch is the wall time of the clock's zero. When zero it is the Unix
+	// epoch for an explicit Clock (so captures from a manual clock are
+	// reproducible) and the real clock's start for a nil Clock (so
+	// timestamps are wall time).
 	Epoch time.Time
 	// SrcMAC and DstMAC default to 02:00:00:00:00:01 and :02.
 	SrcMAC, DstMAC net.HardwareAddr
@@ -66,6 +69,9 @@ type Capture struct {
 func NewCapture(w io.Writer, l Link, cfg CaptureConfig) (*Capture, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real
+		if cfg.Epoch.IsZero() {
+			cfg.Epoch = time.Now().Add(-clock.Real.Now())
+		}
 	}
 	if cfg.Epoch.IsZero() {
 		cfg.Epoch = time.Unix(0, 0)

@@ -162,6 +162,32 @@ func TestAppendFrameMatchesGopacket(t *testing.T) {
 	}
 }
 
+func TestCaptureRealClockStampsWallTime(t *testing.T) {
+	var file bytes.Buffer
+	c, err := NewCapture(&file, nil, CaptureConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now()
+	c.Send(wire.AppendBACK(nil, &wire.AckFields{}), 0)
+	after := time.Now()
+	if err := c.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := pcapgo.NewNgReader(&file, pcapgo.DefaultNgReaderOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ci, err := r.ReadPacketData()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Monotonic and wall readings may differ slightly; allow a second.
+	if ci.Timestamp.Before(before.Add(-time.Second)) || ci.Timestamp.After(after.Add(time.Second)) {
+		t.Errorf("timestamp %v not between %v and %v", ci.Timestamp, before, after)
+	}
+}
+
 func TestCaptureWithoutNextLinkAndWriteErrors(t *testing.T) {
 	c, err := NewCapture(io.Discard, nil, CaptureConfig{Clock: clock.NewManual(0)})
 	if err != nil {
