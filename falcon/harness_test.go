@@ -56,6 +56,8 @@ type script struct {
 	ua, ub *recULP
 	q      []frame
 	log    []string
+	// autoLose, when set, loses matching frames as they are sent.
+	autoLose func(dir, desc string) bool
 }
 
 type frame struct {
@@ -69,7 +71,12 @@ type scriptLink struct {
 }
 
 func (l scriptLink) Send(pkt []byte, flow uint32) {
-	l.s.q = append(l.s.q, frame{dir: l.dir, data: append([]byte(nil), pkt...)})
+	f := frame{dir: l.dir, data: append([]byte(nil), pkt...)}
+	if l.s.autoLose != nil && l.s.autoLose(f.dir, Describe(f.data[:len(f.data)-envelopeLen])) {
+		l.s.log = append(l.s.log, l.s.line(f, true))
+		return
+	}
+	l.s.q = append(l.s.q, f)
 }
 
 func newScript(t *testing.T, cc ConnConfig) *script {

@@ -137,7 +137,7 @@ func (c *Conn) transmit(i int, psn wire.PSN, s *pdl.TxSlot, now time.Duration, r
 	if s.Resync {
 		c.Stats.TxResync.Inc()
 	}
-	if c.cfg.TLP && !c.tlpArmed {
+	if c.cfg.TLP && !c.tlpArmed && !c.tlpFired {
 		c.rearmTLP(now)
 	}
 	c.ep.send(s.Buf, c.flow())
@@ -314,6 +314,7 @@ func (c *Conn) rearmTLP(now time.Duration) {
 	if !c.cfg.TLP {
 		return
 	}
+	c.tlpFired = false
 	if c.tx[reqW].Outstanding() == 0 && c.tx[dataW].Outstanding() == 0 {
 		c.tlpArmed = false
 		return
@@ -322,8 +323,10 @@ func (c *Conn) rearmTLP(now time.Duration) {
 	c.tlpAt, c.tlpArmed = now+pto, true
 }
 
-// tlpProbe retransmits the oldest unreceived packet once.
+// tlpProbe retransmits the oldest unreceived packet, once until an ACK
+// re-arms the probe.
 func (c *Conn) tlpProbe(now time.Duration) {
+	c.tlpFired = true
 	for i := range c.tx {
 		w := &c.tx[i]
 		for psn := w.Base(); psn != w.Next(); psn = psn.Add(1) {

@@ -1,0 +1,207 @@
+package falcon
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"falconnic/falcon/rue"
+	"falconnic/falcon/tl"
+	"falconnic/falcon/wire"
+)
+
+// A packet that exhausts its retransmissions becomes a Resync (code 0x3):
+// the target skips that RSN, later RSNs still flow, and the initiator
+// completes the transaction with kCmplLocalTO [S §11].
+func TestRetryExhaustionResyncs(t *testing.T) {
+	s := newScript(t, ConnConfig{SCID: 1, DCID: 2, Ordered: true, TxRSN: 1, RxRSN: 1,
+		TxDataPSN: 300, RxReqPSN: 7, MaxRetries: 2, InitRTO: 100 * time.Microsecond})
+	s.ub.onReq = func(c *Conn, r *Request) { c.AckPush(r.RSN) }
+	s.autoLose = func(dir, desc string) bool { return strings.HasPrefix(desc, "PushData psn=300") }
+	s.ca.Push(1, pattern(1, 8))
+	s.wait(750 * time.Microsecond) // RTO 100, 200, 400 µs: exhausted at 700 µs
+	s.autoLose = nil
+	s.ca.Push(2, pattern(2, 8))
+	s.settle()
+	s.check(`
+A→B PushData psn=300 rsn=1 ar=0 len=8 (lost)
+A→B PushData psn=300 rsn=1 ar=1 len=8 (lost)
+A→B PushData psn=300 rsn=1 ar=1 len=8 (lost)
+A→B Resync psn=300 rsn=1 code=RetransmitError of=PushData ar=1
+A→B PushData psn=301 rsn=2 ar=0 len=8
+B: deliver push rsn=2 len=8
+B→A BACK rbase=0 dbase=301
+A: complete push rsn=1 local-timeout len=0
+B→A BACK rbase=0 dbase=302
+A: complete push rsn=2 ok len=0
+`)
+	if s.ca.Stats.RetryExhausted.Load() != 1 {
+		t.Error("exhaustion not counted")
+	}
+}
+
+// A Resync that exhausts its attempts kills the connection: every
+// outstanding transaction completes with kCmplDeadConn and later frames are
+// dropped and counted.
+func TestResyncExhaustionIsFatal(t *testing.T) {
+	s := newScript(t, ConnConfig{SCID: 1, DCID: 2, TxRSN: 1, RxRSN: 1, MaxRetries: 1, InitRTO: 100 * time.Microsecond})
+	s.ca.Push(1, pattern(1, 8))
+	s.ca.Pull(2, 8)
+	for i := 0; i < 12 && !s.ca.Dead(); i++ {
+		for len(s.q) > 0 {
+			s.lose(0)
+		}
+		s.wait(time.Millisecond)
+	}
+	if !s.ca.Dead() {
+		t.Fatal("connection survived")
+	}
+	if len(s.ua.cpls) != 2 || s.ua.cpls[0].Status != tl.CmplDeadConn || s.ua.cpls[1].Status != tl.CmplDeadConn {
+		t.Fatalf("completions %+v", s.ua.cpls)
+	}
+	if _, err := s.ca.Push(3, nil); !errors.Is(err, ErrDead) {
+		t.Errorf("push on a dead connection: %v", err)
+	}
+	s.a.Receive(pushFrame(1, 0, nil), 0)
+	if s.a.Stats.RxDeadConn.Load() != 1 {
+		t.Error("frame for a dead connection not counted")
+	}
+}
+
+// A target without room refuses a request with a resource NACK (code 1),
+// without touching its window; the initiator retransmits later and the
+// request gets in once room frees up.
+func TestResourceNack(t *testing.T) {
+	s := newScript(t, ConnConfig{SCID: 1, DCID: 2, TxRSN: 1, RxRSN: 1, TxDataPSN: 300})
+	s.b.res = tl.NewResources(tl.Limits{CellSize: 256, RxNetPkts: 1, RxNetCells: 64, TxReqPkts: 8, TxReqCells: 64,
+		TxDataPkts: 8, TxDataCell: 64, RxReqPkts: 8, RxReqCells: 64})
+	var held []wire.RSN
+	s.ub.onReq = func(c *Conn, r *Request) { held = append(held, r.RSN) }
+	s.ca.Push(1, pattern(1, 8))
+	s.ca.Push(2, pattern(2, 8))
+	s.deliver(0)
+	s.deliver(0)
+	s.deliver(0) // the NACK
+	s.cb.AckPush(held[0])
+	s.settle()
+	s.wait(2 * time.Millisecond) // RTO resend
+	s.settle()
+	s.cb.AckPush(held[1])
+	s.settle()
+	s.check(`
+A→B PushData psn=300 rsn=1 ar=0 len=8
+B: deliver push rsn=1 len=8
+A→B PushData psn=301 rsn=2 ar=0 len=8
+B→A NACK code=InsufficientResources psn=301 w=data
+B→A BACK rbase=0 dbase=301
+A: complete push rsn=1 ok len=0
+A→B PushData psn=301 rsn=2 ar=1 len=8
+B: deliver push rsn=2 len=8
+B→A BACK rbase=0 dbase=301
+B→A BACK rbase=0 dbase=302
+A: complete push rsn=2 ok len=0
+`)
+	if s.cb.Stats.RxNoResource.Load() != 1 {
+		t.Error("resource drop not counted")
+	}
+}
+
+// A full transaction table refuses submissions with ErrXoff and says Xon
+// when a completion frees a slot.
+func TestXoffXon(t *testing.T) {
+	s := newScript(t, ConnConfig{SCID: 1, DCID: 2, MaxTxns: 2})
+	s.ub.onReq = func(c *Conn, r *Request) { c.AckPush(r.RSN) }
+	for i := 0; i < 2; i++ {
+		if _, err := s.ca.Push(uint64(i), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.ca.Push(9, nil); !errors.Is(err, ErrXoff) {
+		t.Fatalf("third push: %v, want ErrXoff", err)
+	}
+	s.settle()
+	if s.ua.xon != 1 || s.ca.Stats.Xoff.Load() != 1 {
+		t.Errorf("xon %d xoff %d", s.ua.xon, s.ca.Stats.Xoff.Load())
+	}
+	if _, err := s.ca.Push(9, nil); err != nil {
+		t.Errorf("after Xon: %v", err)
+	}
+}
+
+// The target ULP's invalid-CID verdict on a push completes it in error after
+// the Resync, and the connection continues.
+func TestPushInvalidCIDVerdict(t *testing.T) {
+	s := newScript(t, ConnConfig{SCID: 1, DCID: 2, Ordered: true})
+	first := true
+	s.ub.onReq = func(c *Conn, r *Request) {
+		if first {
+			first = false
+			c.NackPush(r.RSN, wire.NackInvalidCID, 0, 0)
+			return
+		}
+		c.AckPush(r.RSN)
+	}
+	s.ca.Push(1, nil)
+	s.ca.Push(2, nil)
+	s.settle()
+	if len(s.ua.cpls) != 2 || s.ua.cpls[0].Status != tl.CmplTargetNackCID || s.ua.cpls[1].Status != tl.CmplAck {
+		t.Fatalf("completions %+v", s.ua.cpls)
+	}
+}
+
+// A tail loss is repaired by the TLP probe long before the RTO.
+func TestTLPRepairsTailLoss(t *testing.T) {
+	s := newScript(t, ConnConfig{SCID: 1, DCID: 2, TLP: true, InitRTO: 10 * time.Millisecond})
+	s.ub.onReq = func(c *Conn, r *Request) { c.AckPush(r.RSN) }
+	s.ca.Push(1, nil)
+	s.deliver(0)
+	s.wait(10 * time.Microsecond) // coalesced ACK: an 8 µs RTT sample
+	s.deliver(0)
+	s.ca.Push(2, nil)
+	s.lose(0)
+	s.wait(100 * time.Microsecond)
+	s.settle()
+	if s.ca.Stats.RetxTLP.Load() != 1 || s.ca.Stats.RetxRTO.Load() != 0 || len(s.ua.cpls) != 2 {
+		t.Errorf("tlp %d rto %d completions %d", s.ca.Stats.RetxTLP.Load(), s.ca.Stats.RetxRTO.Load(), len(s.ua.cpls))
+	}
+}
+
+// fixedRUE answers every event with one response.
+type fixedRUE struct{ r rue.Response }
+
+func (f *fixedRUE) Handle(ev *rue.Event) (rue.Response, bool) {
+	r := f.r
+	r.Conn = ev.Conn
+	return r, true
+}
+
+// Below one packet of fcwnd the transmitter keeps one packet in flight and
+// spaces departures by the inter-packet gap [S §10.3.5].
+func TestPacingBelowOnePacket(t *testing.T) {
+	s := newScript(t, ConnConfig{SCID: 1, DCID: 2, InitFcwnd: rue.One / 2})
+	s.a.cfg.RUE = &fixedRUE{rue.Response{Fcwnd: rue.One / 2, Ncwnd: 8, IPG: 50 * time.Microsecond}}
+	s.ub.onReq = func(c *Conn, r *Request) { c.AckPush(r.RSN) }
+	for i := 0; i < 3; i++ {
+		s.ca.Push(uint64(i), nil)
+	}
+	if len(s.q) != 1 {
+		t.Fatalf("%d packets in flight at fcwnd 0.5, want 1", len(s.q))
+	}
+	var times []time.Duration
+	for len(s.ua.cpls) < 3 {
+		if len(s.q) > 0 && s.q[0].dir == "A→B" {
+			times = append(times, s.clk.Now())
+		}
+		s.flushAll()
+		s.wait(5 * time.Microsecond)
+		if s.clk.Now() > 10*time.Millisecond {
+			t.Fatal("stalled")
+		}
+	}
+	for i := 1; i < len(times); i++ {
+		if d := times[i] - times[i-1]; d < 50*time.Microsecond {
+			t.Errorf("departures %v apart, want ≥ 50 µs (IPG)", d)
+		}
+	}
+}
