@@ -24,25 +24,26 @@ const (
 
 // NetCounters counts the Ethernet function's traffic and every drop cause.
 type NetCounters struct {
-	TxFrames        stats.Counter
-	TxBytes         stats.Counter
-	TxRunt          stats.Counter
-	TxTooBig        stats.Counter
-	TxChainWritable stats.Counter
-	TxNoUplink      stats.Counter
-	ControlFrames   stats.Counter
-	ControlNoHook   stats.Counter
-	RxFrames        stats.Counter
-	RxBytes         stats.Counter
-	RxRunt          stats.Counter
-	RxTooBig        stats.Counter
-	RxQueueFull     stats.Counter
-	RxNoPoolBuf     stats.Counter
-	RxChainReadable stats.Counter
-	RxChainTooSmall stats.Counter
-	RxTooManyBufs   stats.Counter
-	RxGuestNoBufs   stats.Counter
-	RxPendingReset  stats.Counter
+	TxFrames          stats.Counter
+	TxBytes           stats.Counter
+	TxRunt            stats.Counter
+	TxTooBig          stats.Counter
+	TxChainWritable   stats.Counter
+	TxNoUplink        stats.Counter
+	ControlFrames     stats.Counter
+	ControlNoHook     stats.Counter
+	RxFrames          stats.Counter
+	RxBytes           stats.Counter
+	RxRunt            stats.Counter
+	RxTooBig          stats.Counter
+	RxQueueFull       stats.Counter
+	RxNoPoolBuf       stats.Counter
+	RxChainReadable   stats.Counter
+	RxChainTooSmall   stats.Counter
+	RxTooManyBufs     stats.Counter
+	RxGuestNoBufs     stats.Counter
+	RxPendingReset    stats.Counter
+	RxPartialReturned stats.Counter
 }
 
 // Set lists the counters with their help text.
@@ -66,6 +67,7 @@ func (c *NetCounters) Set() stats.Set {
 		{Name: "RxChainTooSmall", Help: "frames dropped: RX chain too small (no MRG_RXBUF) or header split", Counter: &c.RxChainTooSmall},
 		{Name: "RxTooManyBufs", Help: "frames dropped: would need more merged buffers than allowed", Counter: &c.RxTooManyBufs},
 		{Name: "RxGuestNoBufs", Help: "times a frame waited because the guest had posted no RX buffers", Counter: &c.RxGuestNoBufs},
+		{Name: "RxPartialReturned", Help: "RX chains given back empty: a bad chain sat between a frame's buffers", Counter: &c.RxPartialReturned},
 		{Name: "RxPendingReset", Help: "frames dropped because the RX ring stopped while they waited", Counter: &c.RxPendingReset},
 	}
 }

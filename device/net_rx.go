@@ -75,6 +75,7 @@ func (n *NIC) runRX(q *vhostuser.Queue, pair, hdrLen int, mrg bool) {
 func (n *NIC) rxFrame(q *vhostuser.Queue, st *rxState, frame []byte, hdrLen int, mrg bool) bool {
 	need := hdrLen + len(frame)
 	done, nb := 0, 0
+	q.Mark()
 	var hdr []byte
 	drop := func(ctr interface{ Inc() }) bool {
 		ctr.Inc()
@@ -88,7 +89,14 @@ func (n *NIC) rxFrame(q *vhostuser.Queue, st *rxState, frame []byte, hdrLen int,
 			return drop(&n.counters.RxTooManyBufs)
 		}
 		if !q.Pop(&st.c) {
-			q.Rewind(nb)
+			if !q.RewindToMark() {
+				// A bad chain came back in between: our chains cannot be
+				// re-popped, so they go back empty; the frame waits.
+				n.counters.RxPartialReturned.Add(uint64(nb))
+				for i := 0; i < nb; i++ {
+					q.Fill(st.heads[i], 0)
+				}
+			}
 			return false
 		}
 		c := &st.c

@@ -73,6 +73,8 @@ type Queue struct {
 	kickReaderDone       chan struct{}
 	lastAvailPublishedEv uint16
 	pubAvail             atomic.Uint32 // lastAvail mirror for Status
+	mark                 uint16
+	markClean            bool
 }
 
 func newQueue(s *Session, index int) *Queue {
@@ -222,6 +224,7 @@ func (q *Queue) Pop(c *Chain) bool {
 		if err := q.walk(head, c); err != nil {
 			q.countChain(err)
 			q.Push(head, 0)
+			q.markClean = false
 			continue
 		}
 		if q.inflight != nil {
@@ -393,12 +396,25 @@ func (q *Queue) Flush() {
 	atomic.StoreUint32((*uint32)(unsafe.Pointer(&q.used[0])), uint32(q.usedIdx)<<16)
 }
 
-// Rewind gives back the last n popped chains (not yet filled) so the next
-// Pop returns them again: a device that cannot use them yet (RX without
-// enough buffers for a whole packet) keeps them in the ring. Not for
-// queues with inflight tracking.
-func (q *Queue) Rewind(n int) {
-	q.lastAvail -= uint16(n)
+// Mark remembers the avail position for RewindToMark.
+func (q *Queue) Mark() {
+	q.mark = q.lastAvail
+	q.markClean = true
+}
+
+// RewindToMark gives back every chain popped since Mark (none may have been
+// filled) so the next Pop returns them again: a device that cannot use
+// them yet (RX without enough buffers for a whole packet) leaves them in
+// the ring. It reports false, and rewinds nothing, if Pop returned a bad
+// chain to the guest since Mark (that slot cannot be popped twice); the
+// caller then gives its chains back with length 0. Not for queues with
+// inflight tracking.
+func (q *Queue) RewindToMark() bool {
+	if !q.markClean {
+		return false
+	}
+	q.lastAvail = q.mark
+	return true
 }
 
 // Notify signals the call eventfd if the guest wants an interrupt for what
