@@ -29,5 +29,6 @@
 // Isekai and PSP use; IPv6 flow label = the packet's flow), timestamped by
 // the clock, so Wireshark shows the outer stack. The package registers a
 // gopacket layer, LayerTypeFalcon, on UDP port 1000, so captures decode in
-// Go as well.
+// Go as well, and DumpCapture prints a capture as one line per packet
+// (Wireshark has no Falcon dissector).
 package link
