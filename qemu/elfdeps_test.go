@@ -26,7 +26,7 @@ func TestTreeResolveKeepsAbsoluteLinksInsideTheTree(t *testing.T) {
 	must(os.Symlink("/../../../etc/passwd", filepath.Join(root, "lib/x86_64-linux-gnu/escape.so")))
 	tr := Tree{root}
 	for in, want := range map[string]string{
-		"/lib64/ld-linux-x86-64.so.2":   "lib/x86_64-linux-gnu/ld-linux-x86-64.so.2",
+		"/lib64/ld-linux-x86-64.so.2":    "lib/x86_64-linux-gnu/ld-linux-x86-64.so.2",
 		"lib/x86_64-linux-gnu/libz.so.1": "lib/x86_64-linux-gnu/libz.so.1.2.13",
 	} {
 		if got, err := tr.Resolve(in); err != nil || got != want {
@@ -51,10 +51,10 @@ func (f fakeELF) read(p string) (ELFInfo, error) {
 
 func TestLibClosureFollowsNeededAndInterp(t *testing.T) {
 	files := map[string]string{ // where the loader looks → real file
-		"lib64/ld-linux-x86-64.so.2":                "lib/x86_64-linux-gnu/ld-linux-x86-64.so.2",
-		"lib/x86_64-linux-gnu/libc.so.6":            "lib/x86_64-linux-gnu/libc.so.6",
-		"usr/lib/x86_64-linux-gnu/libibverbs.so.1":  "usr/lib/x86_64-linux-gnu/libibverbs.so.1.14.44.0",
-		"usr/lib/x86_64-linux-gnu/libnl-3.so.200":   "usr/lib/x86_64-linux-gnu/libnl-3.so.200.26.0",
+		"lib64/ld-linux-x86-64.so.2":                 "lib/x86_64-linux-gnu/ld-linux-x86-64.so.2",
+		"lib/x86_64-linux-gnu/libc.so.6":             "lib/x86_64-linux-gnu/libc.so.6",
+		"usr/lib/x86_64-linux-gnu/libibverbs.so.1":   "usr/lib/x86_64-linux-gnu/libibverbs.so.1.14.44.0",
+		"usr/lib/x86_64-linux-gnu/libnl-3.so.200":    "usr/lib/x86_64-linux-gnu/libnl-3.so.200.26.0",
 		"usr/lib/x86_64-linux-gnu/ceph/libceph.so.0": "usr/lib/x86_64-linux-gnu/ceph/libceph.so.0",
 	}
 	resolve := func(p string) (string, error) {

@@ -21,7 +21,7 @@ import (
 
 // recipeVersion changes whenever the way images are built changes, so old
 // cached images are not reused.
-const recipeVersion = "falconnic-image-1"
+const recipeVersion = "falconnic-image-3"
 
 // ImageOptions configures Build.
 type ImageOptions struct {

@@ -24,7 +24,7 @@ var ToolPackages = []string{
 	"perftest", // ib_write_bw and friends
 	"fio",
 	"nvme-cli",
-	"iproute2", // ip, rdma
+	"iproute2",  // ip, rdma
 	"e2fsprogs", // mkfs.ext4
 	"iperf3", "libiperf0",
 }

@@ -34,7 +34,8 @@ func main() {
 	env := []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin:/bbin", "HOME=/root", "TERM=dumb"}
 	counters := new(agentproto.Counters)
 	newServer := func(resync bool) *agentproto.Server {
-		return &agentproto.Server{Hostname: host, Env: env, Resync: resync, Counters: counters}
+		return &agentproto.Server{Hostname: host, Env: env, Resync: resync, Counters: counters,
+			Commands: map[string]string{"sh": "gosh"}}
 	}
 
 	listening := 0

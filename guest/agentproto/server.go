@@ -20,6 +20,10 @@ type Server struct {
 	// for virtio-serial ports.
 	Resync   bool
 	Counters *Counters
+	// Commands maps a command name to the program run in its place (in
+	// u-root's busybox, "sh" is a link whose name is no command: the agent
+	// maps it to "gosh").
+	Commands map[string]string
 	// WaitDelay bounds how long output is still collected after a command
 	// exits while something it started keeps its stdout open.
 	WaitDelay time.Duration
@@ -129,7 +133,11 @@ func (ss *session) start(e Exec) error {
 		ss.s.Counters.Busy.Inc()
 		return ss.w.Send(TypeExit, AppendExit(nil, Exit{Code: 126, Message: "agent: a command is already running"}))
 	}
-	cmd := exec.Command(e.Argv[0], e.Argv[1:]...)
+	name := e.Argv[0]
+	if alt, ok := ss.s.Commands[name]; ok {
+		name = alt
+	}
+	cmd := exec.Command(name, e.Argv[1:]...)
 	cmd.Dir = e.Dir
 	cmd.Env = append(append([]string(nil), ss.s.Env...), e.Env...)
 	cmd.Stdout = streamWriter{ss.w, TypeStdout}

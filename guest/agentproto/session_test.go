@@ -208,3 +208,12 @@ func TestServeOverUnixSocket(t *testing.T) {
 		t.Fatalf("exit %+v stdout %q", x, out)
 	}
 }
+
+func TestCommandsMapsANameToAnotherProgram(t *testing.T) {
+	c, s := pair(t)
+	s.Commands = map[string]string{"shell-alias": "sh"}
+	x, out, _ := run(t, c, "", "shell-alias", "-c", "echo mapped")
+	if x.Code != 0 || out != "mapped\n" {
+		t.Fatalf("exit %+v stdout %q", x, out)
+	}
+}

@@ -1,0 +1,319 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"falconnic/guest/agentproto"
+	"falconnic/qemu"
+)
+
+func init() {
+	register("vm", "guest VMs: vm run|ls|stop|exec (see `falconnic vm help`)", runVM)
+}
+
+const vmUsage = `usage:
+  falconnic vm run --name NAME [--nic SOCK[,mac=M][,ip=CIDR][,mtu=N]]...
+                   [--net-stream SOCK[,mac=M][,ip=CIDR][,server=on|off]]...
+                   [--mem 1G] [--cpus 1] [--timeout 3m] [-- CMD ARGS...]
+      boot, wait until ready; with CMD run it in the guest, print its output
+      and power off; without CMD keep running until interrupted
+  falconnic vm ls                      list VMs
+  falconnic vm stop NAME               stop a VM
+  falconnic vm exec NAME [--stdin] [--timeout D] -- CMD ARGS...
+      run a command in a running VM
+common flags: --cache DIR (guest image cache), --state DIR (VM state)`
+
+func runVM(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return fmt.Errorf("%w: falconnic vm run|ls|stop|exec", errUsage)
+	}
+	sub, rest := args[0], args[1:]
+	switch sub {
+	case "run":
+		return vmRun(ctx, rest, stdout, stderr)
+	case "ls":
+		return vmList(rest, stdout, stderr)
+	case "stop":
+		return vmStop(rest, stdout, stderr)
+	case "exec":
+		return vmExec(ctx, rest, stdout, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprintln(stdout, vmUsage)
+		return nil
+	}
+	return fmt.Errorf("%w: unknown vm command %q", errUsage, sub)
+}
+
+// vmFlags are the flags every vm subcommand takes.
+type vmFlags struct {
+	fs    *flag.FlagSet
+	state *string
+	cache *string
+}
+
+func newVMFlags(name string, stderr io.Writer) vmFlags {
+	fs := flag.NewFlagSet("vm "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return vmFlags{
+		fs:    fs,
+		state: fs.String("state", qemu.DefaultStateDir(), "VM state directory"),
+		cache: fs.String("cache", qemu.DefaultCacheDir(), "guest image cache"),
+	}
+}
+
+func (f vmFlags) parse(args []string) error {
+	if err := f.fs.Parse(args); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	return nil
+}
+
+// nicFlag collects --nic and --net-stream values.
+type nicFlag struct {
+	nics   *[]qemu.NIC
+	stream bool
+}
+
+func (n nicFlag) String() string { return "" }
+
+func (n nicFlag) Set(s string) error {
+	parts := strings.Split(s, ",")
+	nic := qemu.NIC{}
+	if parts[0] == "" {
+		return errors.New("missing socket path")
+	}
+	if n.stream {
+		nic.Stream = parts[0]
+	} else {
+		nic.VhostUser = parts[0]
+	}
+	serverSet := false
+	for _, p := range parts[1:] {
+		k, v, ok := strings.Cut(p, "=")
+		if !ok {
+			return fmt.Errorf("option %q is not KEY=VALUE", p)
+		}
+		switch {
+		case k == "mac":
+			nic.MAC = v
+		case k == "ip":
+			nic.CIDR = v
+		case k == "mtu":
+			m, err := strconv.Atoi(v)
+			if err != nil {
+				return fmt.Errorf("bad mtu %q", v)
+			}
+			nic.MTU = m
+		case k == "server" && n.stream:
+			nic.StreamServer, serverSet = v == "on", true
+		default:
+			return fmt.Errorf("unknown option %q", k)
+		}
+	}
+	if n.stream && !serverSet {
+		// The first VM on a link listens; the second finds the socket.
+		fi, err := os.Stat(nic.Stream)
+		nic.StreamServer = err != nil || fi.Mode()&os.ModeSocket == 0
+	}
+	*n.nics = append(*n.nics, nic)
+	return nil
+}
+
+// parseMem reads 1G, 1536M or a plain number of MiB.
+func parseMem(s string) (int, error) {
+	mult := 1
+	switch {
+	case strings.HasSuffix(s, "G"):
+		mult, s = 1024, strings.TrimSuffix(s, "G")
+	case strings.HasSuffix(s, "M"):
+		s = strings.TrimSuffix(s, "M")
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("bad memory size %q (want e.g. 1G or 1536M)", s)
+	}
+	return n * mult, nil
+}
+
+func vmRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f := newVMFlags("run", stderr)
+	name := f.fs.String("name", "", "VM name (required)")
+	mem := f.fs.String("mem", "1G", "guest memory")
+	cpus := f.fs.Int("cpus", qemu.DefaultCPUs, "guest CPUs")
+	timeout := f.fs.Duration("timeout", 3*time.Minute, "how long to wait for the guest to be ready")
+	var nics []qemu.NIC
+	f.fs.Var(nicFlag{&nics, false}, "nic", "falconnic NIC: vhost-user SOCK[,mac=M][,ip=CIDR][,mtu=N] (repeatable)")
+	f.fs.Var(nicFlag{&nics, true}, "net-stream", "plain QEMU stream link SOCK[,mac=M][,ip=CIDR][,server=on|off] (repeatable)")
+	if err := f.parse(args); err != nil {
+		return err
+	}
+	if *name == "" {
+		return fmt.Errorf("%w: vm run needs --name", errUsage)
+	}
+	memMiB, err := parseMem(*mem)
+	if err != nil {
+		return err
+	}
+	im, err := qemu.LoadImage(*f.cache)
+	if err != nil {
+		return err
+	}
+	m := qemu.Machine{Name: *name, Kernel: im.KernelPath(), Initrd: im.InitrdPath(), MemMiB: memMiB, CPUs: *cpus, NICs: nics}
+	vm, err := qemu.Start(*f.state, m)
+	if err != nil {
+		return err
+	}
+	defer vm.Stop()
+	fmt.Fprintf(stderr, "vm %s: booting (console: %s)\n", *name, vm.ConsoleLog())
+	start := time.Now()
+	if err := vm.WaitReady(ctx, *timeout); err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "vm %s: ready in %.1fs\n", *name, time.Since(start).Seconds())
+	if cmd := f.fs.Args(); len(cmd) > 0 {
+		return execIn(ctx, vm, cmd, nil, stdout, stderr)
+	}
+	select {
+	case <-ctx.Done():
+		fmt.Fprintf(stderr, "vm %s: stopping\n", *name)
+	case <-vm.Exited():
+		// `vm stop` from elsewhere, or the guest powered off.
+		fmt.Fprintf(stderr, "vm %s: QEMU exited (%s)\n", *name, vm.QEMULog())
+	}
+	return nil
+}
+
+func vmList(args []string, stdout, stderr io.Writer) error {
+	f := newVMFlags("ls", stderr)
+	if err := f.parse(args); err != nil {
+		return err
+	}
+	vms, err := qemu.List(*f.state)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%-12s %-8s %-8s %s\n", "NAME", "STATE", "PID", "NICS")
+	for _, v := range vms {
+		state, pidS := "stopped", "-"
+		if pid, alive := v.Pid(); alive {
+			state, pidS = "running", strconv.Itoa(pid)
+		}
+		var nics []string
+		if m, err := v.Machine(); err == nil {
+			for _, n := range m.NICs {
+				desc := n.VhostUser
+				if n.Stream != "" {
+					desc = "stream:" + n.Stream
+				}
+				if n.CIDR != "" {
+					desc += "," + n.CIDR
+				}
+				nics = append(nics, desc)
+			}
+		}
+		fmt.Fprintf(stdout, "%-12s %-8s %-8s %s\n", v.Name, state, pidS, strings.Join(nics, " "))
+	}
+	return nil
+}
+
+func vmStop(args []string, stdout, stderr io.Writer) error {
+	f := newVMFlags("stop", stderr)
+	if err := f.parse(args); err != nil {
+		return err
+	}
+	if f.fs.NArg() != 1 {
+		return fmt.Errorf("%w: falconnic vm stop NAME", errUsage)
+	}
+	vm, err := qemu.Lookup(*f.state, f.fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	if _, alive := vm.Pid(); !alive {
+		return fmt.Errorf("vm %s is not running", vm.Name)
+	}
+	return vm.Stop()
+}
+
+func vmExec(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		return fmt.Errorf("%w: falconnic vm exec NAME [--stdin] [--timeout D] -- CMD ARGS...", errUsage)
+	}
+	name := args[0]
+	f := newVMFlags("exec", stderr)
+	useStdin := f.fs.Bool("stdin", false, "send this process's standard input to the command")
+	timeout := f.fs.Duration("timeout", 0, "kill the command after this long (0: never)")
+	if err := f.parse(args[1:]); err != nil {
+		return err
+	}
+	if f.fs.NArg() == 0 {
+		return fmt.Errorf("%w: vm exec needs a command after --", errUsage)
+	}
+	vm, err := qemu.Lookup(*f.state, name)
+	if err != nil {
+		return err
+	}
+	if _, alive := vm.Pid(); !alive {
+		return fmt.Errorf("vm %s is not running", name)
+	}
+	if *timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, *timeout)
+		defer cancel()
+	}
+	var in io.Reader
+	if *useStdin {
+		in = os.Stdin
+	}
+	return execIn(ctx, vm, f.fs.Args(), in, stdout, stderr)
+}
+
+// execIn runs argv in the guest through its agent.
+func execIn(ctx context.Context, vm *qemu.VM, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	conn, err := net.Dial("unix", vm.AgentSock())
+	if err != nil {
+		return fmt.Errorf("vm %s: agent: %w", vm.Name, err)
+	}
+	defer conn.Close()
+	var nb [8]byte
+	rand.Read(nb[:])
+	conn.SetDeadline(time.Now().Add(30 * time.Second))
+	c := agentproto.NewClient(conn)
+	if _, err := c.Hello(binary.LittleEndian.Uint64(nb[:])); err != nil {
+		return fmt.Errorf("vm %s: agent: %w", vm.Name, err)
+	}
+	conn.SetDeadline(time.Time{})
+	x, err := c.Run(ctx, agentproto.Exec{Argv: argv}, stdin, stdout, stderr)
+	if err != nil {
+		return fmt.Errorf("vm %s: %w", vm.Name, err)
+	}
+	if x.Code != 0 {
+		msg := ""
+		if x.Message != "" {
+			msg = ": " + x.Message
+		}
+		return &guestExit{code: int(x.Code), err: fmt.Errorf("vm %s: %s exited with status %d%s", vm.Name, argv[0], x.Code, msg)}
+	}
+	return nil
+}
+
+// guestExit is a guest command's non-zero exit status.
+type guestExit struct {
+	code int
+	err  error
+}
+
+func (g *guestExit) Error() string { return g.err.Error() }
+
+// ExitCode is the guest command's exit status.
+func (g *guestExit) ExitCode() int { return g.code }

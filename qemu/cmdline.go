@@ -1,0 +1,221 @@
+package qemu
+
+import (
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+)
+
+// Machine defaults, the fastest under TCG on our hosts (notes/guest-image.md).
+const (
+	DefaultMemMiB = 1024
+	DefaultCPUs   = 1
+	DefaultCPU    = "qemu64"
+	// AgentPortName is the virtio-serial port the guest agent serves.
+	AgentPortName = "falconnic.agent"
+	// ReadyMarker is what guest/uinit prints on the console when the guest
+	// is ready (it must match guest/uinit.ReadyMarker).
+	ReadyMarker = "FALCONNIC-GUEST-READY"
+)
+
+// NIC is one guest network interface.
+type NIC struct {
+	// VhostUser is the path of a falconnic NIC's vhost-user socket (QEMU
+	// connects as client, reconnecting every second if it goes away).
+	VhostUser string
+	// Stream is the path of a unix socket for a plain QEMU stream link
+	// between two guests: the baseline without falconnic. With
+	// StreamServer QEMU listens there, else it connects.
+	Stream       string
+	StreamServer bool
+	MAC          string // empty: derived from the machine name and index
+	CIDR         string // guest address, e.g. 10.0.0.1/24; empty: none
+	MTU          int    // 0: the device default
+}
+
+// Disk is one guest disk.
+type Disk struct {
+	VhostUserBlk string // vhost-user-blk socket path
+}
+
+// Machine describes one guest.
+type Machine struct {
+	Name       string
+	Kernel     string
+	Initrd     string
+	MemMiB     int // default DefaultMemMiB
+	CPUs       int // default DefaultCPUs
+	CPU        string
+	NICs       []NIC
+	Disks      []Disk
+	ConsoleLog string // serial console file
+	AgentSock  string // host end of the agent's virtio-serial port
+	PidFile    string
+	Append     []string // more kernel parameters
+}
+
+// DefaultMAC derives a stable, locally administered MAC for NIC index of
+// the machine called name.
+func DefaultMAC(name string, index int) string {
+	h := sha256.Sum256([]byte(fmt.Sprintf("%s/%d", name, index)))
+	return fmt.Sprintf("52:54:%02x:%02x:%02x:%02x", h[0], h[1], h[2], h[3])
+}
+
+// validName allows names that are safe in paths, QEMU ids and the kernel
+// command line.
+func validName(s string) bool {
+	if s == "" || len(s) > 32 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// unsafeOpt reports characters QEMU's option parser would split on.
+func unsafeOpt(s string) bool { return strings.ContainsAny(s, ", \t\n") }
+
+// withDefaults fills in defaults.
+func (m Machine) withDefaults() Machine {
+	if m.MemMiB == 0 {
+		m.MemMiB = DefaultMemMiB
+	}
+	if m.CPUs == 0 {
+		m.CPUs = DefaultCPUs
+	}
+	if m.CPU == "" {
+		m.CPU = DefaultCPU
+	}
+	nics := make([]NIC, len(m.NICs))
+	copy(nics, m.NICs)
+	for i := range nics {
+		if nics[i].MAC == "" {
+			nics[i].MAC = DefaultMAC(m.Name, i)
+		}
+	}
+	m.NICs = nics
+	return m
+}
+
+// Args returns QEMU's arguments (without the program name) for m.
+func (m Machine) Args() ([]string, error) {
+	m = m.withDefaults()
+	if !validName(m.Name) {
+		return nil, fmt.Errorf("machine name %q: use 1-32 letters, digits, '-' or '_'", m.Name)
+	}
+	if m.Kernel == "" || m.Initrd == "" {
+		return nil, errors.New("machine needs a kernel and an initrd")
+	}
+	if m.MemMiB < 128 || m.MemMiB > 64<<10 {
+		return nil, fmt.Errorf("memory %d MiB out of range", m.MemMiB)
+	}
+	if m.CPUs < 1 || m.CPUs > 64 {
+		return nil, fmt.Errorf("%d CPUs out of range", m.CPUs)
+	}
+	for _, p := range []string{m.Kernel, m.Initrd, m.ConsoleLog, m.AgentSock, m.PidFile} {
+		if unsafeOpt(p) {
+			return nil, fmt.Errorf("path %q has a comma or space, which QEMU options cannot carry", p)
+		}
+	}
+	mem := strconv.Itoa(m.MemMiB) + "M"
+	a := []string{
+		"-name", m.Name,
+		"-accel", "tcg",
+		"-machine", "q35,memory-backend=mem",
+		"-object", "memory-backend-memfd,id=mem,size=" + mem + ",share=on",
+		"-m", mem,
+		"-smp", strconv.Itoa(m.CPUs),
+		"-cpu", m.CPU,
+		"-nographic", "-nodefaults", "-no-reboot",
+		"-kernel", m.Kernel,
+		"-initrd", m.Initrd,
+	}
+	if m.ConsoleLog != "" {
+		a = append(a, "-serial", "file:"+m.ConsoleLog)
+	}
+	if m.PidFile != "" {
+		a = append(a, "-pidfile", m.PidFile)
+	}
+	kargs := []string{"console=ttyS0", "panic=-1", "loglevel=4", "falconnic.hostname=" + m.Name}
+	for i, n := range m.NICs {
+		id := fmt.Sprintf("n%d", i)
+		hw, err := net.ParseMAC(n.MAC)
+		if err != nil || len(hw) != 6 {
+			return nil, fmt.Errorf("NIC %d: bad MAC %q", i, n.MAC)
+		}
+		if hw[0]&1 != 0 {
+			return nil, fmt.Errorf("NIC %d: MAC %s is multicast", i, n.MAC)
+		}
+		mac := hw.String()
+		switch {
+		case n.VhostUser != "" && n.Stream != "":
+			return nil, fmt.Errorf("NIC %d: both a vhost-user socket and a stream link", i)
+		case n.VhostUser != "":
+			if unsafeOpt(n.VhostUser) {
+				return nil, fmt.Errorf("NIC %d: socket path %q has a comma or space", i, n.VhostUser)
+			}
+			a = append(a,
+				"-chardev", "socket,id=c"+id+",path="+n.VhostUser+",reconnect=1",
+				"-netdev", "vhost-user,id="+id+",chardev=c"+id,
+				// vectors=0: QEMU 7.2 segfaults on vhost-user-net with
+				// MSI-X under TCG (notes/qemu-vhost-user.md §0).
+				"-device", "virtio-net-pci,netdev="+id+",mac="+mac+",vectors=0")
+		case n.Stream != "":
+			if unsafeOpt(n.Stream) {
+				return nil, fmt.Errorf("NIC %d: socket path %q has a comma or space", i, n.Stream)
+			}
+			server := "off"
+			if n.StreamServer {
+				server = "on"
+			}
+			a = append(a,
+				"-netdev", "stream,id="+id+",server="+server+",addr.type=unix,addr.path="+n.Stream,
+				"-device", "virtio-net-pci,netdev="+id+",mac="+mac)
+		default:
+			return nil, fmt.Errorf("NIC %d: neither a vhost-user socket nor a stream link", i)
+		}
+		karg := "falconnic.net=" + mac
+		if n.CIDR != "" {
+			if _, _, err := net.ParseCIDR(n.CIDR); err != nil {
+				return nil, fmt.Errorf("NIC %d: %v", i, err)
+			}
+			karg += "," + n.CIDR
+		}
+		if n.MTU != 0 {
+			if n.MTU < 68 || n.MTU > 65535 {
+				return nil, fmt.Errorf("NIC %d: MTU %d out of range", i, n.MTU)
+			}
+			karg += ",mtu=" + strconv.Itoa(n.MTU)
+		}
+		kargs = append(kargs, karg)
+	}
+	for i, d := range m.Disks {
+		if d.VhostUserBlk == "" || unsafeOpt(d.VhostUserBlk) {
+			return nil, fmt.Errorf("disk %d: bad vhost-user-blk socket path %q", i, d.VhostUserBlk)
+		}
+		id := fmt.Sprintf("d%d", i)
+		a = append(a,
+			"-chardev", "socket,id=c"+id+",path="+d.VhostUserBlk+",reconnect=1",
+			"-device", "vhost-user-blk-pci,chardev=c"+id)
+	}
+	if m.AgentSock != "" {
+		a = append(a,
+			"-device", "virtio-serial-pci",
+			"-chardev", "socket,id=agent,path="+m.AgentSock+",server=on,wait=off",
+			"-device", "virtserialport,chardev=agent,name="+AgentPortName)
+	}
+	for _, k := range m.Append {
+		if strings.ContainsAny(k, " \t\n") {
+			return nil, fmt.Errorf("kernel parameter %q has a space", k)
+		}
+	}
+	kargs = append(kargs, m.Append...)
+	a = append(a, "-append", strings.Join(kargs, " "))
+	return a, nil
+}
