@@ -47,7 +47,7 @@ func (c *Conn) sendAck(now time.Duration, byTimer bool) {
 		pkt = wire.AppendBACK(c.ep.ctl[:0], f)
 		c.Stats.TxBACK.Inc()
 	}
-	c.ep.send(pkt, c.flow())
+	c.ep.send(pkt, c.rxFlow)
 }
 
 func fill(dst *wire.Bitmap, src pdl.Bits) {

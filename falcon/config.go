@@ -20,6 +20,9 @@ type Config struct {
 	Rand interface{ Uint32() uint32 }
 	// Limits sizes the NIC's resource pools (zero value: tl.DefaultLimits).
 	Limits tl.Limits
+	// Tap, when set, sees every Falcon packet sent (tx) or accepted by the
+	// integrity check (rx), without the envelope. It must not keep pkt.
+	Tap func(tx bool, pkt []byte)
 	// ReplayMargin is the PAWS-like replay window on IV timestamps
 	// [S §9.2.2.2]; 0 means 1 s.
 	ReplayMargin time.Duration

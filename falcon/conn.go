@@ -33,17 +33,19 @@ type Conn struct {
 	cfg  ConnConfig
 	dead bool
 
-	tx     [2]pdl.TxWindow
-	rx     [2]pdl.RxWindow
-	co     pdl.Coalescer
-	ackAR  bool // the pending ACK is due to AR or a duplicate
-	lastT1 wire.Timestamp
-	lastT2 wire.Timestamp
-	arN    uint32
-	rtt    pdl.RTT
-	remote wire.Timestamp // replay check state [S §9.2.2.2]
-	gbnExp [2]wire.PSN    // Go-Back-N: PSN last NACKed as expected
-	gbnOK  [2]bool
+	tx        [2]pdl.TxWindow
+	rx        [2]pdl.RxWindow
+	co        pdl.Coalescer
+	ackAR     bool // the pending ACK is due to AR or a duplicate
+	lastT1    wire.Timestamp
+	lastT2    wire.Timestamp
+	arN       uint32
+	rtt       pdl.RTT
+	remote    wire.Timestamp // replay check state [S §9.2.2.2]
+	remoteSet bool
+	rxFlow    uint32      // flow label of the latest frame: ACKs reflect it
+	gbnExp    [2]wire.PSN // Go-Back-N: PSN last NACKed as expected
+	gbnOK     [2]bool
 
 	// Enforcement (set by RUE responses).
 	fcwnd    rue.Fixed
@@ -118,7 +120,6 @@ func newConn(e *Endpoint, cc ConnConfig) *Conn {
 	c.cplNext = cc.TxRSN
 	c.tgt.Init(cc.RxRSN, 2*cc.MaxTxns)
 	c.pullQ.buf = make([]wire.RSN, 2*cc.MaxTxns)
-	c.remote = wire.TimestampAt(e.clk.Now())
 	return c
 }
 

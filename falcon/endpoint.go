@@ -175,6 +175,9 @@ func (e *Endpoint) Receive(frame []byte, flow uint32) {
 		e.Stats.RxBadICV.Inc()
 		return
 	}
+	if e.cfg.Tap != nil {
+		e.cfg.Tap(false, b)
+	}
 	p, err := wire.Parse(b)
 	if err != nil {
 		e.countParse(err)
@@ -235,6 +238,9 @@ func (e *Endpoint) nackUnknownCID(t wire.Txn, flow uint32) {
 
 // send seals pkt and hands it to the link.
 func (e *Endpoint) send(pkt []byte, flow uint32) {
+	if e.cfg.Tap != nil {
+		e.cfg.Tap(true, pkt)
+	}
 	frame := seal(pkt, wire.TimestampAt(e.clk.Now()))
 	e.Stats.TxFrames.Inc()
 	e.Stats.TxBytes.Add(uint64(len(frame)))

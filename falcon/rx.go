@@ -11,6 +11,10 @@ import (
 // receive runs the per-connection part of the receive pipeline: the replay
 // check on the IV timestamp, then ACK, NACK or transaction processing.
 func (c *Conn) receive(p wire.Packet, iv wire.Timestamp, flow uint32, now time.Duration) {
+	if !c.remoteSet {
+		// No CM time exchange: adopt the peer's clock from its first frame.
+		c.remote, c.remoteSet = iv, true
+	}
 	margin := uint32(wire.TimestampAt(c.ep.cfg.ReplayMargin))
 	if int32(uint32(iv)-(uint32(c.remote)-margin)) <= 0 {
 		c.Stats.RxReplay.Inc()
@@ -19,6 +23,7 @@ func (c *Conn) receive(p wire.Packet, iv wire.Timestamp, flow uint32, now time.D
 	if int32(uint32(iv)-uint32(c.remote)) > 0 {
 		c.remote = iv
 	}
+	c.rxFlow = flow
 	switch p.Type() {
 	case wire.TypeBACK, wire.TypeEACK:
 		c.onAck(p.Ack(), iv, now)
@@ -126,6 +131,10 @@ func (c *Conn) admitPush(t wire.Txn, i int, now time.Duration) {
 		return
 	}
 	rsn, psn, payload := t.RSN(), t.PSN(), t.Payload()
+	if len(payload) > c.cfg.MTU {
+		c.Stats.RxTooLong.Inc()
+		return
+	}
 	cells := c.ep.res.Cells(len(payload))
 	if !c.ep.res.RxNet.Take(cells, c.hol(rsn)) {
 		c.Stats.RxNoResource.Inc()

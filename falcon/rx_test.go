@@ -121,15 +121,26 @@ func TestReceiveWindowVerdicts(t *testing.T) {
 	}
 }
 
-// Replayed (too old) IV timestamps are dropped silently.
+// Replayed (too old) IV timestamps are dropped silently: the first frame
+// sets the peer's time, a frame older than it by more than the margin is a
+// replay.
 func TestReplayCheck(t *testing.T) {
 	e, c, out := newLone(t)
-	f := wire.TxnFields{CID: 5, Protocol: wire.ProtoRDMA, PSN: 2000}
-	b := wire.AppendPushData(make([]byte, 0, 64), &f, []byte("x"))
-	old := wire.TimestampAt(time.Millisecond) - wire.TimestampAt(2*time.Second)
-	e.Receive(seal(b, old), 0)
-	if c.Stats.RxReplay.Load() != 1 || len(out.frames) != 0 {
-		t.Errorf("replayed frame not dropped silently (replay %d, sent %d)", c.Stats.RxReplay.Load(), len(out.frames))
+	e.cfg.ULP.(*recULP).onReq = func(c *Conn, r *Request) { c.AckPush(r.RSN) }
+	now := wire.TimestampAt(3 * time.Second)
+	frame := func(psn wire.PSN, iv wire.Timestamp) []byte {
+		f := wire.TxnFields{CID: 5, Protocol: wire.ProtoRDMA, PSN: psn, RSN: wire.RSN(psn - 2000)}
+		return seal(wire.AppendPushData(make([]byte, 0, 64), &f, []byte("x")), iv)
+	}
+	e.Receive(frame(2000, now), 0)
+	sent := len(out.frames)
+	e.Receive(frame(2001, now-wire.TimestampAt(2*time.Second)), 0)
+	if c.Stats.RxReplay.Load() != 1 || len(out.frames) != sent || c.rx[dataW].Classify(2001) != 0 {
+		t.Errorf("replayed frame not dropped silently (replay %d)", c.Stats.RxReplay.Load())
+	}
+	e.Receive(frame(2001, now-wire.TimestampAt(time.Millisecond)), 0)
+	if c.Stats.RxReplay.Load() != 1 || c.rx[dataW].Base() != 2002 {
+		t.Error("a frame inside the replay margin was refused")
 	}
 }
 
@@ -170,4 +181,43 @@ func FuzzReceive(f *testing.F) {
 		e.cfg.Clock.(*clock.Manual).Advance(time.Second)
 		e.OnTimer()
 	})
+}
+
+// Every transaction packet type has an admission row and every NACK code a
+// handler row.
+func TestTablesCoverEveryType(t *testing.T) {
+	for _, typ := range wire.PacketTypes {
+		if typ.Window() != wire.WindowNone && admitters[typ] == nil {
+			t.Errorf("no admission for %v", typ)
+		}
+	}
+	for _, code := range wire.NackCodes {
+		if _, ok := nackHandlers[code]; !ok {
+			t.Errorf("no handler for NACK %v", code)
+		}
+	}
+	for code := range nackResyncTable {
+		if _, ok := nackHandlers[code]; !ok {
+			t.Errorf("resync row for unhandled NACK %v", code)
+		}
+	}
+}
+
+// An out-of-window drop sets OWN; the next ACK is an EACK carrying it, and
+// OWN clears once sent [S §9.2.2.4].
+func TestOWNTravelsInEACK(t *testing.T) {
+	e, c, out := newLone(t)
+	e.Receive(pushFrame(5, 2000+500, []byte("far")), 0)
+	e.cfg.Clock.(*clock.Manual).Advance(10 * time.Microsecond)
+	e.OnTimer()
+	if len(out.frames) != 1 {
+		t.Fatalf("%d frames sent, want one ACK", len(out.frames))
+	}
+	b, _, _ := open(out.frames[0])
+	if got := Describe(b); got != "EACK rbase=3000 dbase=2000 req=0 dack=0 drx=0 own" {
+		t.Errorf("got %q", got)
+	}
+	if c.rx[dataW].OWN() {
+		t.Error("OWN not cleared after the EACK")
+	}
 }
