@@ -25,6 +25,8 @@ type Counters struct {
 	BadInflight    stats.Counter
 	RequestFailed  stats.Counter
 
+	MemTables       stats.Counter
+	MemTablesFreed  stats.Counter
 	Kicks           stats.Counter
 	Calls           stats.Counter
 	CallFDSwaps     stats.Counter
@@ -65,6 +67,8 @@ func (c *Counters) Set() stats.Set {
 		{Name: "BadMemRegion", Help: "memory regions rejected (overlap, mmap failure, size)", Counter: &c.BadMemRegion},
 		{Name: "BadInflight", Help: "inflight requests rejected", Counter: &c.BadInflight},
 		{Name: "RequestFailed", Help: "requests answered with a failure ack", Counter: &c.RequestFailed},
+		{Name: "MemTables", Help: "memory tables installed", Counter: &c.MemTables},
+		{Name: "MemTablesFreed", Help: "memory tables unmapped after the last worker let go", Counter: &c.MemTablesFreed},
 		{Name: "Kicks", Help: "kick eventfd wake-ups", Counter: &c.Kicks},
 		{Name: "Calls", Help: "call eventfd signals", Counter: &c.Calls},
 		{Name: "CallFDSwaps", Help: "call fds replaced while a ring ran", Counter: &c.CallFDSwaps},

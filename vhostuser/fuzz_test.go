@@ -2,6 +2,9 @@ package vhostuser
 
 import (
 	"encoding/binary"
+	"io"
+	"net"
+	"os"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -142,5 +145,92 @@ func FuzzDescriptorChain(f *testing.F) {
 		if r != c.ReadLen || w != c.WriteLen {
 			t.Fatalf("lengths %d/%d, chain says %d/%d", r, w, c.ReadLen, c.WriteLen)
 		}
+	})
+}
+
+// nopDev is a device with two queues and an 8-byte config space.
+type nopDev struct{ cfg [8]byte }
+
+func (d *nopDev) Features() uint64         { return FeatureVersion1 | FeatureEventIdx }
+func (d *nopDev) ProtocolFeatures() uint64 { return ProtoConfig | ProtoInflightSHMFD }
+func (d *nopDev) NumQueues() int           { return 2 }
+func (d *nopDev) QueueNum() uint64         { return 2 }
+func (d *nopDev) GetConfig(off, size uint32) ([]byte, error) {
+	if off > 8 || size > 8-off {
+		return nil, ErrNoConfig
+	}
+	return d.cfg[off : off+size], nil
+}
+func (d *nopDev) SetConfig(off uint32, b []byte) error {
+	if off > 8 || uint32(len(b)) > 8-off {
+		return ErrNoConfig
+	}
+	copy(d.cfg[off:], b)
+	return nil
+}
+func (d *nopDev) SetFeatures(uint64) {}
+func (d *nopDev) RunQueue(q *Queue) {
+	for {
+		select {
+		case <-q.Done():
+			return
+		case <-q.Wake():
+			q.Refresh()
+		}
+	}
+}
+
+// FuzzSession feeds a stream of fd-less messages to a session's handlers:
+// no input may panic, and every reply must be framed.
+func FuzzSession(f *testing.F) {
+	seq := func(ms ...[]byte) []byte {
+		var b []byte
+		for _, m := range ms {
+			b = append(b, m...)
+		}
+		return b
+	}
+	st := func(i, n uint32) []byte {
+		return binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(nil, i), n)
+	}
+	f.Add(seq(msgBytes(ReqGetFeatures, 1, nil), msgBytes(ReqSetProtocolFeatures, 1, binary.LittleEndian.AppendUint64(nil, ProtoReplyAck)),
+		msgBytes(ReqSetVringNum, 9, st(0, 256)), msgBytes(ReqSetVringBase, 9, st(0, 7)), msgBytes(ReqGetVringBase, 1, st(0, 0))))
+	f.Add(seq(msgBytes(ReqSetVringEnable, 1, st(1, 1)), msgBytes(ReqSetVringKick, 1, binary.LittleEndian.AppendUint64(nil, 1|VringNoFD)),
+		msgBytes(ReqSetVringAddr, 1, make([]byte, 40)), msgBytes(ReqResetDevice, 1, nil)))
+	cfg := make([]byte, 12+4)
+	cfg[4] = 4
+	f.Add(seq(msgBytes(ReqGetConfig, 1, cfg), msgBytes(ReqSetConfig, 9, cfg), msgBytes(ReqGetInflightFD, 1, make([]byte, 24)),
+		msgBytes(ReqSetStatus, 1, binary.LittleEndian.AppendUint64(nil, 0xf)), msgBytes(ReqGetStatus, 1, nil)))
+	f.Add(seq(msgBytes(ReqRemMemReg, 9, make([]byte, 40)), msgBytes(ReqGetMaxMemSlots, 1, nil), msgBytes(Request(0), 1, nil)))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			t.Skip(err)
+		}
+		front := os.NewFile(uintptr(fds[0]), "front")
+		back := os.NewFile(uintptr(fds[1]), "back")
+		bc, _ := net.FileConn(back)
+		back.Close()
+		drained := make(chan struct{})
+		go func() { io.Copy(io.Discard, front); close(drained) }()
+		var c Counters
+		s := newSession(&nopDev{}, &c, NewConn(bc.(*net.UnixConn)))
+		for len(b) >= HeaderSize {
+			h := Header(b[:HeaderSize])
+			n := int(min(h.Size(), uint32(len(b)-HeaderSize)))
+			h.SetSize(uint32(n))
+			if CheckHeader(h) != nil {
+				break
+			}
+			m := Msg{Request: h.Request(), Flags: h.Flags(), Payload: b[HeaderSize : HeaderSize+n]}
+			b = b[HeaderSize+n:]
+			if s.dispatch(&m) != nil {
+				break
+			}
+		}
+		s.teardown()
+		bc.Close()
+		front.Close()
+		<-drained
 	})
 }

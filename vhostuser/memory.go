@@ -66,6 +66,7 @@ func MapRegion(fd int, gpa, size, uva, off uint64) (*Region, error) {
 type MemTable struct {
 	regions []*Region // sorted by GPA
 	refs    atomic.Int32
+	onFree  func() // called after the last reference is gone
 }
 
 // NewMemTable builds a table that takes over the regions' mappings (one
@@ -105,6 +106,9 @@ func (t *MemTable) Release() {
 	if t.refs.Add(-1) == 0 {
 		for _, r := range t.regions {
 			r.m.release()
+		}
+		if t.onFree != nil {
+			t.onFree()
 		}
 	}
 }

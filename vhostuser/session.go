@@ -555,6 +555,8 @@ func (s *Session) closeRingFDs(q *Queue) {
 // setMem installs a new memory table and nudges workers onto it; the old
 // table is unmapped once the last worker lets go.
 func (s *Session) setMem(t *MemTable) {
+	s.c.MemTables.Inc()
+	t.onFree = s.c.MemTablesFreed.Inc
 	if old := s.mem.Swap(t); old != nil {
 		old.Release()
 	}

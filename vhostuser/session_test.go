@@ -531,3 +531,114 @@ func TestGetConfigEchoesHeaderAndExactSize(t *testing.T) {
 		t.Fatalf("config %x", cfg)
 	}
 }
+
+func (r *rig) waitCounter(name string, want uint64) {
+	r.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for r.counters()[name] < want {
+		if time.Now().After(deadline) {
+			r.t.Fatalf("%s = %d, want %d", name, r.counters()[name], want)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestMemTableReplacedWhileRingRuns(t *testing.T) {
+	dev := &echoDev{features: vhostuser.FeatureVersion1, queues: 1}
+	r := newRig(t, dev, vhostusertest.OneRegion(1<<20), 0, 16)
+	r.startRings(vhostuser.FeatureVersion1)
+	q := r.qs[0]
+	post(t, q, []byte("one"))
+	q.Publish()
+	q.Kick()
+	q.WaitUsed(1, 5*time.Second)
+	// A new SET_MEM_TABLE (QEMU sends one per start) while the ring runs:
+	// the worker moves at its next wake, then the old table is unmapped.
+	p, fds := r.mem.MemTablePayload()
+	must(t, r.fe.Set(vhostuser.ReqSetMemTable, true, p, fds...))
+	r.waitCounter("MemTablesFreed", 1)
+	post(t, q, []byte("two"))
+	q.Publish()
+	q.Kick()
+	if !q.WaitUsed(2, 5*time.Second) {
+		t.Fatal("ring dead after table replacement")
+	}
+	if got := dev.received(); len(got) != 2 || string(got[1]) != "two" {
+		t.Fatalf("got %q", got)
+	}
+}
+
+func TestAddAndRemoveMemRegions(t *testing.T) {
+	dev := &echoDev{features: vhostuser.FeatureVersion1, queues: 1}
+	r := newRig(t, dev, vhostusertest.TwoRegions(1<<20, 4<<20, 1<<20), 1, 16)
+	fe := r.fe
+	fe.Proto = vhostuser.ProtoReplyAck | vhostuser.ProtoConfigureMemSlots
+	must(t, fe.SetU64(vhostuser.ReqSetProtocolFeatures, fe.Proto))
+	if n, _ := fe.GetU64(vhostuser.ReqGetMaxMemSlots); n != vhostuser.MaxMemSlots {
+		t.Fatalf("max mem slots %d", n)
+	}
+	must(t, fe.SetU64(vhostuser.ReqSetFeatures, vhostuser.FeatureVersion1|vhostuser.FeatureProtocolFeatures))
+	for i := 0; i < 2; i++ {
+		p, fd := r.mem.RegionPayload(i)
+		must(t, fe.Set(vhostuser.ReqAddMemReg, true, p, fd))
+	}
+	// The same region twice overlaps: failure ack.
+	p, fd := r.mem.RegionPayload(0)
+	if err := fe.Set(vhostuser.ReqAddMemReg, true, p, fd); err == nil {
+		t.Fatal("overlapping ADD_MEM_REG acked")
+	}
+	q := r.qs[0]
+	must(t, fe.RingSetup(q, 0))
+	must(t, fe.Enable(0, true))
+	low := r.mem.Alloc(0, 16, 16)
+	q.Add([]vhostusertest.Seg{{GPA: low, Len: 4}})
+	q.Publish()
+	q.Kick()
+	if !q.WaitUsed(1, 5*time.Second) || len(dev.received()) != 1 {
+		t.Fatal("buffer in region 0 not processed")
+	}
+	// Remove region 0: the ring (in region 1) keeps running, but a buffer
+	// in region 0 is now outside the table.
+	p, _ = r.mem.RegionPayload(0)
+	must(t, fe.Set(vhostuser.ReqRemMemReg, true, p))
+	q.Add([]vhostusertest.Seg{{GPA: low, Len: 4}})
+	q.Publish()
+	q.Kick()
+	if !q.WaitUsed(2, 5*time.Second) {
+		t.Fatal("chain not returned")
+	}
+	if r.counters()["ChainBadGPA"] != 1 || len(dev.received()) != 1 {
+		t.Fatalf("ChainBadGPA=%d received=%d", r.counters()["ChainBadGPA"], len(dev.received()))
+	}
+	if st := r.srv.Status(); st.MemRegions != 1 {
+		t.Fatalf("regions %d", st.MemRegions)
+	}
+}
+
+func TestCallFDSwapWhileRunning(t *testing.T) {
+	dev := &echoDev{features: vhostuser.FeatureVersion1, queues: 1, batches: make(chan struct{}, 16)}
+	r := newRig(t, dev, vhostusertest.OneRegion(1<<20), 0, 16)
+	r.startRings(vhostuser.FeatureVersion1)
+	q := r.qs[0]
+	post(t, q, []byte("a"))
+	q.Publish()
+	q.Kick()
+	dev.waitBatch(t)
+	if q.Calls() != 1 {
+		t.Fatal("no call on the first fd")
+	}
+	other, err := vhostusertest.NewDriverQueue(r.mem, 0, 16, 0, 64) // just for its eventfds
+	must(t, err)
+	defer other.Close()
+	must(t, r.fe.VringFile(vhostuser.ReqSetVringCall, 0, other.CallFD))
+	post(t, q, []byte("b"))
+	q.Publish()
+	q.Kick()
+	dev.waitBatch(t)
+	if q.Calls() != 0 || other.Calls() != 1 {
+		t.Fatal("call not moved to the new fd")
+	}
+	if r.counters()["CallFDSwaps"] != 1 {
+		t.Fatal("swap not counted")
+	}
+}
