@@ -631,6 +631,8 @@ func TestCallFDSwapWhileRunning(t *testing.T) {
 	must(t, err)
 	defer other.Close()
 	must(t, r.fe.VringFile(vhostuser.ReqSetVringCall, 0, other.CallFD))
+	_, err = r.fe.GetU64(vhostuser.ReqGetFeatures) // the swap has been handled
+	must(t, err)
 	post(t, q, []byte("b"))
 	q.Publish()
 	q.Kick()
