@@ -1,0 +1,97 @@
+package device
+
+// vsockRing is a FIFO of stream bytes that grows (doubling) up to max. It
+// buffers one direction of one connection: guest-to-host bytes waiting for
+// the host socket, or host-to-guest bytes waiting for guest credit.
+type vsockRing struct {
+	buf  []byte
+	r, n int
+	max  int
+}
+
+func (b *vsockRing) Len() int  { return b.n }
+func (b *vsockRing) Room() int { return b.max - b.n }
+
+// Write appends p; the caller checks Room first. It returns the bytes taken.
+func (b *vsockRing) Write(p []byte) int {
+	if len(p) > b.Room() {
+		p = p[:b.Room()]
+	}
+	taken := len(p)
+	if taken == 0 {
+		return 0
+	}
+	if b.n+len(p) > len(b.buf) {
+		b.grow(b.n + len(p))
+	}
+	for len(p) > 0 {
+		w := (b.r + b.n) % len(b.buf)
+		end := len(b.buf)
+		if w < b.r {
+			end = b.r
+		}
+		c := copy(b.buf[w:end], p)
+		b.n += c
+		p = p[c:]
+	}
+	return taken
+}
+
+func (b *vsockRing) grow(need int) {
+	size := len(b.buf)
+	if size == 0 {
+		size = 4096
+	}
+	for size < need {
+		size *= 2
+	}
+	if size > b.max {
+		size = b.max
+	}
+	nb := make([]byte, size)
+	b.Peek(nb[:b.n])
+	b.buf, b.r = nb, 0
+}
+
+// Peek copies up to len(p) of the oldest bytes into p without consuming them.
+func (b *vsockRing) Peek(p []byte) int { return b.peekAt(0, p) }
+
+// peekAt copies up to len(p) bytes starting skip bytes after the oldest.
+func (b *vsockRing) peekAt(skip int, p []byte) int {
+	if skip >= b.n {
+		return 0
+	}
+	if len(p) > b.n-skip {
+		p = p[:b.n-skip]
+	}
+	total := len(p)
+	r := (b.r + skip) % len(b.buf)
+	for len(p) > 0 {
+		end := len(b.buf)
+		if r+len(p) < end {
+			end = r + len(p)
+		}
+		c := copy(p, b.buf[r:end])
+		p = p[c:]
+		r = (r + c) % len(b.buf)
+	}
+	return total
+}
+
+// Discard drops the n oldest bytes.
+func (b *vsockRing) Discard(n int) {
+	if n > b.n {
+		n = b.n
+	}
+	if n == 0 {
+		return
+	}
+	b.r = (b.r + n) % len(b.buf)
+	b.n -= n
+	if b.n == 0 {
+		b.r = 0
+	}
+}
+
+// Reset empties the ring and frees its memory.
+func (b *vsockRing) Reset() { b.buf, b.r, b.n = nil, 0, 0 }
