@@ -2,9 +2,11 @@ package device
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -518,5 +520,79 @@ func TestBadChainBetweenMergedBuffersReturnsThemEmpty(t *testing.T) {
 	g.postRX(0, 4)
 	if got := g.recvN(0, 1); !bytes.Equal(got[0], f) {
 		t.Fatal("frame corrupted")
+	}
+}
+
+func TestServeListensSurvivesReconnectAndCloseRemovesSocket(t *testing.T) {
+	n := newTestNIC(t, "n", macB, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	served := make(chan error, 1)
+	go func() { served <- n.Serve(ctx) }()
+	mem, err := vhostusertest.NewGuestMemory(vhostusertest.OneRegion(4 << 20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	var qs []*vhostusertest.DriverQueue
+	for i := 0; i < 2; i++ {
+		q, err := vhostusertest.NewDriverQueue(mem, i, 64, 0, testBufSize)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer q.Close()
+		qs = append(qs, q)
+	}
+	dial := func() *net.UnixConn {
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			c, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: n.cfg.Socket, Net: "unix"})
+			if err == nil {
+				return c
+			}
+			if time.Now().After(deadline) {
+				t.Fatal(err)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	fe, err := vhostusertest.NewFrontend(dial(), mem, qs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fe.Close()
+	acked := acked1 | vhostuser.FeatureProtocolFeatures
+	for round := 0; round < 2; round++ {
+		if round == 1 {
+			n.Disconnect() // QEMU with reconnect=1 comes back
+			fe.Reconnect(dial())
+		}
+		if err := fe.NetInit(1); err != nil {
+			t.Fatal(err)
+		}
+		if err := fe.NetStart(acked, 1, fe.UsedBases()); err != nil {
+			t.Fatal(err)
+		}
+		i, _ := qs[0].Peek()
+		qs[0].Add([]vhostusertest.Seg{{GPA: qs[0].BufGPAOf(i), Len: 1536, Write: true}})
+		qs[0].Publish()
+		qs[0].Kick()
+		n.Deliver(ethFrame(macB, macA, 0x0800, "hi"))
+		if !qs[0].WaitUsed(1, 5*time.Second) {
+			t.Fatalf("round %d: no frame", round)
+		}
+		qs[0].PopUsed()
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(n.cfg.Socket); !os.IsNotExist(err) {
+		t.Fatalf("socket left behind: %v", err)
+	}
+	if err := n.Serve(context.Background()); err != ErrNICClosed {
+		t.Fatalf("Serve after Close: %v", err)
 	}
 }
