@@ -23,6 +23,8 @@ type propULP struct {
 	rnrProb  float64
 	cieProb  float64
 	rnrRSN   map[wire.RSN]bool // RNR'd and not yet accepted (ordered: later ones wait too)
+	rnrMin   wire.RSN          // smallest of rnrRSN when rnrAny
+	rnrAny   bool
 	accepted []wire.RSN        // target: RSNs accepted, in order
 	got      map[wire.RSN]bool // target: accepted or CIE'd (exactly once)
 	cieRSN   map[wire.RSN]bool
@@ -32,6 +34,7 @@ type propULP struct {
 	lastCpl   wire.RSN
 	anyCpl    bool
 	errs      int
+	deferred  []func() // responses given later, outside the callback
 }
 
 type want struct {
@@ -52,20 +55,40 @@ func (u *propULP) fail(format string, a ...any) {
 }
 
 func (u *propULP) OnRequest(c *Conn, r *Request) {
+	// On an ordered connection the ULP answers in delivery order: once one
+	// answer is deferred, later ones queue behind it.
+	if u.rng.IntN(4) == 0 || u.ordered && len(u.deferred) > 0 {
+		req := *r
+		req.Payload = append([]byte(nil), r.Payload...)
+		u.deferred = append(u.deferred, func() { u.respond(c, &req) })
+		return
+	}
+	u.respond(c, r)
+}
+
+// runDeferred answers the requests held back.
+func (u *propULP) runDeferred() {
+	d := u.deferred
+	u.deferred = nil
+	for _, f := range d {
+		f()
+	}
+}
+
+func (u *propULP) respond(c *Conn, r *Request) {
 	if u.got[r.RSN] {
 		u.fail("request rsn=%d delivered again after it was answered", r.RSN)
 		return
 	}
-	blocked := false
-	if u.ordered {
-		for b := range u.rnrRSN {
-			if b.Less(r.RSN) {
-				blocked = true
-			}
-		}
+	blocked := u.ordered && u.rnrAny && u.rnrMin.Less(r.RSN)
+	if c.Dead() {
+		return
 	}
 	if blocked || u.rng.Float64() < u.rnrProb {
 		u.rnrRSN[r.RSN] = true
+		if !u.rnrAny || r.RSN.Less(u.rnrMin) {
+			u.rnrMin, u.rnrAny = r.RSN, true
+		}
 		if r.Kind == tl.Push {
 			c.NackPush(r.RSN, wire.NackRNR, 0, 1) // 10 µs
 		} else {
@@ -74,6 +97,14 @@ func (u *propULP) OnRequest(c *Conn, r *Request) {
 		return
 	}
 	delete(u.rnrRSN, r.RSN)
+	if u.rnrAny && u.rnrMin == r.RSN {
+		u.rnrAny = false
+		for b := range u.rnrRSN {
+			if !u.rnrAny || b.Less(u.rnrMin) {
+				u.rnrMin, u.rnrAny = b, true
+			}
+		}
+	}
 	u.got[r.RSN] = true
 	u.accepted = append(u.accepted, r.RSN)
 	if r.Kind == tl.Push {
@@ -193,6 +224,8 @@ func runProperty(t *testing.T, seed uint64, total int) {
 	}
 	sentA, sentB := 0, 0
 	done := func() bool {
+		ua.runDeferred()
+		ub.runDeferred()
 		if sentA < total {
 			sentA += ua.submit(p.CA, total-sentA)
 		}

@@ -1,6 +1,7 @@
 package falcon
 
 import (
+	"falconnic/falcon/pdl"
 	"falconnic/falcon/tl"
 	"falconnic/falcon/wire"
 )
@@ -68,7 +69,8 @@ func (e *Endpoint) xonScan() {
 		return
 	}
 	for _, c := range e.list {
-		if c.xoff && !c.ini.Full() && e.res.TxReq.Pkt.Free() > 0 && e.res.TxReq.Buf.Free() > 0 {
+		if c.xoff && !c.ini.Full() && e.res.TxReq.Pkt.Free() > 0 && e.res.TxReq.Buf.Free() > 0 &&
+			e.res.TxData.Pkt.Free() > 0 && e.res.TxData.Buf.Free() > 0 {
 			c.xoff = false
 			e.nXoff--
 			c.Stats.Xon.Inc()
@@ -130,6 +132,13 @@ func (c *Conn) NackPush(rsn wire.RSN, code wire.NackCode, ulpCode, rnrCode uint8
 	now := c.ep.clk.Now()
 	psn := s.PSN
 	c.releaseTarget(s)
+	if v := c.rx[dataW].Classify(psn); v == pdl.VerdictOld || v == pdl.VerdictDupAcked {
+		// A Resync already filled this PSN (the initiator gave up): the
+		// transaction is over whatever the ULP says now.
+		s.State = tl.TFinished
+		c.tgt.Advance()
+		return nil
+	}
 	if code == wire.NackRNR {
 		c.Stats.RNRWaits.Inc()
 		c.rx[dataW].Unreceive(psn)
