@@ -42,6 +42,7 @@ type Counters struct {
 	ChainBadIndir   stats.Counter
 	ChainIndirNoNeg stats.Counter
 	RingUnmapped    stats.Counter
+	MemoryFaults    stats.Counter
 	ResumedFromUsed stats.Counter
 	InflightResub   stats.Counter
 }
@@ -84,6 +85,7 @@ func (c *Counters) Set() stats.Set {
 		{Name: "ChainBadIndir", Help: "malformed indirect descriptors", Counter: &c.ChainBadIndir},
 		{Name: "ChainIndirNoNeg", Help: "indirect descriptors without INDIRECT_DESC", Counter: &c.ChainIndirNoNeg},
 		{Name: "RingUnmapped", Help: "rings whose addresses left the memory table", Counter: &c.RingUnmapped},
+		{Name: "MemoryFaults", Help: "ring workers stopped by a fault on guest memory", Counter: &c.MemoryFaults},
 		{Name: "ResumedFromUsed", Help: "rings resumed from the used idx", Counter: &c.ResumedFromUsed},
 		{Name: "InflightResub", Help: "inflight descriptors resubmitted after reconnect", Counter: &c.InflightResub},
 	}

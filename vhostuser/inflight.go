@@ -80,6 +80,10 @@ func mapInflight(fd int, m InflightMsg) (*inflightRegion, error) {
 	if m.MmapOffset()%uint64(unix.Getpagesize()) != 0 {
 		return nil, ErrBadInflight
 	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || m.MmapOffset()+m.MmapSize() > uint64(st.Size) {
+		return nil, ErrBadInflight
+	}
 	mem, err := unix.Mmap(fd, int64(m.MmapOffset()), int(m.MmapSize()), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		return nil, ErrBadInflight

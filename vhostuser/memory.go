@@ -49,6 +49,14 @@ func MapRegion(fd int, gpa, size, uva, off uint64) (*Region, error) {
 	if size == 0 || size > maxRegionSize || gpa+size < gpa || uva+size < uva || off+size < off {
 		return nil, ErrBadRegion
 	}
+	// A region past the end of its file would SIGBUS on access.
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, fmt.Errorf("%w: fstat: %v", ErrBadRegion, err)
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFREG && off+size > uint64(st.Size) {
+		return nil, fmt.Errorf("%w: %#x bytes at %#x beyond the file's %#x", ErrBadRegion, size, off, st.Size)
+	}
 	page := uint64(unix.Getpagesize())
 	delta := off % page
 	whole, err := unix.Mmap(fd, int64(off-delta), int(size+delta), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -520,13 +521,27 @@ func (s *Session) tryStart(q *Queue) {
 	q.exited = make(chan struct{})
 	q.running = true
 	q.pubAvail.Store(uint32(q.lastAvail))
-	go func(q *Queue, exited chan struct{}) {
-		defer close(exited)
-		s.dev.RunQueue(q)
-		q.release()
-	}(q, q.exited)
+	go s.runWorker(q, q.exited)
 	q.nudge() // process the ring once even without a new kick
 	s.state = "running"
+}
+
+// runWorker is the ring's goroutine. A memory fault (QEMU shrank the file
+// behind a region) stops this ring, counted, instead of the daemon.
+func (s *Session) runWorker(q *Queue, exited chan struct{}) {
+	defer close(exited)
+	defer q.release()
+	defer func() {
+		if r := recover(); r != nil {
+			if f, ok := r.(interface{ Addr() uintptr }); ok && f != nil {
+				s.c.MemoryFaults.Inc()
+				return
+			}
+			panic(r)
+		}
+	}()
+	debug.SetPanicOnFault(true)
+	s.dev.RunQueue(q)
 }
 
 // stopQueue stops the ring's worker and waits until it has let go of guest memory.

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"falconnic/vhostuser"
 	"falconnic/vhostuser/vhostusertest"
 )
@@ -177,6 +179,12 @@ func (r *rig) connect() {
 	}
 }
 
+func closeFDs(fds []int) {
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+}
+
 func (r *rig) counters() map[string]uint64 { return r.srv.Counters.Set().Snapshot() }
 
 func must(t *testing.T, err error) {
@@ -328,6 +336,7 @@ func (r *rig) startRings(acked uint64) {
 	must(r.t, fe.SetU64(vhostuser.ReqSetFeatures, acked|vhostuser.FeatureProtocolFeatures))
 	p, fds := r.mem.MemTablePayload()
 	must(r.t, fe.Set(vhostuser.ReqSetMemTable, true, p, fds...))
+	closeFDs(fds)
 	for _, q := range r.qs {
 		must(r.t, fe.RingSetup(q, 0))
 		must(r.t, fe.Enable(q.Index, true))
@@ -556,6 +565,7 @@ func TestMemTableReplacedWhileRingRuns(t *testing.T) {
 	// the worker moves at its next wake, then the old table is unmapped.
 	p, fds := r.mem.MemTablePayload()
 	must(t, r.fe.Set(vhostuser.ReqSetMemTable, true, p, fds...))
+	closeFDs(fds)
 	r.waitCounter("MemTablesFreed", 1)
 	post(t, q, []byte("two"))
 	q.Publish()
@@ -642,5 +652,32 @@ func TestCallFDSwapWhileRunning(t *testing.T) {
 	}
 	if r.counters()["CallFDSwaps"] != 1 {
 		t.Fatal("swap not counted")
+	}
+}
+
+func TestMemoryFaultStopsOnlyThatRing(t *testing.T) {
+	dev := &echoDev{features: vhostuser.FeatureVersion1, queues: 1}
+	r := newRig(t, dev, vhostusertest.OneRegion(1<<20), 0, 16)
+	r.startRings(vhostuser.FeatureVersion1)
+	q := r.qs[0]
+	// The front-end shrinks the file under the last 64 KiB of guest RAM
+	// and posts a buffer there.
+	must(t, r.mem.Truncate(1<<20-64<<10))
+	q.Add([]vhostusertest.Seg{{GPA: 1<<20 - 4096, Len: 16}})
+	q.Publish()
+	q.Kick()
+	r.waitCounter("MemoryFaults", 1)
+	// The session is alive: it still answers.
+	if _, err := r.fe.GetU64(vhostuser.ReqGetFeatures); err != nil {
+		t.Fatal(err)
+	}
+	// A table whose region lies past the end of its file is refused.
+	p, fds := r.mem.MemTablePayload()
+	defer closeFDs(fds)
+	if err := r.fe.Set(vhostuser.ReqSetMemTable, true, p, fds...); err == nil {
+		t.Fatal("region beyond the file accepted")
+	}
+	if r.counters()["BadMemRegion"] != 1 {
+		t.Fatal("BadMemRegion not counted")
 	}
 }

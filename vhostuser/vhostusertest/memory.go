@@ -130,3 +130,7 @@ func putRegion(p []byte, r RegionLayout) {
 	binary.LittleEndian.PutUint64(p[16:], uvaBase+r.FileOffset)
 	binary.LittleEndian.PutUint64(p[24:], r.FileOffset)
 }
+
+// Truncate shrinks the memfd behind guest RAM, as a hostile or buggy
+// front-end could: the back-end's mappings beyond size then fault.
+func (g *GuestMemory) Truncate(size int64) error { return unix.Ftruncate(g.fd, size) }
