@@ -55,6 +55,9 @@ type ConnConfig struct {
 	MinRTO     time.Duration // default 100 µs
 	MaxRTO     time.Duration // backoff cap, default 100 ms
 	MaxRetries uint8         // per packet before Resync 0x3 (default 16)
+	// PullTimeout is the TL's transaction timeout for pulls (kCmplLocalTO
+	// when the Pull Data never comes; default 1 s; negative disables).
+	PullTimeout time.Duration
 
 	AckCoalesceCount   int           // default 10
 	AckCoalesceTimeout time.Duration // default 8 µs
@@ -102,6 +105,7 @@ func (c *ConnConfig) fill() {
 	defD(&c.MinRTO, 100*time.Microsecond)
 	defD(&c.MaxRTO, 100*time.Millisecond)
 	defD(&c.AckCoalesceTimeout, 8*time.Microsecond)
+	defD(&c.PullTimeout, time.Second)
 	if c.MaxRetries == 0 {
 		c.MaxRetries = 16
 	}

@@ -58,9 +58,9 @@ type Conn struct {
 	rackXmit time.Duration
 
 	// Deadlines.
-	rtoAt, tlpAt, rnrAt             time.Duration
-	rtoArmed, tlpArmed, rnrArmed    bool
-	paceArmed, tlpFired, xoff, inCB bool
+	rtoAt, tlpAt, rnrAt, txnAt             time.Duration
+	rtoArmed, tlpArmed, rnrArmed, txnArmed bool
+	paceArmed, tlpFired, xoff, inCB        bool
 
 	ini     tl.Initiator
 	cplNext wire.RSN
@@ -163,6 +163,7 @@ func (c *Conn) deadline() (time.Duration, bool) {
 	consider(c.rtoAt, c.rtoArmed)
 	consider(c.tlpAt, c.tlpArmed)
 	consider(c.rnrAt, c.rnrArmed)
+	consider(c.txnAt, c.txnArmed)
 	consider(c.nextSend, c.paceArmed)
 	return best, ok
 }
@@ -170,6 +171,12 @@ func (c *Conn) deadline() (time.Duration, bool) {
 func (c *Conn) armRTO(t time.Duration) {
 	if !c.rtoArmed || t < c.rtoAt {
 		c.rtoAt, c.rtoArmed = t, true
+	}
+}
+
+func (c *Conn) armTxn(t time.Duration) {
+	if !c.txnArmed || t < c.txnAt {
+		c.txnAt, c.txnArmed = t, true
 	}
 }
 
@@ -182,7 +189,7 @@ func (c *Conn) armRNR(t time.Duration) {
 // onTimer runs the connection's due deadlines.
 func (c *Conn) onTimer(now time.Duration) {
 	if c.dead {
-		c.rtoArmed, c.tlpArmed, c.rnrArmed, c.paceArmed = false, false, false, false
+		c.rtoArmed, c.tlpArmed, c.rnrArmed, c.paceArmed, c.txnArmed = false, false, false, false, false
 		c.co.Sent()
 		return
 	}
@@ -195,6 +202,9 @@ func (c *Conn) onTimer(now time.Duration) {
 	}
 	if c.rnrArmed && now >= c.rnrAt {
 		c.rnrScan(now)
+	}
+	if c.txnArmed && now >= c.txnAt {
+		c.txnScan(now)
 	}
 	if c.paceArmed && now >= c.nextSend {
 		c.paceArmed = false
@@ -251,7 +261,7 @@ func (c *Conn) fail(now time.Duration) {
 			s.State = tl.TFinished
 		}
 	}
-	c.rtoArmed, c.tlpArmed, c.rnrArmed, c.paceArmed = false, false, false, false
+	c.rtoArmed, c.tlpArmed, c.rnrArmed, c.paceArmed, c.txnArmed = false, false, false, false, false
 	c.co.Sent()
 }
 

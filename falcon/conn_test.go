@@ -205,3 +205,23 @@ func TestPacingBelowOnePacket(t *testing.T) {
 		}
 	}
 }
+
+// A pull whose Pull Data never comes (the target ULP never answers) is timed
+// out by the TL with kCmplLocalTO; Pull Data that turns up later is acked
+// and discarded.
+func TestPullTimeout(t *testing.T) {
+	s := newScript(t, ConnConfig{SCID: 1, DCID: 2, PullTimeout: 500 * time.Microsecond})
+	var rsn wire.RSN
+	s.ub.onReq = func(c *Conn, r *Request) { rsn = r.RSN }
+	s.ca.Pull(1, 16)
+	s.settle()
+	s.wait(time.Millisecond)
+	if len(s.ua.cpls) != 1 || s.ua.cpls[0].Status != tl.CmplLocalTO {
+		t.Fatalf("completions %+v", s.ua.cpls)
+	}
+	s.cb.PullData(rsn, pattern(rsn, 16))
+	s.settle()
+	if s.ca.Stats.RxLatePullData.Load() != 1 || !s.ca.Idle() || !s.cb.Idle() {
+		t.Errorf("late data %d, idle %v/%v", s.ca.Stats.RxLatePullData.Load(), s.ca.Idle(), s.cb.Idle())
+	}
+}

@@ -140,7 +140,7 @@ func (u *propULP) OnCompletion(c *Conn, cpl *Completion) {
 	switch {
 	case cpl.Status == tl.CmplTargetNackCIE && w.kind == tl.Push:
 	case cpl.Status != tl.CmplAck:
-		u.fail("rsn=%d completed with %v", cpl.RSN, cpl.Status)
+		u.fail("rsn=%d completed with %v at %v", cpl.RSN, cpl.Status, c.ep.Now())
 	case w.kind == tl.Pull && !bytes.Equal(cpl.Data, pattern(cpl.RSN, w.length)):
 		u.fail("pull rsn=%d data corrupted (%d bytes)", cpl.RSN, len(cpl.Data))
 	}
@@ -207,7 +207,7 @@ func runProperty(t *testing.T, seed uint64, total int) {
 		TxReqPSN: wire.PSN(rng.Uint32()), TxDataPSN: wire.PSN(0xffffff00 + rng.Uint32()%0x200),
 		RxReqPSN: wire.PSN(rng.Uint32()), RxDataPSN: wire.PSN(rng.Uint32()),
 		TxRSN: wire.RSN(0xfffffff0 + rng.Uint32()%0x40), RxRSN: wire.RSN(rng.Uint32()),
-		MaxTxns: 64, MaxRetries: 40}
+		MaxTxns: 64, MaxRetries: 40, PullTimeout: -1}
 	if seed%5 == 1 {
 		cc.RACK, cc.TLP = true, true
 	}

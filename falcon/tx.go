@@ -83,6 +83,10 @@ func (c *Conn) sendRequest(rsn wire.RSN, t *tl.ITxn, i int, now time.Duration) {
 		reserve(s, wire.PushDataHeaderLen+len(t.Payload))
 		s.Buf = []byte(wire.AppendPushData(s.Buf[:0], &f, t.Payload))
 	} else {
+		if c.cfg.PullTimeout > 0 {
+			t.Deadline = now + c.cfg.PullTimeout
+			c.armTxn(t.Deadline)
+		}
 		s.Type = wire.TypePullRequest
 		f.RequestLength = uint16(t.Length)
 		reserve(s, wire.PullRequestLen)
@@ -338,6 +342,23 @@ func (c *Conn) tlpProbe(now time.Duration) {
 				return
 			}
 		}
+	}
+}
+
+// txnScan completes pulls whose transaction timeout passed with
+// kCmplLocalTO; Pull Data arriving later is acknowledged and discarded.
+func (c *Conn) txnScan(now time.Duration) {
+	c.txnArmed = false
+	for rsn := c.ini.Base; rsn != c.ini.SendNext; rsn = rsn.Add(1) {
+		t := c.ini.Slot(rsn)
+		if t.Kind != tl.Pull || t.State != tl.ISent {
+			continue
+		}
+		if t.Deadline <= now {
+			c.finish(rsn, t, tl.CmplLocalTO, 0, nil)
+			continue
+		}
+		c.armTxn(t.Deadline)
 	}
 }
 

@@ -2,6 +2,7 @@ package tl
 
 import (
 	"strconv"
+	"time"
 
 	"falconnic/falcon/wire"
 )
@@ -38,10 +39,13 @@ type ITxn struct {
 	Cookie  uint64
 	Length  uint32 // Pull: expected Pull Data length
 	PSN     wire.PSN
-	Cells   int    // Tx buffer cells charged
-	RxCells int    // Rx cells pre-allocated for Pull Data
-	Payload []byte // Push data or Pull Request ULP header (reused buffer)
-	Data    []byte // Pull Data held for ordered completion (reused buffer)
+	// Deadline is the TL's own timeout for a pull whose request the PDL
+	// already delivered but whose data never comes [S §11 footnote].
+	Deadline time.Duration
+	Cells    int    // Tx buffer cells charged
+	RxCells  int    // Rx cells pre-allocated for Pull Data
+	Payload  []byte // Push data or Pull Request ULP header (reused buffer)
+	Data     []byte // Pull Data held for ordered completion (reused buffer)
 }
 
 // Initiator is the initiator's transaction table: RSNs in [Base, Next) are
