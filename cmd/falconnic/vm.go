@@ -229,13 +229,20 @@ func vmList(args []string, stdout, stderr io.Writer) error {
 
 func vmStop(args []string, stdout, stderr io.Writer) error {
 	f := newVMFlags("stop", stderr)
+	// NAME may come before or after the flags.
+	var name string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		name, args = args[0], args[1:]
+	}
 	if err := f.parse(args); err != nil {
 		return err
 	}
-	if f.fs.NArg() != 1 {
+	if name == "" && f.fs.NArg() == 1 {
+		name = f.fs.Arg(0)
+	} else if name == "" || f.fs.NArg() != 0 {
 		return fmt.Errorf("%w: falconnic vm stop NAME", errUsage)
 	}
-	vm, err := qemu.Lookup(*f.state, f.fs.Arg(0))
+	vm, err := qemu.Lookup(*f.state, name)
 	if err != nil {
 		return err
 	}
