@@ -596,3 +596,24 @@ func TestServeListensSurvivesReconnectAndCloseRemovesSocket(t *testing.T) {
 		t.Fatalf("Serve after Close: %v", err)
 	}
 }
+
+func TestLinuxFeatureSetWithEventIdxAndIndirect(t *testing.T) {
+	a, b := newTestNIC(t, "a", macA, 1), newTestNIC(t, "b", macB, 1)
+	a.SetUplink(b)
+	all := a.dev.Features() // a Linux guest acks everything we offer
+	ga, gb := attach(t, a, all), attach(t, b, all)
+	gb.qs[0].UseIndirect = true
+	for k := 0; k < 3; k++ {
+		// Linux asks for an interrupt at the next used entry.
+		gb.qs[0].SetUsedEvent(gb.qs[0].UsedIdx())
+		gb.postRX(0, 2)
+		f := ethFrame(macB, macA, 0x0800, fmt.Sprintf("frame %d", k))
+		ga.send(0, f)
+		if got := gb.recvN(0, 1); !bytes.Equal(got[0], f) {
+			t.Fatalf("round %d: got %q", k, got[0])
+		}
+	}
+	if n := b.VhostCounters().Calls.Load(); n == 0 {
+		t.Fatal("no interrupts with EVENT_IDX")
+	}
+}

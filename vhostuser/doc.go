@@ -26,7 +26,8 @@
 //   - server.go: listen or dial, one session at a time, re-accept or
 //     re-dial after a disconnect. The Device outlives sessions.
 //
-// Session states: negotiating → running (a ring started) → disconnected.
+// Session states: connected ⇄ running (while at least one ring runs) →
+// disconnected; the server reports idle before its first session.
 //
 // Threading: one control goroutine per session; one goroutine per started
 // ring runs Device.RunQueue and is the only one that touches that ring;

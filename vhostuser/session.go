@@ -39,7 +39,7 @@ type Session struct {
 	status        uint64
 	queues        []*Queue
 	inflight      *inflightRegion
-	state         string
+	ended         bool
 
 	mem     atomic.Pointer[MemTable]
 	replyB  [MaxPayload]byte
@@ -49,7 +49,7 @@ type Session struct {
 
 // newSession prepares a session for dev on conn.
 func newSession(dev Device, c *Counters, conn *Conn) *Session {
-	s := &Session{dev: dev, c: c, conn: conn, state: "negotiating"}
+	s := &Session{dev: dev, c: c, conn: conn}
 	s.queues = make([]*Queue, dev.NumQueues())
 	for i := range s.queues {
 		s.queues[i] = newQueue(s, i)
@@ -523,7 +523,6 @@ func (s *Session) tryStart(q *Queue) {
 	q.pubAvail.Store(uint32(q.lastAvail))
 	go s.runWorker(q, q.exited)
 	q.nudge() // process the ring once even without a new kick
-	s.state = "running"
 }
 
 // runWorker is the ring's goroutine. A memory fault (QEMU shrank the file
@@ -703,8 +702,12 @@ func (s *Session) teardown() {
 	}
 	s.inflight.unmap()
 	s.inflight = nil
-	s.state = "disconnected"
+	s.ended = true
 }
+
+// Session states as Status reports them: "connected" (no ring runs),
+// "running" (at least one ring runs), "disconnected" (the session ended);
+// Server.Status says "idle" before the first session.
 
 // QueueStatus is a JSON-friendly snapshot of one ring.
 type QueueStatus struct {
@@ -729,7 +732,15 @@ type SessionStatus struct {
 func (s *Session) Status() SessionStatus {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := SessionStatus{State: s.state, Features: s.features, ProtocolFeatures: s.protoFeatures, Status: s.status}
+	st := SessionStatus{State: "disconnected", Features: s.features, ProtocolFeatures: s.protoFeatures, Status: s.status}
+	if !s.ended {
+		st.State = "connected"
+		for _, q := range s.queues {
+			if q.running {
+				st.State = "running"
+			}
+		}
+	}
 	if t := s.mem.Load(); t != nil {
 		st.MemRegions = len(t.regions)
 	}
