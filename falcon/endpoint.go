@@ -154,9 +154,9 @@ func (e *Endpoint) NextDeadline() (time.Duration, bool) {
 	return best, ok
 }
 
-// OnTimer runs every deadline due at the clock's current time.
-func (e *Endpoint) OnTimer() {
-	now := e.clk.Now()
+// OnTimer runs every deadline due at now (normally the clock's reading at
+// NextDeadline).
+func (e *Endpoint) OnTimer(now time.Duration) {
 	for _, c := range e.list {
 		if d, has := c.deadline(); has && d <= now {
 			c.onTimer(now)

@@ -62,8 +62,9 @@ func NewPair(cfg PairConfig) (*Pair, error) {
 func (p *Pair) Step() bool {
 	now := p.Clock.Now()
 	n := p.AB.Poll(p.B.Receive) + p.BA.Poll(p.A.Receive)
-	p.A.OnTimer()
-	p.B.OnTimer()
+	now = p.Clock.Now()
+	p.A.OnTimer(now)
+	p.B.OnTimer(now)
 	if n > 0 {
 		return true
 	}

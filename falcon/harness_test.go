@@ -157,8 +157,8 @@ func (s *script) wait(d time.Duration) {
 			return
 		}
 		s.clk.Set(next)
-		s.a.OnTimer()
-		s.b.OnTimer()
+		s.a.OnTimer(next)
+		s.b.OnTimer(next)
 	}
 	s.t.Fatal("timers do not settle")
 }

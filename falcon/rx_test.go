@@ -179,7 +179,7 @@ func FuzzReceive(f *testing.F) {
 		}
 		e.Receive(b, 0)
 		e.cfg.Clock.(*clock.Manual).Advance(time.Second)
-		e.OnTimer()
+		e.OnTimer(e.Now())
 	})
 }
 
@@ -209,7 +209,7 @@ func TestOWNTravelsInEACK(t *testing.T) {
 	e, c, out := newLone(t)
 	e.Receive(pushFrame(5, 2000+500, []byte("far")), 0)
 	e.cfg.Clock.(*clock.Manual).Advance(10 * time.Microsecond)
-	e.OnTimer()
+	e.OnTimer(e.Now())
 	if len(out.frames) != 1 {
 		t.Fatalf("%d frames sent, want one ACK", len(out.frames))
 	}
