@@ -2,7 +2,10 @@ package device
 
 import (
 	"encoding/binary"
+	"reflect"
 	"testing"
+
+	"falconnic/internal/stats"
 )
 
 // FuzzFrameParsing runs the parsers the data path applies to
@@ -45,5 +48,23 @@ func TestFlowHashKeepsAFlowOnOnePair(t *testing.T) {
 	binary.BigEndian.PutUint16(ip[20:], 4001)
 	if flowHash(a) == flowHash(ethFrame(macA, macB, 0x0800, string(ip))) {
 		t.Log("port change collided (possible but unlikely)")
+	}
+}
+
+func TestEveryNetCounterIsListed(t *testing.T) {
+	var c NetCounters
+	seen := map[*stats.Counter]bool{}
+	names := map[string]bool{}
+	for _, d := range c.Set() {
+		if d.Help == "" || names[d.Name] || seen[d.Counter] {
+			t.Errorf("counter %q: empty help or duplicate", d.Name)
+		}
+		names[d.Name], seen[d.Counter] = true, true
+	}
+	v := reflect.ValueOf(&c).Elem()
+	for i := 0; i < v.NumField(); i++ {
+		if !seen[v.Field(i).Addr().Interface().(*stats.Counter)] {
+			t.Errorf("counter field %s is not in Set()", v.Type().Field(i).Name)
+		}
 	}
 }

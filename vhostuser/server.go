@@ -3,6 +3,7 @@ package vhostuser
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"sync"
@@ -60,6 +61,11 @@ func (s *Server) Serve(ctx context.Context) error {
 
 func (s *Server) serveListen(ctx context.Context) error {
 	if fi, err := os.Lstat(s.Path); err == nil && fi.Mode()&os.ModeSocket != 0 {
+		// Remove a stale socket, but never one somebody still serves.
+		if c, err := net.Dial("unix", s.Path); err == nil {
+			c.Close()
+			return fmt.Errorf("vhostuser: %s is in use by another back-end", s.Path)
+		}
 		os.Remove(s.Path)
 	}
 	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: s.Path, Net: "unix"})
