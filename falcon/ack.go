@@ -163,7 +163,7 @@ func (c *Conn) onAck(a wire.Ack, iv wire.Timestamp, now time.Duration) {
 	}
 	t4 := wire.TimestampAt(now)
 	rtt := t4.Sub(a.T1())
-	if rtt > 0 && rtt < time.Second {
+	if (a.T1() != 0 || a.T2() != 0) && rtt > 0 && rtt < time.Second {
 		c.rtt.Sample(rtt)
 	}
 	drop := false

@@ -9,6 +9,7 @@ import (
 	"falconnic/falcon/rue"
 	"falconnic/falcon/tl"
 	"falconnic/falcon/wire"
+	"falconnic/internal/clock"
 )
 
 // A packet that exhausts its retransmissions becomes a Resync (code 0x3):
@@ -223,5 +224,41 @@ func TestPullTimeout(t *testing.T) {
 	s.settle()
 	if s.ca.Stats.RxLatePullData.Load() != 1 || !s.ca.Idle() || !s.cb.Idle() {
 		t.Errorf("late data %d, idle %v/%v", s.ca.Stats.RxLatePullData.Load(), s.ca.Idle(), s.cb.Idle())
+	}
+}
+
+// An EACK with D-OWN makes the transmitter resend every outstanding packet
+// the receiver has not reported, at most once per RTT [S §9.1.4].
+func TestEACKOWNRetransmits(t *testing.T) {
+	e, c, out := newLone(t)
+	for i := 0; i < 4; i++ {
+		c.Push(uint64(i), []byte("x"))
+	}
+	if len(out.frames) != 4 {
+		t.Fatalf("sent %d", len(out.frames))
+	}
+	e.cfg.Clock.(*clock.Manual).Advance(20 * time.Microsecond)
+	f := wire.AckFields{CID: 5, DataBase: 1000, ReqBase: 0, OWNData: true,
+		T1: wire.TimestampAt(e.Now() - 10*time.Microsecond), T2: 1,
+		DataAck: wire.NewBitmap(128), DataRx: wire.NewBitmap(128), Req: wire.NewBitmap(64)}
+	f.DataRx.Set(1) // PSN 1001 received
+	eack := wire.AppendEACK(make([]byte, 0, 96), &f)
+	e.Receive(seal(eack, wire.TimestampAt(e.Now())), 0)
+	var resent []string
+	for _, fr := range out.frames[4:] {
+		b, _, _ := open(fr)
+		resent = append(resent, Describe(b))
+	}
+	want := []string{"PushData psn=1000 rsn=0 ar=1 len=1", "PushData psn=1002 rsn=2 ar=1 len=1", "PushData psn=1003 rsn=3 ar=1 len=1"}
+	if strings.Join(resent, "|") != strings.Join(want, "|") {
+		t.Errorf("resent %q, want %q", resent, want)
+	}
+	if c.Stats.RetxOWN.Load() != 3 {
+		t.Errorf("own retransmissions %d", c.Stats.RetxOWN.Load())
+	}
+	// The same EACK again within the RTT resends nothing.
+	e.Receive(seal(eack, wire.TimestampAt(e.Now())), 0)
+	if len(out.frames) != 7 {
+		t.Errorf("resent again within an RTT: %d frames", len(out.frames))
 	}
 }
