@@ -11,7 +11,7 @@ func TestFixedPoint(t *testing.T) {
 			t.Errorf("FixedFrom(%v) = %d, want %d", c.f, got, c.want)
 		}
 	}
-	if (3*One + One/4).String() != "3.250" || (5 * One).Int() != 5 {
+	if (3*One+One/4).String() != "3.250" || (5*One).Int() != 5 {
 		t.Error("formatting")
 	}
 	for _, e := range []EventType{EventACK, EventNACK, EventRetx} {
