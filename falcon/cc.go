@@ -11,16 +11,16 @@ import (
 // (an asynchronous RUE may drop events when its queue is full).
 const rueEventTimeout = time.Millisecond
 
-// rueEvent posts a congestion-control event for flow 0 [S §10.6]. At most one
+// rueEvent posts a congestion-control event for one flow [S §10.6]. At most one
 // event per flow is outstanding; while one is, acked counts accumulate and
 // further events are folded in (Isekai's rule).
-func (c *Conn) rueEvent(now time.Duration, typ rue.EventType, t1, t2, t3, t4 wire.Timestamp, level uint8,
+func (c *Conn) rueEvent(now time.Duration, flow uint8, typ rue.EventType, t1, t2, t3, t4 wire.Timestamp, level uint8,
 	meta uint32, nack uint8, eack, drop bool, retx uint8, reason rue.RetxReason) {
 	eng := c.ep.cfg.RUE
 	if eng == nil {
 		return
 	}
-	f := &c.flows[0]
+	f := &c.flows[flow]
 	if f.pending && now-f.evAt < rueEventTimeout {
 		c.Stats.RUESuppressed.Inc()
 		return
@@ -29,9 +29,9 @@ func (c *Conn) rueEvent(now time.Duration, typ rue.EventType, t1, t2, t3, t4 wir
 	c.Stats.RUEEvents.Inc()
 	acked := f.acked
 	f.acked = 0
-	c.ev = rue.Event{Conn: c.cfg.SCID, Flow: 0, Type: typ, T1: uint32(t1), T2: uint32(t2), T3: uint32(t3),
+	c.ev = rue.Event{Conn: c.cfg.SCID, Flow: flow, Type: typ, T1: uint32(t1), T2: uint32(t2), T3: uint32(t3),
 		T4: uint32(t4), RetxCount: retx, RetxReason: reason, NackCode: nack, RxBufLevel: level, CCMetadata: meta,
-		NumAcked: acked, EACK: eack, EACKDrop: drop, Fcwnd: c.fcwnd, Ncwnd: c.ncwnd, IPG: c.ipg, RTO: c.rto,
+		NumAcked: acked, EACK: eack, EACKDrop: drop, Fcwnd: f.fcwnd, Ncwnd: c.ncwnd, IPG: c.ipg, RTO: c.rto,
 		FabricMarker: f.fabricMarker, NICMarker: f.nicMark, NcwndUp: f.ncwndUp, DelayState: f.delayState,
 		RTTState: f.rttState, BaseDelay: f.baseDelay, CCOpaque: f.ccOpaque,
 		Now: uint32(wire.TimestampAt(now)) & (1<<24 - 1)}
@@ -44,12 +44,13 @@ func (c *Conn) rueEvent(now time.Duration, typ rue.EventType, t1, t2, t3, t4 wir
 // packets at once.
 func (c *Conn) applyRUE(r *rue.Response) {
 	c.Stats.RUEResponses.Inc()
-	f := &c.flows[r.Flow&3]
+	f := &c.flows[r.Flow%uint8(c.cfg.Flows)]
 	f.pending = false
 	f.fabricMarker, f.nicMark, f.ncwndUp = r.FabricMarker, r.NICMarker, r.NcwndUp
 	f.delayState, f.rttState, f.baseDelay, f.ccOpaque = r.DelayState, r.RTTState, r.BaseDelay, r.CCOpaque
 	f.ccMetadata = r.CCMetadata
-	c.fcwnd = max(r.Fcwnd, 1)
+	f.fcwnd = max(r.Fcwnd, 1)
+	c.sumFcwnd()
 	c.ncwnd = max(r.Ncwnd, 1)
 	c.ipg = max(r.IPG, 0)
 	if r.RTO > 0 {

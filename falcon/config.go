@@ -37,8 +37,11 @@ type ConnConfig struct {
 	Ordered  bool
 	Protocol wire.ProtocolType // default RDMA
 	DestFn   uint32            // Destination Function on outgoing packets
-	// FlowLabels are the connection's flow labels (flow id = low 2 bits);
-	// only the first is used until multipath lands.
+	// Flows is the number of paths (1..4, default 1) [digest §7]. New
+	// packets take the flows in round robin; retransmissions keep theirs.
+	Flows int
+	// FlowLabels are the flows' labels; the flow id is the label's low 2
+	// bits (default: label i = i).
 	FlowLabels [4]uint32
 
 	// Initial sequence numbers. Our TX PSNs must equal the peer's RX bases.
@@ -92,6 +95,12 @@ func (c *ConnConfig) fill() {
 	def32(&c.ARFcwndThreshold, 2)
 	def32(&c.ARPercent, 10)
 	def32(&c.OOODistance, 3)
+	if c.Flows <= 0 || c.Flows > 4 {
+		c.Flows = 1
+	}
+	if c.FlowLabels == [4]uint32{} {
+		c.FlowLabels = [4]uint32{0, 1, 2, 3}
+	}
 	if c.MTU == 0 {
 		c.MTU = 4096 + 256
 	}

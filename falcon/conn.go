@@ -56,6 +56,7 @@ type Conn struct {
 	flows    [4]flowCC
 	ev       rue.Event
 	rackXmit time.Duration
+	nextFlow uint8
 
 	// Deadlines.
 	rtoAt, tlpAt, rnrAt, txnAt             time.Duration
@@ -75,6 +76,7 @@ type Conn struct {
 
 // flowCC is the per-flow congestion state that round-trips through the RUE.
 type flowCC struct {
+	fcwnd                  rue.Fixed
 	pending                bool
 	evAt                   time.Duration
 	acked                  uint32
@@ -110,7 +112,11 @@ func (r *rsnRing) pop() {
 }
 
 func newConn(e *Endpoint, cc ConnConfig) *Conn {
-	c := &Conn{ep: e, cfg: cc, fcwnd: cc.InitFcwnd, ncwnd: cc.InitNcwnd, rto: cc.InitRTO}
+	c := &Conn{ep: e, cfg: cc, ncwnd: cc.InitNcwnd, rto: cc.InitRTO}
+	for i := 0; i < cc.Flows; i++ {
+		c.flows[i].fcwnd = cc.InitFcwnd
+	}
+	c.sumFcwnd()
 	c.tx[reqW].Init(cc.TxReqPSN, cc.TxWindow)
 	c.tx[dataW].Init(cc.TxDataPSN, cc.TxWindow)
 	c.rx[reqW].Init(cc.RxReqPSN, pdl.RxRequestWindow)
@@ -150,7 +156,18 @@ func (c *Conn) Idle() bool {
 		c.pullQ.n == 0 && !c.rx[reqW].HasState() && !c.rx[dataW].HasState()
 }
 
-func (c *Conn) flow() uint32 { return c.cfg.FlowLabels[0] }
+// flowOf maps a received flow label to one of our flows.
+func (c *Conn) flowOf(label uint32) uint8 { return uint8(label&3) % uint8(c.cfg.Flows) }
+
+// sumFcwnd sets the connection's fabric window to the sum of its flows'
+// (digest §7), saturating at the 21-bit fixed-point maximum.
+func (c *Conn) sumFcwnd() {
+	var s rue.Fixed
+	for i := 0; i < c.cfg.Flows; i++ {
+		s += c.flows[i].fcwnd
+	}
+	c.fcwnd = min(max(s, 1), 1<<21-1)
+}
 
 // deadline returns the earliest pending timer of the connection.
 func (c *Conn) deadline() (time.Duration, bool) {

@@ -262,3 +262,34 @@ func TestEACKOWNRetransmits(t *testing.T) {
 		t.Errorf("resent again within an RTT: %d frames", len(out.frames))
 	}
 }
+
+// With several flows, new packets take the flows' labels in round robin and
+// the connection's fabric window is the sum of the flows' windows.
+func TestMultipathFlows(t *testing.T) {
+	e, c, _ := newLone(t)
+	var labels []uint32
+	e.SetLink(linkFunc(func(pkt []byte, flow uint32) { labels = append(labels, flow) }))
+	c2, err := e.Connect(ConnConfig{SCID: 6, DCID: 9, Flows: 3, InitFcwnd: 4 * rue.One,
+		FlowLabels: [4]uint32{0x12340, 0x56781, 0x9abc2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = c
+	for i := 0; i < 4; i++ {
+		c2.Push(uint64(i), nil)
+	}
+	want := []uint32{0x12340, 0x56781, 0x9abc2, 0x12340}
+	if len(labels) != 4 || labels[0] != want[0] || labels[1] != want[1] || labels[2] != want[2] || labels[3] != want[3] {
+		t.Errorf("labels %x, want %x", labels, want)
+	}
+	if c2.Fcwnd() != 12*rue.One {
+		t.Errorf("fcwnd %v, want 12 (3 flows × 4)", c2.Fcwnd())
+	}
+	if c2.flowOf(0x9abc2) != 2 {
+		t.Error("flow id is not the label's low bits")
+	}
+}
+
+type linkFunc func(pkt []byte, flow uint32)
+
+func (f linkFunc) Send(pkt []byte, flow uint32) { f(pkt, flow) }

@@ -214,6 +214,9 @@ func runProperty(t *testing.T, seed uint64, total int) {
 	if seed%7 == 3 {
 		cc.GoBackN = true
 	}
+	if seed%4 == 2 {
+		cc.Flows = 4
+	}
 	ua := newPropULP(t, fmt.Sprintf("seed %d A", seed), seed*3+1, ordered)
 	ub := newPropULP(t, fmt.Sprintf("seed %d B", seed), seed*3+2, ordered)
 	ua.rnrProb, ub.rnrProb = 0.03, 0.03

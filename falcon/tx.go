@@ -75,7 +75,7 @@ func (c *Conn) txnFields(psn wire.PSN, rsn wire.RSN) wire.TxnFields {
 func (c *Conn) sendRequest(rsn wire.RSN, t *tl.ITxn, i int, now time.Duration) {
 	w := &c.tx[i]
 	psn, s := w.Alloc()
-	s.RSN, s.Request, s.FirstAt = rsn, true, now
+	s.RSN, s.Request, s.FirstAt, s.Flow = rsn, true, now, c.pickFlow()
 	w.ORC++
 	f := c.txnFields(psn, rsn)
 	if t.Kind == tl.Push {
@@ -100,12 +100,19 @@ func (c *Conn) sendRequest(rsn wire.RSN, t *tl.ITxn, i int, now time.Duration) {
 func (c *Conn) sendPullData(rsn wire.RSN, t *tl.TTxn, now time.Duration) {
 	w := &c.tx[dataW]
 	psn, s := w.Alloc()
-	s.RSN, s.Type, s.FirstAt = rsn, wire.TypePullData, now
+	s.RSN, s.Type, s.FirstAt, s.Flow = rsn, wire.TypePullData, now, c.pickFlow()
 	f := c.txnFields(psn, rsn)
 	reserve(s, wire.PullDataHeaderLen+len(t.Payload))
 	s.Buf = []byte(wire.AppendPullData(s.Buf[:0], &f, t.Payload))
 	t.DataPSN = psn
 	c.transmit(dataW, psn, s, now, false)
+}
+
+// pickFlow chooses the path of a new packet: round robin over the flows.
+func (c *Conn) pickFlow() uint8 {
+	f := c.nextFlow
+	c.nextFlow = (f + 1) % uint8(c.cfg.Flows)
+	return f
 }
 
 // reserve makes sure a slot's buffer holds n bytes plus the envelope, so
@@ -144,7 +151,7 @@ func (c *Conn) transmit(i int, psn wire.PSN, s *pdl.TxSlot, now time.Duration, r
 	if c.cfg.TLP && !c.tlpArmed && !c.tlpFired {
 		c.rearmTLP(now)
 	}
-	c.ep.send(s.Buf, c.flow())
+	c.ep.send(s.Buf, c.cfg.FlowLabels[s.Flow])
 }
 
 // wantAR is the sender's AR policy [S §9.1.3.1]: every packet while fcwnd
@@ -234,7 +241,7 @@ func (c *Conn) rtoFire(i int, psn wire.PSN, s *pdl.TxSlot, now time.Duration) {
 	s.Retries++
 	c.Stats.RetxRTO.Inc()
 	c.retransmit(i, psn, s, now)
-	c.rueEvent(now, rue.EventRetx, 0, 0, 0, wire.TimestampAt(now), 0, 0, 0, false, false, s.Retries, rue.RetxRTO)
+	c.rueEvent(now, s.Flow, rue.EventRetx, 0, 0, 0, wire.TimestampAt(now), 0, 0, 0, false, false, s.Retries, rue.RetxRTO)
 }
 
 // goBack resends every unacknowledged packet from psn on (Go-Back-N). Only
@@ -271,7 +278,7 @@ func (c *Conn) oooRetx(i int, base wire.PSN, highest int, now time.Duration) {
 			s.Early++
 			c.Stats.RetxEarly.Inc()
 			c.retransmit(i, psn, s, now)
-			c.rueEvent(now, rue.EventRetx, 0, 0, 0, wire.TimestampAt(now), 0, 0, 0, false, false, s.Early, rue.RetxEarly)
+			c.rueEvent(now, s.Flow, rue.EventRetx, 0, 0, 0, wire.TimestampAt(now), 0, 0, 0, false, false, s.Early, rue.RetxEarly)
 		}
 	}
 }
