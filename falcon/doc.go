@@ -38,3 +38,40 @@
 // everything outstanding). CIE/NRE/invalid-CID NACKs make the initiator
 // resync the PSN and complete in error once the Resync is acknowledged.
 package falcon
+
+// Design decisions where the spec is silent or ambiguous (see the digest's
+// §C for the open questions):
+//
+//   - Receiver window check uses PSN < base + size (§C.6). The transmitter
+//     never sends beyond min(fcwnd, receiver window); OWN and EACK-OWN cover
+//     misbehaving or misconfigured peers.
+//   - ACK coalescing counts as Isekai does (admitted 2, push awaiting its
+//     ULP ack 1, duplicate or out-of-window 2; threshold 10, timeout 8 µs).
+//     A NACK or an outgoing packet that carries all receive state resets
+//     the coalescer. Duplicates arm the timer (the spec's "drop and ACK");
+//     a duplicate with AR is acknowledged at once.
+//   - Retransmissions carry AR (the ACK that stops them should come soon);
+//     they are not gated by fcwnd/ncwnd (ORRC is kept but not enforced).
+//   - Max retransmissions follow [S §11]: Resync 0x3, then a fatal error if
+//     the Resync exhausts too (§C.12). RTO backs off exponentially, capped.
+//   - An out-of-window NACK (code 5, Isekai's window drop) resends that
+//     packet; in Go-Back-N mode it is the "sequence error" that resends
+//     everything from the NACKed PSN.
+//   - Pull Data longer than requested completes with kCmplOpErr; shorter is
+//     normal (§C.13). Pull Data for no outstanding pull is acked and dropped.
+//   - A Resync for a request-window packet consumes the original window's
+//     PSN (§C.21); the target marks the RSN void so ordered delivery skips it.
+//   - RNR on an ordered connection (§C.18): only the refused RSN is NACKed;
+//     delivery rewinds to it and requests after it wait in the reorder
+//     buffer. The ULP keeps its own ordering promise by refusing later
+//     requests while an earlier one is RNR-pending.
+//   - Ordered connections send new transactions strictly in RSN order (one
+//     FIFO over both windows); unordered ones use the same FIFO.
+//   - There is no CM time exchange yet: a connection adopts the peer's IV
+//     time from its first frame for the replay check.
+//   - Without an RUE windows stay at their initial values and the RTO at
+//     its initial value; firmware.Fixed is the default RUE to plug in.
+//   - Multipath: flows get new packets in round robin (not yet weighted);
+//     ACK coalescing is per connection, not per (connection, flow).
+//   - NextDeadline and OnTimer scan the connection list (O(connections)); a
+//     deadline heap is the next step for NICs with many connections.
