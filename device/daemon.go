@@ -22,7 +22,7 @@ type DaemonOptions struct {
 	Logger *slog.Logger // default slog.Default()
 	// NewNIC builds one guest NIC whose frames toward the network go to
 	// uplink. Default: the vhost-user NIC (newVhostNIC).
-	NewNIC func(spec NICSpec, uplink deliverer) (DaemonNIC, error)
+	NewNIC func(spec NICSpec, uplink FrameSink) (DaemonNIC, error)
 }
 
 // DaemonNIC is what the daemon needs of a guest NIC.

@@ -1,10 +1,16 @@
 package device
 
-import "errors"
-
-// newVhostNIC builds the vhost-user NIC for spec. It is wired to device.NIC
-// (device/nic.go) once that lands; until then the daemon runs with NICs
-// given through DaemonOptions.NewNIC only.
-func newVhostNIC(spec NICSpec, uplink deliverer) (DaemonNIC, error) {
-	return nil, errors.New("device: the vhost-user NIC (device/nic.go) is not in this build yet")
+// newVhostNIC builds the vhost-user NIC (device.NIC) for spec, with uplink
+// (its switch port) as where guest-transmitted frames go.
+func newVhostNIC(spec NICSpec, uplink FrameSink) (DaemonNIC, error) {
+	return NewNIC(NICConfig{
+		Name:       spec.Name,
+		Socket:     spec.Socket,
+		MAC:        spec.hwAddr(),
+		QueuePairs: spec.QueuePairs,
+		Dial:       spec.Dial,
+	}, uplink)
 }
+
+// The vhost-user NIC is what the daemon runs by default.
+var _ DaemonNIC = (*NIC)(nil)

@@ -21,7 +21,7 @@ import (
 type testNIC struct {
 	*inbox
 	spec   NICSpec
-	uplink deliverer
+	uplink FrameSink
 	closed atomic.Bool
 }
 
@@ -51,7 +51,7 @@ func startDaemon(t *testing.T, cfgJSON string) *testDaemon {
 		t.Fatal(err)
 	}
 	td := &testDaemon{nics: map[string]*testNIC{}}
-	td.Daemon, err = NewDaemon(cfg, DaemonOptions{Logger: quietLog, NewNIC: func(spec NICSpec, up deliverer) (DaemonNIC, error) {
+	td.Daemon, err = NewDaemon(cfg, DaemonOptions{Logger: quietLog, NewNIC: func(spec NICSpec, up FrameSink) (DaemonNIC, error) {
 		n := &testNIC{inbox: newInbox(), spec: spec, uplink: up}
 		td.nics[spec.Name] = n
 		return n, nil
@@ -166,7 +166,7 @@ func TestDaemonReleasesEverythingWhenANICFails(t *testing.T) {
 	cfg.resolve(dir)
 	cfg.Fabric = &FabricSpec{Listen: "127.0.0.1:0", Paths: 1}
 	var built []*testNIC
-	_, err = NewDaemon(cfg, DaemonOptions{Logger: quietLog, NewNIC: func(spec NICSpec, up deliverer) (DaemonNIC, error) {
+	_, err = NewDaemon(cfg, DaemonOptions{Logger: quietLog, NewNIC: func(spec NICSpec, up FrameSink) (DaemonNIC, error) {
 		if spec.Name == "b" {
 			return nil, errors.New("socket busy")
 		}

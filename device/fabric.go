@@ -323,7 +323,7 @@ func (f *Fabric) Handle(k FabricKind, r FabricReceiver) error {
 
 // SetFrameSink sets where Ethernet frames received from the fabric go: the
 // fabric's switch port.
-func (f *Fabric) SetFrameSink(s deliverer) {
+func (f *Fabric) SetFrameSink(s FrameSink) {
 	if s == nil {
 		f.sink.Store(nil)
 		return

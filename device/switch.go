@@ -81,7 +81,7 @@ type SwitchPort struct {
 	counts stats.Set
 }
 
-type sinkBox struct{ s deliverer }
+type sinkBox struct{ s FrameSink }
 
 // PortCounters are the counters of one switch port: traffic in each
 // direction and one counter per drop cause.
@@ -186,7 +186,7 @@ func (p *SwitchPort) Counters() stats.Set { return p.counts }
 
 // Connect sets where frames leaving the switch through p go (the NIC's
 // receive path, the fabric's egress). A nil sink disconnects.
-func (p *SwitchPort) Connect(out deliverer) {
+func (p *SwitchPort) Connect(out FrameSink) {
 	if out == nil {
 		p.out.Store(nil)
 		return
@@ -306,7 +306,3 @@ func (s *Switch) Status() SwitchStatus {
 	sort.Slice(st.MACs, func(i, j int) bool { return st.MACs[i].MAC < st.MACs[j].MAC })
 	return st
 }
-
-// deliverer has FrameSink's method set; the switch and fabric are written
-// against it until device/nic.go (which declares FrameSink) lands.
-type deliverer = interface{ Deliver(frame []byte) }
