@@ -16,6 +16,7 @@ import (
 	"runtime"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -41,9 +42,12 @@ type ImageOptions struct {
 	Force bool
 }
 
-// ExtraFile is a host file placed into the image at Dst (absolute).
+// ExtraFile is a host file placed into the image at Dst (absolute). With
+// Load, it is a kernel module that uinit loads after all of GuestModules
+// (e.g. falconnic.ko; its own dependencies must be among GuestModules).
 type ExtraFile struct {
 	Src, Dst string
+	Load     bool
 }
 
 // Image is a built guest image.
@@ -143,6 +147,14 @@ func Build(ctx context.Context, o ImageOptions) (Image, error) {
 			return Image{}, fmt.Errorf("image: %s not found (run scripts/deps.sh)", tool)
 		}
 	}
+	if err := os.MkdirAll(o.CacheDir, 0o755); err != nil {
+		return Image{}, err
+	}
+	unlock, err := lockCache(o.CacheDir, b.progress)
+	if err != nil {
+		return Image{}, err
+	}
+	defer unlock()
 	b.progress("resolving package versions")
 	libs, err := libraryPackages(ctx)
 	if err != nil {
@@ -177,6 +189,23 @@ func Build(ctx context.Context, o ImageOptions) (Image, error) {
 	return im, writeLatest(images, key[:16])
 }
 
+// lockCache takes the cache's lock, so that concurrent builds (two test
+// runs, a test and the demo) do not share a work directory.
+func lockCache(dir string, progress func(string, ...any)) (func(), error) {
+	f, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		progress("waiting for another image build in %s", dir)
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+			f.Close()
+			return nil, err
+		}
+	}
+	return func() { f.Close() }, nil
+}
+
 func writeLatest(images, name string) error {
 	tmp := filepath.Join(images, ".latest.tmp")
 	if err := os.WriteFile(tmp, []byte(name+"\n"), 0o644); err != nil {
@@ -202,7 +231,7 @@ func (b *builder) key(pkgs []Package, guest []guestFile) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("image: extra file: %w", err)
 		}
-		fmt.Fprintf(h, "extra %s %x\n", e.Dst, sha256.Sum256(data))
+		fmt.Fprintf(h, "extra %s load=%v %x\n", e.Dst, e.Load, sha256.Sum256(data))
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
@@ -396,6 +425,12 @@ func (b *builder) stageModules(kroot, stage string) ([]string, error) {
 			return nil, err
 		}
 		list.WriteString("/" + dst + "\n")
+	}
+	for _, e := range b.o.Extra {
+		if e.Load {
+			list.WriteString(e.Dst + "\n")
+			order = append(order, e.Dst)
+		}
 	}
 	for _, f := range []string{"modules.dep", "modules.builtin", "modules.order", "modules.alias", "modules.symbols"} {
 		if _, err := os.Stat(filepath.Join(mdir, f)); err == nil {

@@ -30,6 +30,7 @@ func runImage(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	quiet := fs.Bool("q", false, "no progress lines")
 	var extra extraFlag
 	fs.Var(&extra, "extra", "add host file SRC at DST in the guest (repeatable)")
+	fs.Var(moduleFlag{&extra}, "extra-module", "add kernel module SRC (a .ko) to the guest and load it last (repeatable)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
@@ -63,6 +64,21 @@ func (e *extraFlag) Set(s string) error {
 		return errors.New("want SRC:/ABSOLUTE/DST")
 	}
 	*e = append(*e, qemu.ExtraFile{Src: src, Dst: dst})
+	return nil
+}
+
+// moduleFlag adds --extra-module SRC as /lib/modules/RELEASE/extra/NAME.ko,
+// loaded at boot.
+type moduleFlag struct{ e *extraFlag }
+
+func (m moduleFlag) String() string { return "" }
+
+func (m moduleFlag) Set(s string) error {
+	if !strings.HasSuffix(s, ".ko") {
+		return errors.New("want a .ko file")
+	}
+	dst := "/lib/modules/" + qemu.KernelRelease + "/extra/" + filepath.Base(s)
+	*m.e = append(*m.e, qemu.ExtraFile{Src: s, Dst: dst, Load: true})
 	return nil
 }
 
