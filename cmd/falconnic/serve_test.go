@@ -69,7 +69,7 @@ func startServe(t *testing.T, cfg string, extra ...string) (dir string, stop fun
 
 const serveConfig = `{
   "control": "ctl.sock",
-  "nics": [],
+  "nics": [{"name": "n0", "socket": "n0.sock", "mac": "52:54:00:12:34:56"}],
   "fabric": {"listen": "127.0.0.1:0", "peers": ["127.0.0.1:9"]}
 }`
 
@@ -81,7 +81,7 @@ func TestServeAnswersStatus(t *testing.T) {
 	if err := run(context.Background(), []string{"status", "--socket", sock}, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"control " + sock, "PORT", "fabric", "fabric: listen 127.0.0.1:", "loss 2.5% reorder 0% seed 9", "127.0.0.1:9"} {
+	for _, want := range []string{"control " + sock, "52:54:00:12:34:56", filepath.Join(dir, "n0.sock"), "PORT", "fabric", "fabric: listen 127.0.0.1:", "loss 2.5% reorder 0% seed 9", "127.0.0.1:9"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("status output lacks %q:\n%s", want, out.String())
 		}
@@ -99,15 +99,17 @@ func TestServeAnswersStatus(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &st); err != nil {
 		t.Fatalf("--json output is not JSON: %v\n%s", err, out.String())
 	}
-	if st.Control != sock || len(st.Switch.Ports) != 1 || st.Fabric.Peers[0].Addr != "127.0.0.1:9" {
+	if st.Control != sock || len(st.Switch.Ports) != 2 || st.Fabric.Peers[0].Addr != "127.0.0.1:9" {
 		t.Errorf("--json: %+v", st)
 	}
 
 	if err := stop(); err != nil {
 		t.Fatalf("serve: %v", err)
 	}
-	if _, err := os.Stat(sock); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("control socket left after shutdown: %v", err)
+	for _, s := range []string{sock, filepath.Join(dir, "n0.sock")} {
+		if _, err := os.Stat(s); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("socket %s left after shutdown: %v", s, err)
+		}
 	}
 }
 

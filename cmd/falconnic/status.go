@@ -79,28 +79,41 @@ func controlError(socket string, err error) error {
 func printStatus(w io.Writer, st device.Status) error {
 	fmt.Fprintf(w, "daemon up %s, control %s\n\n", st.Uptime.Round(time.Second), st.Control)
 
+	devs := make([]device.NICStatus, len(st.NICs))
+	for i, n := range st.NICs {
+		json.Unmarshal(n.Device, &devs[i]) // absent or foreign: columns stay empty
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NIC\tMAC\tQP\tRX-FRAMES\tRX-BYTES\tTX-FRAMES\tTX-BYTES\tDROPS\tSOCKET")
-	for _, n := range st.NICs {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", n.Name, n.MAC, n.QueuePairs,
+	fmt.Fprintln(tw, "NIC\tMAC\tSESSION\tQP\tRX-FRAMES\tRX-BYTES\tTX-FRAMES\tTX-BYTES\tDROPS\tSOCKET")
+	for i, n := range st.NICs {
+		session := devs[i].Session
+		if session == "" {
+			session = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", n.Name, n.MAC, session, n.QueuePairs,
 			n.Port["RxFrames"], n.Port["RxBytes"], n.Port["TxFrames"], n.Port["TxBytes"], drops(n.Port), n.Socket)
 	}
 	tw.Flush()
-	for _, n := range st.NICs {
+	for i, n := range st.NICs {
 		if n.Error != "" {
 			fmt.Fprintf(w, "  %s: error: %s\n", n.Name, n.Error)
 		}
-		if len(n.Device) > 0 {
-			var v any
-			if json.Unmarshal(n.Device, &v) == nil {
-				lines := flatten("", v, nil)
-				if len(lines) > 0 {
-					fmt.Fprintf(w, "  %s device:\n", n.Name)
-					for _, l := range lines {
-						fmt.Fprintf(w, "    %s\n", l)
-					}
-				}
+		for _, q := range devs[i].Queues {
+			state := "stopped"
+			if q.Running {
+				state = "running"
 			}
+			if !q.Enabled {
+				state += ",disabled"
+			}
+			fmt.Fprintf(w, "  %s %s: size %d, last avail %d, %s", n.Name, q.Role, q.Size, q.LastAvail, state)
+			if q.Waiting > 0 {
+				fmt.Fprintf(w, ", %d frames waiting", q.Waiting)
+			}
+			fmt.Fprintln(w)
+		}
+		if len(devs[i].Counters) > 0 {
+			fmt.Fprintf(w, "  %s counters: %s\n", n.Name, nonZero(devs[i].Counters))
 		}
 	}
 
@@ -192,31 +205,4 @@ func nonZero(c map[string]uint64) string {
 	}
 	sort.Strings(parts)
 	return strings.Join(parts, " ")
-}
-
-// flatten renders a JSON value as sorted "path: value" lines.
-func flatten(prefix string, v any, out []string) []string {
-	switch x := v.(type) {
-	case map[string]any:
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			p := k
-			if prefix != "" {
-				p = prefix + "." + k
-			}
-			out = flatten(p, x[k], out)
-		}
-	case []any:
-		for i, e := range x {
-			out = flatten(fmt.Sprintf("%s[%d]", prefix, i), e, out)
-		}
-	default:
-		b, _ := json.Marshal(x)
-		out = append(out, prefix+": "+string(b))
-	}
-	return out
 }
