@@ -70,6 +70,9 @@ type macTable[P any] struct {
 	age time.Duration
 	max int
 	c   *macCounters
+	// nextSweep rate-limits the sweep a full table triggers, so a flood of
+	// new source addresses cannot make every frame scan the whole table.
+	nextSweep clock.Time
 }
 
 func newMACTable[P any](age time.Duration, max int, c *macCounters) *macTable[P] {
@@ -108,7 +111,10 @@ func (t *macTable[P]) learn(a ethAddr, p *P, now clock.Time) {
 		return
 	}
 	if len(t.m) >= t.max {
-		t.sweepLocked(now)
+		if now >= t.nextSweep {
+			t.sweepLocked(now)
+			t.nextSweep = now + t.age/8
+		}
 		if len(t.m) >= t.max {
 			t.c.TableFull.Inc()
 			return

@@ -378,3 +378,23 @@ func FuzzSwitchDeliver(f *testing.F) {
 		}
 	})
 }
+
+func TestSwitchFullTableSweepsAtMostOncePerEighthOfTheAge(t *testing.T) {
+	clk := clock.NewManual(0)
+	sw := NewSwitch(SwitchOptions{Clock: clk, MaxMACs: 2, MACAge: 8 * time.Second})
+	a := sw.AddPort("a")
+	a.Deliver(testFrame(bcastMAC, testMAC(1), 0x0806, 28))
+	clk.Set(7500 * time.Millisecond)
+	a.Deliver(testFrame(bcastMAC, testMAC(2), 0x0806, 28))
+	a.Deliver(testFrame(bcastMAC, testMAC(3), 0x0806, 28)) // full, nothing stale: sweeps at 7.5 s, learns nothing
+	clk.Set(8200 * time.Millisecond)                       // mac 1 is stale now
+	a.Deliver(testFrame(bcastMAC, testMAC(4), 0x0806, 28)) // within age/8 of the last sweep: no sweep
+	if got := sw.c.TableFull.Load(); got != 2 {
+		t.Errorf("MACTableFull = %d, want 2", got)
+	}
+	clk.Set(8600 * time.Millisecond)
+	a.Deliver(testFrame(bcastMAC, testMAC(5), 0x0806, 28)) // sweep allowed again: mac 1 goes, mac 5 in
+	if sw.macs.lookup(testMAC(5), clk.Now()) != a || sw.c.Aged.Load() != 1 {
+		t.Errorf("mac 5 not learned after the sweep (aged %d)", sw.c.Aged.Load())
+	}
+}
