@@ -123,8 +123,10 @@ type FabricCounters struct {
 
 // fabricPeer is one other daemon.
 type fabricPeer struct {
-	addr netip.AddrPort
-	c    peerCounters
+	addr   netip.AddrPort
+	c      peerCounters
+	heard  atomic.Bool  // a valid datagram has arrived from this peer
+	lastRx atomic.Int64 // clock.Time of the latest valid datagram
 }
 
 type peerCounters struct {
@@ -415,6 +417,8 @@ func (f *Fabric) receive(src netip.AddrPort, b []byte) {
 	}
 	p.c.RxDatagrams.Inc()
 	p.c.RxBytes.Add(uint64(len(b)))
+	p.lastRx.Store(int64(f.opts.Clock.Now()))
+	p.heard.Store(true)
 	k := h.Kind()
 	if k == KindEthernet {
 		f.receiveEthernet(p, payload)
@@ -544,7 +548,10 @@ type FabricStatus struct {
 
 // PeerStatus is one peer's traffic.
 type PeerStatus struct {
-	Addr     string            `json:"addr"`
+	Addr string `json:"addr"`
+	// LastRx is how long ago the peer's latest valid datagram arrived;
+	// absent if none has.
+	LastRx   *time.Duration    `json:"last_rx_ago_ns,omitempty"`
 	Counters map[string]uint64 `json:"counters"`
 }
 
@@ -556,11 +563,17 @@ func (f *Fabric) Status() FabricStatus {
 		Impairment: f.Impairment(),
 		Counters:   f.counts.Snapshot(),
 	}
+	now := f.opts.Clock.Now()
 	for _, p := range f.peers.Load().list {
-		st.Peers = append(st.Peers, PeerStatus{Addr: p.addr.String(), Counters: map[string]uint64{
+		ps := PeerStatus{Addr: p.addr.String(), Counters: map[string]uint64{
 			"RxDatagrams": p.c.RxDatagrams.Load(), "RxBytes": p.c.RxBytes.Load(),
 			"TxDatagrams": p.c.TxDatagrams.Load(), "TxBytes": p.c.TxBytes.Load(),
-		}})
+		}}
+		if p.heard.Load() {
+			ago := now - clock.Time(p.lastRx.Load())
+			ps.LastRx = &ago
+		}
+		st.Peers = append(st.Peers, ps)
 	}
 	for _, v := range f.macs.snapshot(f.opts.Clock.Now()) {
 		st.MACs = append(st.MACs, MACStatus{MAC: v.addr.String(), Port: v.at.addr.String(), Age: v.age})

@@ -143,6 +143,11 @@ func TestFabricCarriesFramesBetweenDaemons(t *testing.T) {
 	}
 	c.in.none(t, "c after unicast")
 	st := a.fab.Status()
+	for _, p := range st.Peers {
+		if heard := p.LastRx != nil; heard != (p.Addr == b.fab.LocalAddr().String()) {
+			t.Errorf("peer %s: heard=%v; a has heard from b only", p.Addr, heard)
+		}
+	}
 	if len(st.MACs) != 1 || st.MACs[0].MAC != "52:54:00:00:00:02" || st.MACs[0].Port != b.fab.LocalAddr().String() {
 		t.Errorf("a's fabric MACs = %+v", st.MACs)
 	}

@@ -134,10 +134,14 @@ func printStatus(w io.Writer, st device.Status) error {
 		}
 		fmt.Fprintf(w, "\n  counters: %s\n", nonZero(f.Counters))
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "PEER\tRX-DATAGRAMS\tRX-BYTES\tTX-DATAGRAMS\tTX-BYTES")
+		fmt.Fprintln(tw, "PEER\tRX-DATAGRAMS\tRX-BYTES\tTX-DATAGRAMS\tTX-BYTES\tLAST-RX")
 		for _, p := range f.Peers {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\n", p.Addr, p.Counters["RxDatagrams"], p.Counters["RxBytes"],
-				p.Counters["TxDatagrams"], p.Counters["TxBytes"])
+			last := "never"
+			if p.LastRx != nil {
+				last = p.LastRx.Round(time.Millisecond).String() + " ago"
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\n", p.Addr, p.Counters["RxDatagrams"], p.Counters["RxBytes"],
+				p.Counters["TxDatagrams"], p.Counters["TxBytes"], last)
 		}
 		tw.Flush()
 		printMACs(w, "PEER", f.MACs)
