@@ -49,6 +49,10 @@ const MaxQueuePairs = 16
 //	  }
 //	}
 //
+// Peers recognise a daemon by the source IP of its datagrams and a source
+// port in [listen port, listen port + paths), so on a host with several
+// addresses, listen on the address the peers list rather than 0.0.0.0.
+//
 // Relative paths (control, nics[].socket) are relative to the directory of
 // the config file when it is read with LoadConfig, which makes them absolute.
 type Config struct {
