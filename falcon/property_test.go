@@ -257,6 +257,14 @@ func runProperty(t *testing.T, seed uint64, total int) {
 	if ua.completed != total || ub.completed != total/3 {
 		t.Errorf("seed %d: completions A %d/%d B %d/%d", seed, ua.completed, total, ub.completed, total/3)
 	}
+	for _, e := range []*Endpoint{p.A, p.B} {
+		r := e.Resources()
+		for name, reg := range map[string]*tl.Region{"tx-req": &r.TxReq, "tx-data": &r.TxData, "rx-req": &r.RxReq, "rx-net": &r.RxNet} {
+			if reg.Pkt.Used != 0 || reg.Buf.Used != 0 {
+				t.Errorf("seed %d: %s pool leaks %d packets, %d cells", seed, name, reg.Pkt.Used, reg.Buf.Used)
+			}
+		}
+	}
 	if p.CA.Dead() || p.CB.Dead() {
 		t.Errorf("seed %d: connection died", seed)
 	}
