@@ -41,6 +41,12 @@ type Disk struct {
 	VhostUserBlk string // vhost-user-blk socket path
 }
 
+// Vsock is a vhost-user-vsock device served by the daemon.
+type Vsock struct {
+	VhostUser string // the device's vhost-user socket (QEMU connects)
+	UDS       string // the daemon's hybrid bridge socket for host clients ("": none)
+}
+
 // Machine describes one guest.
 type Machine struct {
 	Name       string
@@ -51,6 +57,7 @@ type Machine struct {
 	CPU        string
 	NICs       []NIC
 	Disks      []Disk
+	Vsock      *Vsock
 	ConsoleLog string // serial console file
 	AgentSock  string // host end of the agent's virtio-serial port
 	PidFile    string
@@ -203,6 +210,15 @@ func (m Machine) Args() ([]string, error) {
 		a = append(a,
 			"-chardev", "socket,id=c"+id+",path="+d.VhostUserBlk+",reconnect=1",
 			"-device", "vhost-user-blk-pci,chardev=c"+id)
+	}
+	if m.Vsock != nil {
+		if m.Vsock.VhostUser == "" || unsafeOpt(m.Vsock.VhostUser) {
+			return nil, fmt.Errorf("vsock: bad vhost-user socket path %q", m.Vsock.VhostUser)
+		}
+		// The guest CID is the backend's (config space), not QEMU's.
+		a = append(a,
+			"-chardev", "socket,id=cvsock,path="+m.Vsock.VhostUser+",reconnect=1",
+			"-device", "vhost-user-vsock-pci,chardev=cvsock")
 	}
 	if m.AgentSock != "" {
 		a = append(a,

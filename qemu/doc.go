@@ -21,6 +21,10 @@
 // per name with the pid, sockets and console log; start; wait for the
 // readiness marker guest/uinit prints; stop.
 //
+// The agent (DialAgent): over the virtio-serial port's host socket now;
+// over the daemon's vhost-user-vsock device through its hybrid bridge
+// ("CONNECT 1024\n" / "OK <port>\n") when the machine has one.
+//
 // Facts and pitfalls behind the choices: notes/guest-image.md and
 // notes/qemu-vhost-user.md.
 package qemu

@@ -162,6 +162,9 @@ func Start(stateDir string, m Machine) (*VM, error) {
 			return nil, fmt.Errorf("disk %d: vhost-user-blk socket %s does not exist", i, d.VhostUserBlk)
 		}
 	}
+	if m.Vsock != nil && !isSocket(m.Vsock.VhostUser) {
+		return nil, fmt.Errorf("vsock: vhost-user socket %s does not exist (is the daemon running?)", m.Vsock.VhostUser)
+	}
 	v := &VM{Name: m.Name, Dir: filepath.Join(stateDir, m.Name)}
 	if pid, alive := v.Pid(); alive {
 		return nil, fmt.Errorf("%w: %s (pid %d)", ErrRunning, m.Name, pid)

@@ -88,7 +88,7 @@ boot() {
 	"$fn" vm run --name "$name" --state "$state" "$@" >"$work/$name.log" 2>&1 &
 	pids+=("$!")
 	local pid=$!
-	while ! grep -q "ready in" "$work/$name.log"; do
+	while ! grep -q "ready in" "$work/$name.log" 2>/dev/null; do
 		if ! kill -0 "$pid" 2>/dev/null; then
 			cat "$work/$name.log"
 			exit 1

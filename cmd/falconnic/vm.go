@@ -8,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -25,12 +24,13 @@ func init() {
 const vmUsage = `usage:
   falconnic vm run --name NAME [--nic SOCK[,mac=M][,ip=CIDR][,mtu=N]]...
                    [--net-stream SOCK[,mac=M][,ip=CIDR][,server=on|off]]...
-                   [--mem 1G] [--cpus 1] [--timeout 3m] [-- CMD ARGS...]
+                   [--vsock SOCK[,uds=BRIDGE]] [--mem 1G] [--cpus 1] [--timeout 3m]
+                   [-- CMD ARGS...]
       boot, wait until ready; with CMD run it in the guest, print its output
       and power off; without CMD keep running until interrupted
   falconnic vm ls                      list VMs
   falconnic vm stop NAME               stop a VM
-  falconnic vm exec NAME [--stdin] [--timeout D] -- CMD ARGS...
+  falconnic vm exec NAME [--stdin] [--timeout D] [--via serial|vsock] -- CMD ARGS...
       run a command in a running VM
 common flags: --cache DIR (guest image cache), --state DIR (VM state)`
 
@@ -153,6 +153,7 @@ func vmRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cpus := f.fs.Int("cpus", qemu.DefaultCPUs, "guest CPUs")
 	timeout := f.fs.Duration("timeout", 3*time.Minute, "how long to wait for the guest to be ready")
 	var nics []qemu.NIC
+	vsock := f.fs.String("vsock", "", "vhost-user-vsock device: SOCK[,uds=BRIDGE] (the daemon's; with uds, vm exec uses vsock)")
 	f.fs.Var(nicFlag{&nics, false}, "nic", "falconnic NIC: vhost-user SOCK[,mac=M][,ip=CIDR][,mtu=N] (repeatable)")
 	f.fs.Var(nicFlag{&nics, true}, "net-stream", "plain QEMU stream link SOCK[,mac=M][,ip=CIDR][,server=on|off] (repeatable)")
 	if err := f.parse(args); err != nil {
@@ -170,6 +171,17 @@ func vmRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	m := qemu.Machine{Name: *name, Kernel: im.KernelPath(), Initrd: im.InitrdPath(), MemMiB: memMiB, CPUs: *cpus, NICs: nics}
+	if *vsock != "" {
+		sock, opt, _ := strings.Cut(*vsock, ",")
+		m.Vsock = &qemu.Vsock{VhostUser: sock}
+		if opt != "" {
+			uds, ok := strings.CutPrefix(opt, "uds=")
+			if !ok || uds == "" {
+				return fmt.Errorf("%w: --vsock SOCK[,uds=BRIDGE]", errUsage)
+			}
+			m.Vsock.UDS = uds
+		}
+	}
 	vm, err := qemu.Start(*f.state, m)
 	if err != nil {
 		return err
@@ -182,7 +194,7 @@ func vmRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stderr, "vm %s: ready in %.1fs\n", *name, time.Since(start).Seconds())
 	if cmd := f.fs.Args(); len(cmd) > 0 {
-		return execIn(ctx, vm, cmd, nil, stdout, stderr)
+		return execIn(ctx, vm, "", cmd, nil, stdout, stderr)
 	}
 	select {
 	case <-ctx.Done():
@@ -260,6 +272,7 @@ func vmExec(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	f := newVMFlags("exec", stderr)
 	useStdin := f.fs.Bool("stdin", false, "send this process's standard input to the command")
 	timeout := f.fs.Duration("timeout", 0, "kill the command after this long (0: never)")
+	via := f.fs.String("via", "", "agent transport: serial or vsock (default: vsock when the VM has a vsock bridge)")
 	if err := f.parse(args[1:]); err != nil {
 		return err
 	}
@@ -282,12 +295,14 @@ func vmExec(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if *useStdin {
 		in = os.Stdin
 	}
-	return execIn(ctx, vm, f.fs.Args(), in, stdout, stderr)
+	return execIn(ctx, vm, *via, f.fs.Args(), in, stdout, stderr)
 }
 
 // execIn runs argv in the guest through its agent.
-func execIn(ctx context.Context, vm *qemu.VM, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	conn, err := net.Dial("unix", vm.AgentSock())
+func execIn(ctx context.Context, vm *qemu.VM, via string, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	conn, err := vm.DialAgent(dctx, via)
+	cancel()
 	if err != nil {
 		return fmt.Errorf("vm %s: agent: %w", vm.Name, err)
 	}

@@ -1,0 +1,112 @@
+package qemu
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+)
+
+// AgentVsockPort is the vsock port the guest agent listens on.
+const AgentVsockPort = 1024
+
+// Agent transports.
+const (
+	ViaSerial = "serial" // the virtio-serial port's host socket
+	ViaVsock  = "vsock"  // the daemon's vhost-user-vsock hybrid socket
+)
+
+// ErrHybridHandshake means the vsock bridge refused or garbled CONNECT.
+var ErrHybridHandshake = errors.New("vsock bridge handshake failed")
+
+// maxOKLine bounds the bridge's "OK <port>\n" answer.
+const maxOKLine = 32
+
+// DialAgent connects to the guest agent. via is ViaSerial, ViaVsock or ""
+// (vsock when the machine has a vsock bridge, else serial). The returned
+// connection carries agentproto.
+func (v *VM) DialAgent(ctx context.Context, via string) (net.Conn, error) {
+	m, err := v.Machine()
+	if err != nil {
+		return nil, err
+	}
+	if via == "" {
+		via = ViaSerial
+		if m.Vsock != nil && m.Vsock.UDS != "" {
+			via = ViaVsock
+		}
+	}
+	var d net.Dialer
+	switch via {
+	case ViaSerial:
+		return d.DialContext(ctx, "unix", v.AgentSock())
+	case ViaVsock:
+		if m.Vsock == nil || m.Vsock.UDS == "" {
+			return nil, fmt.Errorf("vm %s has no vsock bridge socket", v.Name)
+		}
+		conn, err := d.DialContext(ctx, "unix", m.Vsock.UDS)
+		if err != nil {
+			return nil, err
+		}
+		if dl, ok := ctx.Deadline(); ok {
+			conn.SetDeadline(dl)
+		} else {
+			conn.SetDeadline(time.Now().Add(30 * time.Second))
+		}
+		if err := HybridConnect(conn, AgentVsockPort); err != nil {
+			conn.Close()
+			return nil, err
+		}
+		conn.SetDeadline(time.Time{})
+		return conn, nil
+	}
+	return nil, fmt.Errorf("unknown agent transport %q (want %s or %s)", via, ViaSerial, ViaVsock)
+}
+
+// HybridConnect does the host side of a hybrid vsock bridge's handshake
+// (Firecracker's format, served by the daemon): write "CONNECT <port>\n",
+// read "OK <hostport>\n". It reads byte by byte so that no byte of the
+// stream that follows is consumed.
+func HybridConnect(conn net.Conn, port uint32) error {
+	if _, err := fmt.Fprintf(conn, "CONNECT %d\n", port); err != nil {
+		return err
+	}
+	var line []byte
+	var b [1]byte
+	for {
+		if _, err := conn.Read(b[:]); err != nil {
+			return fmt.Errorf("%w: %v (after %q)", ErrHybridHandshake, err, line)
+		}
+		if b[0] == '\n' {
+			break
+		}
+		line = append(line, b[0])
+		if len(line) > maxOKLine {
+			return fmt.Errorf("%w: answer longer than %d bytes", ErrHybridHandshake, maxOKLine)
+		}
+	}
+	_, err := ParseHybridOK(line)
+	return err
+}
+
+// ParseHybridOK parses the bridge's answer line (without its newline):
+// "OK <decimal port>".
+func ParseHybridOK(line []byte) (uint32, error) {
+	const prefix = "OK "
+	if len(line) <= len(prefix) || string(line[:len(prefix)]) != prefix {
+		return 0, fmt.Errorf("%w: answer %q", ErrHybridHandshake, line)
+	}
+	digits := line[len(prefix):]
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return 0, fmt.Errorf("%w: answer %q", ErrHybridHandshake, line)
+		}
+	}
+	p, err := strconv.ParseUint(string(digits), 10, 32)
+	if err != nil {
+		return 0, fmt.Errorf("%w: answer %q", ErrHybridHandshake, line)
+	}
+	return uint32(p), nil
+}
