@@ -550,6 +550,11 @@ func (e *vsockEngine) resetAll() {
 
 // hasRx reports whether a packet is waiting for an RX buffer.
 func (e *vsockEngine) hasRx() bool {
+	// Drop queued control packets of connections that went away (only
+	// their RST still matters), so a popped RX buffer is never wasted.
+	for len(e.ctrl) > 0 && e.ctrl[0].op != VsockOpRst && e.conns[e.ctrl[0].key] == nil {
+		e.ctrl = e.ctrl[1:]
+	}
 	if len(e.ctrl) > 0 {
 		return true
 	}
