@@ -120,6 +120,10 @@ func (n *NIC) SetControlHandler(h ControlHandler) {
 	n.control.Store(&h)
 }
 
+// SetTrace sets a hook that receives one line per vhost-user message
+// (debugging; call before Serve). nil turns tracing off.
+func (n *NIC) SetTrace(f func(string)) { n.srv.Trace = f }
+
 // Name returns the NIC's name.
 func (n *NIC) Name() string { return n.cfg.Name }
 

@@ -154,7 +154,7 @@ func (s *Session) Run() error {
 func (s *Session) dispatch(m *Msg) error {
 	s.c.Messages.Inc()
 	if s.trace != nil {
-		s.trace(m.Request.String())
+		s.trace(fmt.Sprintf("%v flags=%#x fds=%d payload=%x", m.Request, m.Flags, len(m.FDs), m.Payload[:min(len(m.Payload), 48)]))
 	}
 	rule := requests[m.Request]
 	if err := Validate(m); err != nil {
