@@ -47,7 +47,7 @@ func (c *Conn) sendAck(now time.Duration, byTimer bool) {
 		pkt = wire.AppendBACK(c.ep.ctl[:0], f)
 		c.Stats.TxBACK.Inc()
 	}
-	c.ep.send(pkt, c.rxFlow)
+	c.send(pkt, c.rxFlow)
 }
 
 func fill(dst *wire.Bitmap, src pdl.Bits) {
@@ -68,7 +68,7 @@ func (c *Conn) sendNack(now time.Duration, i int, psn wire.PSN, code wire.NackCo
 		c.ackAR = false
 		c.co.Sent() // the NACK carried both bases: all the state a BACK would
 	}
-	c.ep.send(wire.AppendNACK(c.ep.ctl[:0], &f), c.rxFlow)
+	c.send(wire.AppendNACK(c.ep.ctl[:0], &f), c.rxFlow)
 }
 
 // cumAck applies the peer's cumulative receiver bases (W2/W3) to our TX

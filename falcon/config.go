@@ -37,6 +37,8 @@ type ConnConfig struct {
 	Ordered  bool
 	Protocol wire.ProtocolType // default RDMA
 	DestFn   uint32            // Destination Function on outgoing packets
+	// Peer is the link towards the peer NIC; nil uses the endpoint's Link.
+	Peer Link
 	// Flows is the number of paths (1..4, default 1) [digest §7]. New
 	// packets take the flows in round robin; retransmissions keep theirs.
 	Flows int

@@ -293,3 +293,45 @@ func TestMultipathFlows(t *testing.T) {
 type linkFunc func(pkt []byte, flow uint32)
 
 func (f linkFunc) Send(pkt []byte, flow uint32) { f(pkt, flow) }
+
+// Close completes everything outstanding with kCmplDeadConn, returns the
+// resources and frees the CID; frames for it then get the invalid-CID NACK.
+func TestCloseTearsDown(t *testing.T) {
+	e, c, out := newLone(t)
+	c.Push(1, []byte("abc"))
+	c.Pull(2, 100)
+	if err := e.Close(5); err != nil {
+		t.Fatal(err)
+	}
+	cpls := e.cfg.ULP.(*recULP).cpls
+	if len(cpls) != 2 || cpls[0].Status != tl.CmplDeadConn || cpls[1].Status != tl.CmplDeadConn {
+		t.Fatalf("completions %+v", cpls)
+	}
+	r := e.Resources()
+	if r.TxReq.Pkt.Used != 0 || r.RxReq.Buf.Used != 0 {
+		t.Error("resources not returned")
+	}
+	if e.Close(5) == nil || e.Conn(5) != nil {
+		t.Error("closed twice")
+	}
+	n := len(out.frames)
+	e.Receive(pushFrame(5, 2000, nil), 0)
+	if len(out.frames) != n+1 || e.Stats.TxInvalidCIDNack.Load() != 1 {
+		t.Error("no invalid-CID NACK after close")
+	}
+	if _, err := e.Connect(ConnConfig{SCID: 5, DCID: 9}); err != nil {
+		t.Errorf("CID not reusable: %v", err)
+	}
+}
+
+// A connection's Peer link overrides the endpoint's.
+func TestPeerLink(t *testing.T) {
+	e, _, out := newLone(t)
+	var got int
+	c, _ := e.Connect(ConnConfig{SCID: 8, DCID: 1, Peer: linkFunc(func([]byte, uint32) { got++ })})
+	n := len(out.frames)
+	c.Push(0, nil)
+	if got != 1 || len(out.frames) != n {
+		t.Errorf("peer link got %d, endpoint link %d", got, len(out.frames)-n)
+	}
+}

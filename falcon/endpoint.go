@@ -57,6 +57,7 @@ var (
 	ErrCIDInUse   = errors.New("falcon: source CID already in use")
 	ErrBadCID     = errors.New("falcon: CID does not fit 24 bits")
 	ErrNoSuchTxn  = errors.New("falcon: no such transaction awaiting a response")
+	ErrNoSuchConn = errors.New("falcon: no such connection")
 	ErrBadVerdict = errors.New("falcon: verdict not valid here")
 )
 
@@ -131,6 +132,28 @@ func (e *Endpoint) Connect(cc ConnConfig) (*Conn, error) {
 	e.conns[cc.SCID] = c
 	e.list = append(e.list, c)
 	return c, nil
+}
+
+// Close tears a connection down (CM teardown or a fatal error reported
+// out of band): outstanding transactions complete with kCmplDeadConn, its
+// resources return, and its CID is free for reuse.
+func (e *Endpoint) Close(scid uint32) error {
+	c := e.conns[scid]
+	if c == nil {
+		return ErrNoSuchConn
+	}
+	c.fail(e.clk.Now())
+	delete(e.conns, scid)
+	for i, x := range e.list {
+		if x == c {
+			e.list = append(e.list[:i], e.list[i+1:]...)
+			break
+		}
+	}
+	if c.xoff {
+		e.nXoff--
+	}
+	return nil
 }
 
 // Conn returns the connection with local CID scid.
@@ -236,15 +259,26 @@ func (e *Endpoint) nackUnknownCID(t wire.Txn, flow uint32) {
 	e.send([]byte(n), flow)
 }
 
-// send seals pkt and hands it to the link.
-func (e *Endpoint) send(pkt []byte, flow uint32) {
+// send seals pkt and hands it to the connection's link.
+func (c *Conn) send(pkt []byte, flow uint32) {
+	if c.cfg.Peer != nil {
+		c.ep.sendOn(c.cfg.Peer, pkt, flow)
+		return
+	}
+	c.ep.sendOn(c.ep.cfg.Link, pkt, flow)
+}
+
+// send seals pkt and hands it to the endpoint's link.
+func (e *Endpoint) send(pkt []byte, flow uint32) { e.sendOn(e.cfg.Link, pkt, flow) }
+
+func (e *Endpoint) sendOn(l Link, pkt []byte, flow uint32) {
 	if e.cfg.Tap != nil {
 		e.cfg.Tap(true, pkt)
 	}
 	frame := seal(pkt, wire.TimestampAt(e.clk.Now()))
 	e.Stats.TxFrames.Inc()
 	e.Stats.TxBytes.Add(uint64(len(frame)))
-	if e.cfg.Link != nil {
-		e.cfg.Link.Send(frame, flow)
+	if l != nil {
+		l.Send(frame, flow)
 	}
 }

@@ -151,7 +151,7 @@ func (c *Conn) transmit(i int, psn wire.PSN, s *pdl.TxSlot, now time.Duration, r
 	if c.cfg.TLP && !c.tlpArmed && !c.tlpFired {
 		c.rearmTLP(now)
 	}
-	c.ep.send(s.Buf, c.cfg.FlowLabels[s.Flow])
+	c.send(s.Buf, c.cfg.FlowLabels[s.Flow])
 }
 
 // wantAR is the sender's AR policy [S §9.1.3.1]: every packet while fcwnd
