@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -125,6 +127,11 @@ func NewDaemon(cfg *Config, opts DaemonOptions) (_ *Daemon, err error) {
 		d.fabric.SetFrameSink(up)
 	}
 	for _, spec := range cfg.NICs {
+		if !spec.Dial {
+			if err := os.MkdirAll(filepath.Dir(spec.Socket), 0o755); err != nil {
+				return nil, fmt.Errorf("nic %s: %w", spec.Name, err)
+			}
+		}
 		port := d.sw.AddPort(spec.Name)
 		nic, err := opts.NewNIC(spec, port)
 		if err != nil {

@@ -89,7 +89,7 @@ const twoNICs = `{
   "control": "ctl.sock",
   "nics": [
     {"name": "a", "socket": "a.sock", "mac": "52:54:00:00:00:01"},
-    {"name": "b", "socket": "b.sock", "mac": "52:54:00:00:00:02"}
+    {"name": "b", "socket": "sub/dir/b.sock", "mac": "52:54:00:00:00:02"}
   ]
 }`
 
@@ -123,6 +123,9 @@ func TestDaemonStatusOverControlSocket(t *testing.T) {
 	}
 	if filepath.Base(st.Control) != "ctl.sock" || !filepath.IsAbs(st.NICs[0].Socket) {
 		t.Errorf("paths: control %s socket %s", st.Control, st.NICs[0].Socket)
+	}
+	if fi, err := os.Stat(filepath.Dir(st.NICs[1].Socket)); err != nil || !fi.IsDir() {
+		t.Errorf("the directory of a listening NIC's socket was not created: %v", err)
 	}
 	var methods []string
 	control.Call(context.Background(), d.ControlSocket(), "methods", nil, &methods)
