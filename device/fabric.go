@@ -176,17 +176,18 @@ func NewFabric(opts FabricOptions) (*Fabric, error) {
 	}
 	f.imp.Store(imp)
 	f.counts = f.counterSet()
-	for _, p := range opts.Peers {
-		if err := f.AddPeer(p); err != nil {
-			return nil, err
-		}
-	}
 	f.conns, err = listenPaths(opts.Listen.Addr().Unmap(), opts.Listen.Port(), opts.Paths)
 	if err != nil {
 		return nil, err
 	}
 	f.local = f.conns[0].LocalAddr().(*net.UDPAddr).AddrPort()
 	f.local = netip.AddrPortFrom(f.local.Addr().Unmap(), f.local.Port())
+	for _, p := range opts.Peers {
+		if err := f.AddPeer(p); err != nil {
+			f.Close()
+			return nil, err
+		}
+	}
 	return f, nil
 }
 
@@ -280,6 +281,17 @@ func (f *Fabric) AddPeer(addr netip.AddrPort) error {
 	old := f.peers.Load()
 	if old.byAddr[addr] != nil {
 		return nil
+	}
+	paths := f.opts.Paths
+	for _, q := range old.byIP[addr.Addr()] {
+		if d := int(addr.Port()) - int(q.addr.Port()); d > -paths && d < paths {
+			return fmt.Errorf("fabric: peer %v's ports overlap peer %v's (%d paths each)", addr, q.addr, paths)
+		}
+	}
+	if f.local.IsValid() && addr.Addr() == f.local.Addr() {
+		if d := int(addr.Port()) - int(f.local.Port()); d > -paths && d < paths {
+			return fmt.Errorf("fabric: peer %v overlaps this daemon's own ports", addr)
+		}
 	}
 	p := &fabricPeer{addr: addr}
 	next := &peerSet{

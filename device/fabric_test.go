@@ -322,6 +322,25 @@ func TestFabricSendErrors(t *testing.T) {
 			t.Errorf("%s = %d, want 1", name, snap[name])
 		}
 	}
+	g, err := NewFabric(FabricOptions{Listen: loopback, Paths: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	g.AddPeer(netip.MustParseAddrPort("192.0.2.1:7000"))
+	for _, bad := range []netip.AddrPort{
+		netip.MustParseAddrPort("192.0.2.1:7003"), // sends from 7003..7006: overlaps 7000..7003
+		netip.MustParseAddrPort("192.0.2.1:6997"),
+		netip.AddrPortFrom(g.LocalAddr().Addr(), g.LocalAddr().Port()+1), // overlaps ourselves
+		netip.MustParseAddrPort("192.0.2.1:0"),
+	} {
+		if err := g.AddPeer(bad); err == nil {
+			t.Errorf("AddPeer(%v) accepted", bad)
+		}
+	}
+	if err := g.AddPeer(netip.MustParseAddrPort("192.0.2.1:7004")); err != nil {
+		t.Errorf("adjacent port range refused: %v", err)
+	}
 	if _, err := NewFabric(FabricOptions{Listen: loopback, Paths: MaxFabricPaths + 1}); err == nil {
 		t.Error("accepted too many paths")
 	}
