@@ -1,0 +1,372 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Control channel: requests, replies and events as EtherType 0x88B5 frames
+ * exchanged with the NIC through its own netdev (see the uapi header).
+ */
+#include <linux/etherdevice.h>
+#include <linux/if_ether.h>
+#include <linux/jiffies.h>
+#include <linux/pkt_sched.h>
+#include <linux/skbuff.h>
+#include "falconnic.h"
+
+unsigned int fnic_cmd_timeout_ms = 1000;
+module_param_named(cmd_timeout_ms, fnic_cmd_timeout_ms, uint, 0644);
+MODULE_PARM_DESC(cmd_timeout_ms, "NIC request timeout in milliseconds (default 1000)");
+
+/* Reply body size of each opcode; requests not listed have an empty reply. */
+static u16 fnic_reply_size(u16 opcode)
+{
+	switch (opcode) {
+	case FALCONNIC_OP_PROBE:
+		return sizeof(struct falconnic_device_attr);
+	case FALCONNIC_OP_QUERY_PORT:
+		return sizeof(struct falconnic_port_attr);
+	case FALCONNIC_OP_QUERY_QP:
+		return sizeof(struct falconnic_qp_attr);
+	case FALCONNIC_OP_QUERY_SRQ:
+		return sizeof(struct falconnic_srq_attr);
+	default:
+		return 0;
+	}
+}
+
+/* NIC status -> errno, indexed by status. */
+static const int fnic_status_errnos[] = {
+	[FALCONNIC_ST_OK]		= 0,
+	[FALCONNIC_ST_BAD_VERSION]	= -EPROTO,
+	[FALCONNIC_ST_BAD_OPCODE]	= -EOPNOTSUPP,
+	[FALCONNIC_ST_BAD_LENGTH]	= -EPROTO,
+	[FALCONNIC_ST_BAD_INSTANCE]	= -ENODEV,
+	[FALCONNIC_ST_BAD_HANDLE]	= -ENOENT,
+	[FALCONNIC_ST_HANDLE_IN_USE]	= -EEXIST,
+	[FALCONNIC_ST_BAD_PARAM]	= -EINVAL,
+	[FALCONNIC_ST_BAD_GPA]		= -EFAULT,
+	[FALCONNIC_ST_NO_RESOURCES]	= -ENOMEM,
+	[FALCONNIC_ST_BAD_STATE]	= -EINVAL,
+	[FALCONNIC_ST_BUSY]		= -EBUSY,
+	[FALCONNIC_ST_NOT_SUPPORTED]	= -EOPNOTSUPP,
+	[FALCONNIC_ST_BAD_ACCESS]	= -EACCES,
+	[FALCONNIC_ST_INTERNAL]		= -EIO,
+};
+
+int fnic_status_errno(u32 status)
+{
+	if (status >= ARRAY_SIZE(fnic_status_errnos))
+		return -EIO;
+	return fnic_status_errnos[status];
+}
+
+static int fnic_xmit(struct fnic_dev *fd, u16 opcode, u16 flags, u32 req_id,
+		     const void *body, u16 len)
+{
+	struct net_device *ndev = fd->ndev;
+	struct falconnic_hdr *h;
+	struct sk_buff *skb;
+	unsigned int total = sizeof(*h) + len;
+	int hlen = LL_RESERVED_SPACE(ndev);
+
+	if (len > FALCONNIC_MAX_BODY)
+		return -EMSGSIZE;
+	if (!netif_running(ndev) || !netif_carrier_ok(ndev)) {
+		fnic_count(fd, FNIC_C_TX_ERR);
+		return -ENETDOWN;
+	}
+	skb = alloc_skb(hlen + max_t(unsigned int, total, ETH_ZLEN) +
+			ndev->needed_tailroom, GFP_KERNEL);
+	if (!skb) {
+		fnic_count(fd, FNIC_C_TX_ERR);
+		return -ENOMEM;
+	}
+	skb_reserve(skb, hlen);
+	skb_reset_network_header(skb);
+	h = skb_put_zero(skb, total);
+	h->magic = cpu_to_le32(FALCONNIC_MAGIC);
+	h->version = cpu_to_le16(FALCONNIC_VERSION);
+	h->opcode = cpu_to_le16(opcode);
+	h->instance = cpu_to_le64(fd->instance);
+	h->req_id = cpu_to_le32(req_id);
+	h->flags = cpu_to_le16(flags);
+	h->length = cpu_to_le16(len);
+	if (len)
+		memcpy(h + 1, body, len);
+	skb->dev = ndev;
+	skb->protocol = htons(FALCONNIC_ETHERTYPE);
+	skb->priority = TC_PRIO_CONTROL;
+	if (dev_hard_header(skb, ndev, FALCONNIC_ETHERTYPE, ndev->dev_addr,
+			    ndev->dev_addr, skb->len) < 0) {
+		kfree_skb(skb);
+		fnic_count(fd, FNIC_C_TX_ERR);
+		return -EINVAL;
+	}
+	if (skb->len < ETH_ZLEN)
+		skb_put_zero(skb, ETH_ZLEN - skb->len);
+	if (dev_queue_xmit(skb) != NET_XMIT_SUCCESS) {
+		fnic_count(fd, FNIC_C_TX_ERR);
+		return -ENOBUFS;
+	}
+	return 0;
+}
+
+/*
+ * fnic_cmd sends one request and waits for its reply.  reply (reply_len
+ * bytes, which must be the opcode's reply size) receives the body of an OK
+ * reply.  Returns 0, the errno of the NIC's status, or -ETIMEDOUT.
+ */
+int fnic_cmd(struct fnic_dev *fd, u16 opcode, const void *body, u16 len,
+	     void *reply, u16 reply_len)
+{
+	struct fnic_req req = {};
+	unsigned long left;
+	int err;
+
+	might_sleep();
+	if (WARN_ON(reply_len != fnic_reply_size(opcode)))
+		return -EINVAL;
+	init_completion(&req.done);
+	req.opcode = opcode;
+	req.reply = reply;
+	req.reply_len = reply_len;
+
+	spin_lock_bh(&fd->req_lock);
+	if (++fd->next_req_id == 0)
+		fd->next_req_id = 1;
+	req.id = fd->next_req_id;
+	list_add_tail(&req.list, &fd->reqs);
+	spin_unlock_bh(&fd->req_lock);
+
+	fnic_count(fd, FNIC_C_TX_REQ);
+	err = fnic_xmit(fd, opcode, 0, req.id, body, len);
+	if (!err) {
+		left = wait_for_completion_timeout(&req.done,
+				msecs_to_jiffies(fnic_cmd_timeout_ms));
+		if (!left)
+			err = -ETIMEDOUT;
+	}
+
+	spin_lock_bh(&fd->req_lock);
+	if (!list_empty(&req.list))
+		list_del_init(&req.list);
+	else if (err == -ETIMEDOUT)
+		err = 0;	/* the reply raced with the timeout: it won */
+	spin_unlock_bh(&fd->req_lock);
+
+	if (err == -ETIMEDOUT) {
+		fnic_count(fd, FNIC_C_REQ_TIMEOUT);
+		return err;
+	}
+	if (err)
+		return err;
+	if (req.status != FALCONNIC_ST_OK) {
+		fnic_count(fd, FNIC_C_REQ_ERR_STATUS);
+		return fnic_status_errno(req.status);
+	}
+	return 0;
+}
+
+int fnic_doorbell(struct fnic_dev *fd, u16 opcode, u32 handle, u32 producer)
+{
+	struct falconnic_doorbell db = {
+		.handle = cpu_to_le32(handle),
+		.producer = cpu_to_le32(producer),
+	};
+
+	fnic_count(fd, FNIC_C_TX_DOORBELL);
+	return fnic_xmit(fd, opcode, FALCONNIC_F_NO_REPLY, 0, &db, sizeof(db));
+}
+
+static void fnic_rx_reply(struct fnic_dev *fd, const struct falconnic_hdr *h,
+			  const void *body, u16 len)
+{
+	u32 id = le32_to_cpu(h->req_id);
+	u16 opcode = le16_to_cpu(h->opcode);
+	u32 status = le32_to_cpu(h->status);
+	struct fnic_req *req, *found = NULL;
+
+	spin_lock(&fd->req_lock);
+	list_for_each_entry(req, &fd->reqs, list) {
+		if (req->id == id && req->opcode == opcode) {
+			found = req;
+			break;
+		}
+	}
+	if (!found) {
+		spin_unlock(&fd->req_lock);
+		fnic_count(fd, FNIC_C_RX_UNMATCHED_REPLY);
+		return;
+	}
+	if (status == FALCONNIC_ST_OK && len != found->reply_len) {
+		/* An OK reply must carry exactly the opcode's body. */
+		fnic_count(fd, FNIC_C_RX_REPLY_BAD_BODY);
+		status = FALCONNIC_ST_INTERNAL;
+	} else if (status == FALCONNIC_ST_OK && len) {
+		memcpy(found->reply, body, len);
+	}
+	found->status = status;
+	list_del_init(&found->list);
+	complete(&found->done);
+	spin_unlock(&fd->req_lock);
+	fnic_count(fd, FNIC_C_RX_REPLY);
+}
+
+static int fnic_rx(struct sk_buff *skb, struct net_device *ndev,
+		   struct packet_type *pt, struct net_device *orig)
+{
+	struct fnic_dev *fd = container_of(pt, struct fnic_dev, ptype);
+	const struct falconnic_hdr *h;
+	u16 len, flags;
+
+	skb = skb_share_check(skb, GFP_ATOMIC);
+	if (!skb)
+		return NET_RX_DROP;
+	if (!pskb_may_pull(skb, sizeof(*h))) {
+		fnic_count(fd, FNIC_C_RX_SHORT);
+		goto drop;
+	}
+	h = (const struct falconnic_hdr *)skb->data;
+	if (le32_to_cpu(h->magic) != FALCONNIC_MAGIC) {
+		fnic_count(fd, FNIC_C_RX_BAD_MAGIC);
+		goto drop;
+	}
+	if (le16_to_cpu(h->version) != FALCONNIC_VERSION) {
+		fnic_count(fd, FNIC_C_RX_BAD_VERSION);
+		goto drop;
+	}
+	len = le16_to_cpu(h->length);
+	if (len > FALCONNIC_MAX_BODY || !pskb_may_pull(skb, sizeof(*h) + len)) {
+		fnic_count(fd, FNIC_C_RX_BAD_LENGTH);
+		goto drop;
+	}
+	h = (const struct falconnic_hdr *)skb->data;	/* pull may move data */
+	flags = le16_to_cpu(h->flags);
+	if (le64_to_cpu(h->instance) != fd->instance &&
+	    !(flags & FALCONNIC_F_EVENT &&
+	      le16_to_cpu(h->opcode) == FALCONNIC_OP_EV_PORT)) {
+		fnic_count(fd, FNIC_C_RX_BAD_INSTANCE);
+		goto drop;
+	}
+	if (flags == FALCONNIC_F_REPLY) {
+		fnic_rx_reply(fd, h, h + 1, len);
+	} else if (flags == FALCONNIC_F_EVENT) {
+		if (len != sizeof(struct falconnic_event)) {
+			fnic_count(fd, FNIC_C_RX_BAD_LENGTH);
+			goto drop;
+		}
+		fnic_count(fd, FNIC_C_RX_EVENT);
+		fnic_dispatch_event(fd, le16_to_cpu(h->opcode),
+				    (const struct falconnic_event *)(h + 1));
+	} else {
+		fnic_count(fd, FNIC_C_RX_BAD_FLAGS);
+	}
+drop:
+	consume_skb(skb);
+	return NET_RX_SUCCESS;
+}
+
+void fnic_chan_init(struct fnic_dev *fd)
+{
+	spin_lock_init(&fd->req_lock);
+	INIT_LIST_HEAD(&fd->reqs);
+	mutex_init(&fd->open_lock);
+	get_random_bytes(&fd->instance, sizeof(fd->instance));
+	if (!fd->instance)
+		fd->instance = 1;
+	fd->ptype.type = htons(FALCONNIC_ETHERTYPE);
+	fd->ptype.dev = fd->ndev;
+	fd->ptype.func = fnic_rx;
+}
+
+int fnic_chan_start(struct fnic_dev *fd)
+{
+	dev_add_pack(&fd->ptype);
+	fd->ptype_added = true;
+	return 0;
+}
+
+void fnic_chan_stop(struct fnic_dev *fd)
+{
+	if (fd->ptype_added) {
+		dev_remove_pack(&fd->ptype);	/* waits for running handlers */
+		fd->ptype_added = false;
+	}
+}
+
+/* fnic_probe_nic asks the NIC for its limits; 0 when it answered. */
+int fnic_probe_nic(struct fnic_dev *fd)
+{
+	struct falconnic_probe_req req = {
+		.driver_version = cpu_to_le32(FALCONNIC_VERSION),
+		.max_body = cpu_to_le32(FALCONNIC_MAX_BODY),
+	};
+	struct falconnic_handle_req port = { .handle = cpu_to_le32(1) };
+	struct falconnic_device_attr attr;
+	struct falconnic_port_attr pattr;
+	int err;
+
+	err = fnic_cmd(fd, FALCONNIC_OP_PROBE, &req, sizeof(req), &attr,
+		       sizeof(attr));
+	if (err)
+		return err;
+	fd->nic_attr = attr;
+	fd->nic_present = true;
+	err = fnic_cmd(fd, FALCONNIC_OP_QUERY_PORT, &port, sizeof(port), &pattr,
+		       sizeof(pattr));
+	if (!err) {
+		u32 mtu = le32_to_cpu(pattr.max_mtu);
+
+		if (mtu >= IB_MTU_256 && mtu <= IB_MTU_4096)
+			fd->port_max_mtu = mtu;
+	}
+	return 0;
+}
+
+/*
+ * fnic_ensure_open makes this instance the owner of the NIC's RDMA
+ * function.  Object commands are only ever sent after an acknowledged OPEN,
+ * so a NIC that never answered holds nothing of ours.
+ */
+int fnic_ensure_open(struct fnic_dev *fd)
+{
+	struct falconnic_open_req req = {
+		.driver_version = cpu_to_le32(FALCONNIC_VERSION),
+	};
+	int err = 0;
+
+	mutex_lock(&fd->open_lock);
+	if (!fd->opened) {
+		err = fnic_cmd(fd, FALCONNIC_OP_OPEN, &req, sizeof(req), NULL, 0);
+		if (!err) {
+			fd->opened = true;
+			/* OPEN destroyed everything any older request made. */
+			fnic_quarantine_release(fd);
+		} else {
+			ibdev_warn_ratelimited(&fd->ib, "NIC did not open: %d\n",
+					       err);
+		}
+	}
+	mutex_unlock(&fd->open_lock);
+	return err;
+}
+
+/* fnic_close_nic destroys every NIC object of this instance. */
+void fnic_close_nic(struct fnic_dev *fd)
+{
+	int err;
+
+	mutex_lock(&fd->open_lock);
+	if (fd->opened) {
+		err = fnic_cmd(fd, FALCONNIC_OP_CLOSE, NULL, 0, NULL, 0);
+		if (!err) {
+			fnic_quarantine_release(fd);
+		} else {
+			ibdev_warn(&fd->ib, "NIC did not close: %d; leaking memory it may still use\n",
+				   err);
+			fnic_quarantine_leak(fd);
+		}
+		fd->opened = false;
+	} else {
+		/* Never opened (or already closed): the NIC holds nothing. */
+		fnic_quarantine_release(fd);
+	}
+	mutex_unlock(&fd->open_lock);
+}

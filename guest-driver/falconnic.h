@@ -1,0 +1,231 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * falconnic.ko internals.  The wire contract is include/uapi/falconnic.h.
+ *
+ * Roles:
+ *   chan.c   control channel: frames out via dev_queue_xmit, frames in via a
+ *            packet_type handler, request ids, timeouts, event dispatch.
+ *   queue.c  guest memory given to the NIC: page lists (PBL), rings
+ *            (vmalloc_user, mmapped to librxe), quarantine of memory the NIC
+ *            may still own.
+ *   verbs.c  the ib_device ops (rxe user ABI).
+ *   main.c   module init/exit, rdma link type, netdev notifier, autoprobe.
+ */
+#ifndef FALCONNIC_H
+#define FALCONNIC_H
+
+#include <linux/types.h>
+#include <linux/netdevice.h>
+#include <linux/completion.h>
+#include <linux/idr.h>
+#include <linux/xarray.h>
+#include <linux/kref.h>
+#include <rdma/ib_verbs.h>
+#include <rdma/ib_umem.h>
+#include <rdma/rdma_user_rxe.h>
+#include "uapi/falconnic.h"
+
+#define FNIC_GID_TBL_LEN	32
+
+/* Counters, one per cause; shown in /sys/class/infiniband/<dev>/counters. */
+enum fnic_counter {
+	FNIC_C_TX_REQ,
+	FNIC_C_TX_DOORBELL,
+	FNIC_C_TX_ERR,
+	FNIC_C_REQ_TIMEOUT,
+	FNIC_C_REQ_ERR_STATUS,
+	FNIC_C_RX_REPLY,
+	FNIC_C_RX_EVENT,
+	FNIC_C_RX_SHORT,
+	FNIC_C_RX_BAD_MAGIC,
+	FNIC_C_RX_BAD_VERSION,
+	FNIC_C_RX_BAD_LENGTH,
+	FNIC_C_RX_BAD_FLAGS,
+	FNIC_C_RX_BAD_INSTANCE,
+	FNIC_C_RX_UNMATCHED_REPLY,
+	FNIC_C_RX_REPLY_BAD_BODY,
+	FNIC_C_RX_EVENT_UNKNOWN,
+	FNIC_C_RX_EVENT_NO_OBJECT,
+	FNIC_C_QUARANTINED,
+	FNIC_C_NUM
+};
+
+/* struct fnic_req: one outstanding request. */
+struct fnic_req {
+	struct list_head	list;
+	u32			id;
+	u16			opcode;
+	u16			reply_len;	/* expected reply body size */
+	void			*reply;		/* reply body destination */
+	u32			status;		/* FALCONNIC_ST_* once done */
+	struct completion	done;
+};
+
+/* struct fnic_pbl_mem: a page list held in guest memory for the NIC. */
+struct fnic_pbl_mem {
+	u32		npages;
+	u32		nleaves;
+	u8		levels;
+	struct page	*dir;		/* levels == 2 */
+	struct page	**leaves;
+};
+
+/* struct fnic_buf: a ring shared by the driver, librxe and the NIC. */
+struct fnic_buf {
+	struct kref		ref;	/* creator, mmap entry, each VMA, quarantine */
+	void			*vaddr;
+	size_t			size;	/* bytes librxe maps */
+	struct fnic_pbl_mem	pbl;
+	u32			slots;
+	u32			log2_elem;
+};
+
+struct fnic_mmap_entry {
+	struct rdma_user_mmap_entry	rdma;
+	struct fnic_buf			*buf;
+};
+
+/* struct fnic_qitem: memory the NIC may still use after a lost destroy. */
+struct fnic_qitem {
+	struct list_head	list;
+	struct fnic_buf		*buf;
+	struct ib_umem		*umem;
+	struct fnic_pbl_mem	pbl;
+};
+
+struct fnic_dev {
+	struct ib_device	ib;
+	struct net_device	*ndev;
+	struct list_head	list;		/* fnic_devs */
+	u64			instance;
+	struct packet_type	ptype;
+	bool			ptype_added;
+	bool			nic_present;	/* PROBE answered */
+
+	/* control channel */
+	spinlock_t		req_lock;
+	struct list_head	reqs;
+	u32			next_req_id;
+
+	/* OPEN state */
+	struct mutex		open_lock;
+	bool			opened;
+
+	struct falconnic_device_attr nic_attr;
+	u32			port_max_mtu;	/* IB_MTU_* from QUERY_PORT */
+
+	/* handle allocators (handles are ours, see the uapi) */
+	struct ida		pd_ida, mr_ida, cq_ida, qp_ida, srq_ida, ah_ida;
+	u32			mr_key_seq;
+
+	/* objects events can name (XA_FLAGS_LOCK_BH) */
+	struct xarray		cqs, qps, srqs;
+
+	spinlock_t		quarantine_lock;
+	struct list_head	quarantine;
+
+	atomic64_t		counters[FNIC_C_NUM];
+};
+
+struct fnic_ucontext {
+	struct ib_ucontext	ibuc;
+};
+
+struct fnic_pd {
+	struct ib_pd	ibpd;
+	u32		handle;
+};
+
+struct fnic_mr {
+	struct ib_mr		ibmr;
+	u32			handle;
+	struct ib_umem		*umem;
+	struct fnic_pbl_mem	pbl;
+};
+
+struct fnic_cq {
+	struct ib_cq		ibcq;
+	u32			handle;
+	struct fnic_buf		*buf;
+	struct rdma_user_mmap_entry *entry;
+};
+
+struct fnic_srq {
+	struct ib_srq		ibsrq;
+	u32			handle;
+	u32			limit;
+	struct fnic_buf		*buf;
+	struct rdma_user_mmap_entry *entry;
+};
+
+struct fnic_qp {
+	struct ib_qp		ibqp;
+	u32			handle;
+	enum ib_qp_state	state;
+	struct ib_qp_cap	cap;
+	u8			sq_sig_all;
+	struct fnic_buf		*sq, *rq;
+	struct rdma_user_mmap_entry *sq_entry, *rq_entry;
+	struct mutex		lock;	/* serializes modify/query */
+};
+
+struct fnic_ah {
+	struct ib_ah		ibah;
+	u32			handle;
+	struct falconnic_av	av;
+};
+
+static inline struct fnic_dev *to_fdev(struct ib_device *ib)
+{
+	return container_of(ib, struct fnic_dev, ib);
+}
+
+static inline void fnic_count(struct fnic_dev *fd, enum fnic_counter c)
+{
+	atomic64_inc(&fd->counters[c]);
+}
+
+extern unsigned int fnic_cmd_timeout_ms;
+extern const char *const fnic_counter_names[FNIC_C_NUM];
+
+/* chan.c */
+void fnic_chan_init(struct fnic_dev *fd);
+int fnic_chan_start(struct fnic_dev *fd);
+void fnic_chan_stop(struct fnic_dev *fd);
+int fnic_cmd(struct fnic_dev *fd, u16 opcode, const void *body, u16 len,
+	     void *reply, u16 reply_len);
+int fnic_doorbell(struct fnic_dev *fd, u16 opcode, u32 handle, u32 producer);
+int fnic_status_errno(u32 status);
+int fnic_probe_nic(struct fnic_dev *fd);
+int fnic_ensure_open(struct fnic_dev *fd);
+void fnic_close_nic(struct fnic_dev *fd);
+
+/* queue.c */
+int fnic_pbl_alloc(struct fnic_pbl_mem *p, u32 npages);
+void fnic_pbl_set(struct fnic_pbl_mem *p, u32 i, u64 gpa);
+void fnic_pbl_free(struct fnic_pbl_mem *p);
+void fnic_pbl_wire(const struct fnic_pbl_mem *p, struct falconnic_pbl *w);
+struct fnic_buf *fnic_buf_alloc(u32 slots, u32 log2_elem);
+void fnic_buf_put(struct fnic_buf *buf);
+void fnic_buf_wire(const struct fnic_buf *buf, u32 max_sge, u32 max_inline,
+		   struct falconnic_ring *w);
+int fnic_buf_expose(struct ib_ucontext *uctx, struct fnic_buf *buf,
+		    struct rdma_user_mmap_entry **entry, struct mminfo *mi);
+void fnic_buf_unexpose(struct rdma_user_mmap_entry *entry);
+int fnic_mmap(struct ib_ucontext *uctx, struct vm_area_struct *vma);
+void fnic_mmap_free(struct rdma_user_mmap_entry *rentry);
+void fnic_quarantine(struct fnic_dev *fd, struct fnic_buf *buf,
+		     struct ib_umem *umem, struct fnic_pbl_mem *pbl);
+void fnic_quarantine_release(struct fnic_dev *fd);
+void fnic_quarantine_leak(struct fnic_dev *fd);
+
+/* verbs.c */
+extern const struct ib_device_ops fnic_dev_ops;
+void fnic_fill_attrs(struct fnic_dev *fd);
+void fnic_dispatch_event(struct fnic_dev *fd, u16 opcode,
+			 const struct falconnic_event *ev);
+
+/* main.c */
+extern const struct attribute_group fnic_attr_group;
+
+#endif /* FALCONNIC_H */
