@@ -335,6 +335,26 @@ func (d *Daemon) registerMethods() {
 			d.log.Info("fabric impairment set", "loss_percent", im.LossPercent, "reorder_percent", im.ReorderPercent, "seed", im.Seed)
 			return d.fabric.Impairment(), nil
 		},
+		"fabric.add_peer": func(_ context.Context, p json.RawMessage) (any, error) {
+			if d.fabric == nil {
+				return nil, errors.New("this daemon has no fabric")
+			}
+			var req struct {
+				Addr string `json:"addr"`
+			}
+			if err := json.Unmarshal(p, &req); err != nil {
+				return nil, fmt.Errorf("%w: %v", control.ErrBadParams, err)
+			}
+			addr, err := (&FabricSpec{Peers: []string{req.Addr}}).resolvePeers()
+			if err != nil {
+				return nil, fmt.Errorf("%w: %v", control.ErrBadParams, err)
+			}
+			if err := d.fabric.AddPeer(addr[0]); err != nil {
+				return nil, fmt.Errorf("%w: %v", control.ErrBadParams, err)
+			}
+			d.log.Info("fabric peer added", "peer", addr[0])
+			return d.fabric.Status().Peers, nil
+		},
 	} {
 		d.ctl.Handle(name, h)
 	}

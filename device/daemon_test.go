@@ -129,7 +129,7 @@ func TestDaemonStatusOverControlSocket(t *testing.T) {
 	}
 	var methods []string
 	control.Call(context.Background(), d.ControlSocket(), "methods", nil, &methods)
-	if fmt.Sprint(methods) != "[fabric.impair methods status]" {
+	if fmt.Sprint(methods) != "[fabric.add_peer fabric.impair methods status]" {
 		t.Errorf("methods = %v", methods)
 	}
 }
@@ -199,8 +199,20 @@ func fabricConfig(nic, mac string) string {
 func TestDaemonsExchangeFramesOverTheFabric(t *testing.T) {
 	a := startDaemon(t, fabricConfig("a", "52:54:00:00:00:01"))
 	b := startDaemon(t, fabricConfig("b", "52:54:00:00:00:02"))
-	a.Fabric().AddPeer(b.Fabric().LocalAddr())
-	b.Fabric().AddPeer(a.Fabric().LocalAddr())
+	// Peers join at run time through the control socket.
+	for _, pair := range [][2]*testDaemon{{a, b}, {b, a}} {
+		var peers []PeerStatus
+		err := control.Call(context.Background(), pair[0].ControlSocket(), "fabric.add_peer",
+			map[string]string{"addr": pair[1].Fabric().LocalAddr().String()}, &peers)
+		if err != nil || len(peers) != 1 {
+			t.Fatalf("fabric.add_peer: %v %+v", err, peers)
+		}
+	}
+	err := control.Call(context.Background(), a.ControlSocket(), "fabric.add_peer", map[string]string{"addr": "nowhere"}, nil)
+	var ce *control.Error
+	if !errors.As(err, &ce) || ce.Code != control.CodeBadParams {
+		t.Errorf("bad peer address: %v, want bad_params", err)
+	}
 
 	arp := testFrame(bcastMAC, testMAC(1), 0x0806, 28)
 	a.nics["a"].uplink.Deliver(arp)
