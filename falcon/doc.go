@@ -73,5 +73,9 @@ package falcon
 //     its initial value; firmware.Fixed is the default RUE to plug in.
 //   - Multipath: flows get new packets in round robin (not yet weighted);
 //     ACK coalescing is per connection, not per (connection, flow).
+//   - Go-Back-N is a baseline only: with small resource pools it can
+//     deadlock (both ends' pools full of pulls whose Pull Data waits behind a
+//     refused push that only a selective receiver would get past), which is
+//     exactly what Falcon's selective acceptance and CR#2 avoid.
 //   - NextDeadline and OnTimer scan the connection list (O(connections)); a
 //     deadline heap is the next step for NICs with many connections.
