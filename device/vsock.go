@@ -52,8 +52,50 @@ const (
 	vsockTxQueue = 1
 )
 
-// Vsock is a vhost-user-vsock device bridged to host unix sockets (see
-// doc.go). Create it with NewVsock, run Serve, stop with Close.
+// Vsock is a vhost-user-vsock device (virtio 1.2 §5.10) bridged to host
+// unix sockets the way Firecracker's hybrid vsock is. Create it with
+// NewVsock, run Serve, stop with Close.
+//
+// Roles and layers:
+//
+//   - vsockproto.go: the 44-byte virtio_vsock_hdr as a byte view, the op
+//     table, and ParseVsockHdr with one error (and counter) per cause.
+//   - vsock_conn.go: vsockEngine, the sans-I/O connection state machine:
+//     guest packets, host socket events and the clock in; packets for the
+//     guest (fillRx) and host-socket actions (vsockAct) out.
+//   - vsock.go (this file): the I/O. The vhost-user back-end serves rings 0
+//     (rx) and 1 (tx); QEMU 7.2 keeps the event queue (2) itself. One
+//     goroutine per ring, one reader and one writer per host socket, the
+//     UDS acceptor and per-port dials.
+//
+// Host bridge: a client of UDS writes "CONNECT <port>\n"; the guest gets a
+// REQUEST from host CID 2, an ephemeral port (from 2^30); on RESPONSE the
+// client reads "OK <hostport>\n" and bytes flow; on RST, or no answer in
+// 2 s, the client is closed. A guest REQUEST to CID 2 port P is bridged to
+// the unix socket "<UDS>_<P>" (RST if nobody listens there).
+//
+// Connection states: connecting (host-initiated, REQUEST sent) or dialing
+// (guest-initiated, dialing UDS_P) → established → gone (RST either way,
+// or the close handshake: SHUTDOWN flags in each direction, then RST).
+// Half-closes map to the host socket: guest SHUTDOWN(SEND) → CloseWrite
+// once every byte reached the host; host EOF → SHUTDOWN(SEND) once every
+// byte reached the guest.
+//
+// Credit (§5.10.6.3): we advertise buf_alloc = 256 KiB per connection and
+// fwd_cnt = bytes written to the host socket; a guest that sends beyond it
+// is reset. We never send more than buf_alloc - (tx_cnt - fwd_cnt) of the
+// guest's; with no credit we send CREDIT_REQUEST once and wait.
+//
+// Threading and invariants: one mutex guards the engine and the socket
+// table; nothing blocking runs under it (actions are channel wakes,
+// closes, goroutine starts). A vhost-user session loss resets every
+// connection (host sockets closed): the guest's rings, and so its view of
+// them, are gone. Guest bytes are hostile: every drop has a counter in
+// VsockCounters, and nothing panics on them (FuzzVsockHdr).
+//
+// QEMU 7.2: the chardev must not use reconnect= (vhost-user-vsock realize
+// does not wait for the connection and fails with "Failed to set msg
+// fds"); CONFIG is required (guest_cid is read with GET_CONFIG).
 type Vsock struct {
 	cfg VsockConfig
 	clk clock.Clock
@@ -368,6 +410,9 @@ func (v *Vsock) runActs() {
 		s := v.socks[a.id]
 		switch a.kind {
 		case actDial:
+			if v.closed {
+				continue // Close is waiting for the goroutines: start none
+			}
 			v.wg.Add(1)
 			go v.dial(a.id, a.port)
 		case actAccept:
@@ -425,7 +470,7 @@ func (v *Vsock) dial(id uint64, port uint32) {
 
 // startPumps starts the reader and writer of an established connection.
 func (v *Vsock) startPumps(s *vsockSock) {
-	if s.started {
+	if s.started || v.closed {
 		return
 	}
 	s.started = true

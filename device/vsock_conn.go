@@ -14,8 +14,10 @@ const (
 	vsockBufAlloc = 256 << 10
 	// vsockHostBuf bounds host-to-guest bytes waiting for guest credit.
 	vsockHostBuf = 256 << 10
-	// vsockMaxConns bounds connections; more REQUESTs get RST.
-	vsockMaxConns = 1024
+	// vsockMaxConns bounds connections; more REQUESTs get RST. With two
+	// 256 KiB rings and two 64 KiB pump buffers each, the worst case is
+	// ~160 MiB.
+	vsockMaxConns = 256
 	// vsockMaxCtrl bounds queued control packets (RSTs to a flooding guest).
 	vsockMaxCtrl = 4096
 	// vsockConnectTimeout is how long a host-initiated REQUEST waits for
@@ -126,8 +128,8 @@ type vsockEngine struct {
 	c        *VsockCounters
 	conns    map[vsockKey]*vsockConn
 	byID     map[uint64]*vsockConn
-	ctrl     []vsockCtrl
-	ready    []*vsockConn // conns that may have data for the guest
+	ctrl     vsockFIFO[vsockCtrl]
+	ready    vsockFIFO[*vsockConn] // conns that may have data for the guest
 	acts     []vsockAct
 	nextPort uint32
 	nextID   uint64
@@ -162,11 +164,11 @@ func (e *vsockEngine) takeActs(dst []vsockAct) []vsockAct {
 
 // sendCtrl queues a header-only packet.
 func (e *vsockEngine) sendCtrl(k vsockKey, op VsockOp, flags uint32) {
-	if len(e.ctrl) >= vsockMaxCtrl {
+	if e.ctrl.Len() >= vsockMaxCtrl {
 		e.c.CtrlQueueFull.Inc()
 		return
 	}
-	e.ctrl = append(e.ctrl, vsockCtrl{key: k, op: op, flags: flags})
+	e.ctrl.Push(vsockCtrl{key: k, op: op, flags: flags})
 }
 
 func (e *vsockEngine) newConn(k vsockKey, id uint64, st vsockState) *vsockConn {
@@ -202,7 +204,7 @@ func (e *vsockEngine) reset(c *vsockConn) {
 func (e *vsockEngine) markReady(c *vsockConn) {
 	if !c.ready {
 		c.ready = true
-		e.ready = append(e.ready, c)
+		e.ready.Push(c)
 	}
 }
 
@@ -544,21 +546,21 @@ func (e *vsockEngine) resetAll() {
 		e.c.SessionResets.Inc()
 		e.drop(c)
 	}
-	e.ctrl = e.ctrl[:0]
-	e.ready = e.ready[:0]
+	e.ctrl.Reset()
+	e.ready.Reset()
 }
 
 // hasRx reports whether a packet is waiting for an RX buffer.
 func (e *vsockEngine) hasRx() bool {
 	// Drop queued control packets of connections that went away (only
 	// their RST still matters), so a popped RX buffer is never wasted.
-	for len(e.ctrl) > 0 && e.ctrl[0].op != VsockOpRst && e.conns[e.ctrl[0].key] == nil {
-		e.ctrl = e.ctrl[1:]
+	for e.ctrl.Len() > 0 && e.ctrl.Front().op != VsockOpRst && e.conns[e.ctrl.Front().key] == nil {
+		e.ctrl.Pop()
 	}
-	if len(e.ctrl) > 0 {
+	if e.ctrl.Len() > 0 {
 		return true
 	}
-	for _, c := range e.ready {
+	for _, c := range e.ready.Items() {
 		if e.conns[c.key] == c && c.toGuest.Len() > 0 && c.guestShut&VsockShutdownRcv == 0 && (c.peerCredit() > 0 || !c.creditAsked) {
 			return true
 		}
@@ -575,9 +577,9 @@ func (e *vsockEngine) fillRx(bufs []vhostuser.Buf, room uint64) uint32 {
 		return 0
 	}
 	h := VsockHdr(e.hdr[:])
-	for len(e.ctrl) > 0 {
-		p := e.ctrl[0]
-		e.ctrl = e.ctrl[1:]
+	for e.ctrl.Len() > 0 {
+		p := e.ctrl.Front()
+		e.ctrl.Pop()
 		var bufAlloc, fwd uint32
 		if c := e.conns[p.key]; c != nil {
 			bufAlloc, fwd = vsockBufAlloc, c.fwdCnt
@@ -593,18 +595,18 @@ func (e *vsockEngine) fillRx(bufs []vhostuser.Buf, room uint64) uint32 {
 		e.c.PktsToGuest.Inc()
 		return VsockHdrLen
 	}
-	for len(e.ready) > 0 {
-		c := e.ready[0]
+	for e.ready.Len() > 0 {
+		c := e.ready.Front()
 		if e.conns[c.key] != c || c.toGuest.Len() == 0 || c.guestShut&VsockShutdownRcv != 0 {
 			c.ready = false
-			e.ready = e.ready[1:]
+			e.ready.Pop()
 			continue
 		}
 		credit := c.peerCredit()
 		if credit == 0 {
 			// Stalled on guest credit: ask once; CREDIT_UPDATE re-lists it.
 			c.ready = false
-			e.ready = e.ready[1:]
+			e.ready.Pop()
 			e.c.TxNoCredit.Inc()
 			if !c.creditAsked {
 				c.creditAsked = true
@@ -628,7 +630,7 @@ func (e *vsockEngine) fillRx(bufs []vhostuser.Buf, room uint64) uint32 {
 		e.c.PktsToGuest.Inc()
 		e.c.BytesToGuest.Add(n)
 		// Round robin: move c to the back if it still has data.
-		e.ready = e.ready[1:]
+		e.ready.Pop()
 		c.ready = false
 		if c.toGuest.Len() > 0 {
 			e.markReady(c)

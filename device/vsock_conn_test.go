@@ -390,3 +390,54 @@ func TestVsockRingWrapsAndGrows(t *testing.T) {
 		t.Fatalf("ring mangled bytes: %d vs %d", len(out), len(want))
 	}
 }
+
+func TestVsockFIFOKeepsOrderAcrossCompaction(t *testing.T) {
+	var f vsockFIFO[int]
+	next, want := 0, 0
+	for round := 0; round < 100; round++ {
+		for i := 0; i < round%7+1; i++ {
+			f.Push(next)
+			next++
+		}
+		for i := 0; i < round%5+1 && f.Len() > 0; i++ {
+			if f.Front() != want {
+				t.Fatalf("got %d, want %d", f.Front(), want)
+			}
+			f.Pop()
+			want++
+		}
+	}
+	for _, v := range f.Items() {
+		if v != want {
+			t.Fatalf("item %d, want %d", v, want)
+		}
+		want++
+	}
+	if want != next {
+		t.Fatalf("lost items: %d of %d", want, next)
+	}
+}
+
+func TestVsockEngineSteadyStateDoesNotAllocate(t *testing.T) {
+	r := newEngRig(t)
+	id := r.established(1 << 30)
+	in := pkt(VsockOpRW, 5000, 80, 0, 1<<30, 0, make([]byte, 4096))
+	out := make([]byte, 8192)
+	bufs := []vhostuser.Buf{{Data: r.rx, Write: true}}
+	var acts []vsockAct
+	step := func() {
+		r.e.guestPacket(in, 0)
+		r.e.hostWrote(id, r.e.peekToHost(id, out))
+		r.e.hostRead(id, out[:4096])
+		for r.e.hasRx() {
+			r.e.fillRx(bufs, uint64(len(r.rx)))
+		}
+		acts = r.e.takeActs(acts)
+	}
+	for i := 0; i < 100; i++ {
+		step() // warm up: rings and queues reach their size
+	}
+	if n := testing.AllocsPerRun(200, step); n != 0 {
+		t.Fatalf("%.1f allocations per exchange", n)
+	}
+}

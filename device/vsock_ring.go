@@ -95,3 +95,42 @@ func (b *vsockRing) Discard(n int) {
 
 // Reset empties the ring and frees its memory.
 func (b *vsockRing) Reset() { b.buf, b.r, b.n = nil, 0, 0 }
+
+// vsockFIFO is a queue that reuses its backing array: popping moves a head
+// index, and the array is compacted when the head passes half of it, so a
+// steady state allocates nothing.
+type vsockFIFO[T any] struct {
+	buf  []T
+	head int
+}
+
+func (f *vsockFIFO[T]) Len() int { return len(f.buf) - f.head }
+
+// Front returns the oldest item; the caller checks Len first.
+func (f *vsockFIFO[T]) Front() T { return f.buf[f.head] }
+
+// Items returns the queued items, oldest first (valid until the next change).
+func (f *vsockFIFO[T]) Items() []T { return f.buf[f.head:] }
+
+func (f *vsockFIFO[T]) Push(v T) {
+	if f.head > 0 && f.head >= len(f.buf)/2 {
+		n := copy(f.buf, f.buf[f.head:])
+		clear(f.buf[n:])
+		f.buf, f.head = f.buf[:n], 0
+	}
+	f.buf = append(f.buf, v)
+}
+
+func (f *vsockFIFO[T]) Pop() {
+	var zero T
+	f.buf[f.head] = zero
+	f.head++
+	if f.head == len(f.buf) {
+		f.buf, f.head = f.buf[:0], 0
+	}
+}
+
+func (f *vsockFIFO[T]) Reset() {
+	clear(f.buf)
+	f.buf, f.head = f.buf[:0], 0
+}

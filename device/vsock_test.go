@@ -2,6 +2,7 @@ package device
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -28,7 +29,7 @@ const failsafe = 10 * time.Second
 // vsockRig is one Vsock device served over a socketpair to the front-end
 // simulator, with a guest driver on both rings.
 type vsockRig struct {
-	t      *testing.T
+	t      testing.TB
 	v      *Vsock
 	dir    string
 	mem    *vhostusertest.GuestMemory
@@ -46,15 +47,20 @@ const (
 	rigTxMax  = 64 << 10
 )
 
-func newVsockRig(t *testing.T) *vsockRig {
+func newVsockRig(t testing.TB) *vsockRig { return newVsockRigMode(t, "pipe") }
+
+// newVsockRigMode connects the front-end over a socketpair to ServeConn
+// ("pipe"), or runs Serve and connects to its socket as QEMU's client
+// ("listen"), or lets Serve dial QEMU's server socket ("dial").
+func newVsockRigMode(t testing.TB, mode string) *vsockRig {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "vsk") // short: sun_path is 108 bytes
 	must(t, err)
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	r := &vsockRig{t: t, dir: dir}
-	r.v, err = NewVsock(VsockConfig{Name: "vsock0", Socket: filepath.Join(dir, "vu.sock"), GuestCID: testCID, UDS: filepath.Join(dir, "v")})
+	r.v, err = NewVsock(VsockConfig{Name: "vsock0", Socket: filepath.Join(dir, "vu.sock"), GuestCID: testCID,
+		UDS: filepath.Join(dir, "v"), Dial: mode == "dial"})
 	must(t, err)
-	must(t, r.v.listenUDS())
 	r.mem, err = vhostusertest.NewGuestMemory(vhostusertest.OneRegion(16 << 20))
 	must(t, err)
 	r.rx, err = vhostusertest.NewDriverQueue(r.mem, vsockRxQueue, rigRxSize, 0, 8192)
@@ -63,10 +69,42 @@ func newVsockRig(t *testing.T) *vsockRig {
 	must(t, err)
 	r.masked, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 	must(t, err)
-	r.connect()
+	queues := []*vhostusertest.DriverQueue{r.rx, r.tx}
+	stop := func() {}
+	switch mode {
+	case "pipe":
+		must(t, r.v.listenUDS())
+		r.connect()
+	case "listen", "dial":
+		ctx, cancel := context.WithCancel(context.Background())
+		var l *net.UnixListener
+		if mode == "dial" { // QEMU's chardev server=on
+			l, err = net.ListenUnix("unix", &net.UnixAddr{Name: r.v.cfg.Socket, Net: "unix"})
+			must(t, err)
+			defer l.Close()
+		}
+		r.done = make(chan error, 1)
+		go func() { r.done <- r.v.Serve(ctx) }()
+		stop = cancel
+		if mode == "dial" {
+			l.SetDeadline(time.Now().Add(failsafe))
+			c, err := l.AcceptUnix()
+			must(t, err)
+			r.fe, err = vhostusertest.NewFrontend(c, r.mem, queues)
+			must(t, err)
+		} else {
+			for end := time.Now().Add(failsafe); ; time.Sleep(time.Millisecond) {
+				if r.fe, err = vhostusertest.Dial(r.v.cfg.Socket, r.mem, queues); err == nil || time.Now().After(end) {
+					break
+				}
+			}
+			must(t, err)
+		}
+	}
 	r.g = &guestPeer{t: t, rx: r.rx, tx: r.tx, mem: r.mem}
 	t.Cleanup(func() {
 		r.fe.Close()
+		stop()
 		<-r.done
 		r.v.Close()
 		r.rx.Close()
@@ -77,7 +115,7 @@ func newVsockRig(t *testing.T) *vsockRig {
 	return r
 }
 
-func must(t *testing.T, err error) {
+func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
@@ -205,7 +243,7 @@ func (r *vsockRig) hostDial(port uint32) *net.UnixConn {
 // guestPeer is the guest: the virtio-vsock driver's rings plus a small
 // socket layer (buf_alloc, fwd_cnt, credit) like Linux's.
 type guestPeer struct {
-	t      *testing.T
+	t      testing.TB
 	rx, tx *vhostusertest.DriverQueue
 	mem    *vhostusertest.GuestMemory
 }
@@ -658,5 +696,21 @@ func TestVsockConfigSpaceIsGuestCIDReadOnly(t *testing.T) {
 		if _, err := NewVsock(VsockConfig{Socket: "x", GuestCID: cid}); err != ErrVsockCID {
 			t.Errorf("cid %d: %v", cid, err)
 		}
+	}
+}
+
+// TestVsockServeModes runs Serve as QEMU meets it: listening for QEMU's
+// client chardev, or dialing QEMU's server=on socket.
+func TestVsockServeModes(t *testing.T) {
+	for _, mode := range []string{"listen", "dial"} {
+		t.Run(mode, func(t *testing.T) {
+			r := newVsockRigMode(t, mode)
+			r.up()
+			client := r.hostDial(1024)
+			defer client.Close()
+			if p := r.g.recv(); p.hdr.Op() != VsockOpRequest || p.hdr.DstPort() != 1024 {
+				t.Fatalf("got %v", p)
+			}
+		})
 	}
 }
