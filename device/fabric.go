@@ -430,7 +430,9 @@ func (f *Fabric) receive(src netip.AddrPort, b []byte) {
 	p.c.RxDatagrams.Inc()
 	p.c.RxBytes.Add(uint64(len(b)))
 	p.lastRx.Store(int64(f.opts.Clock.Now()))
-	p.heard.Store(true)
+	if !p.heard.Load() && !p.heard.Swap(true) {
+		f.log.Info("fabric peer heard from", "peer", p.addr)
+	}
 	k := h.Kind()
 	if k == KindEthernet {
 		f.receiveEthernet(p, payload)
