@@ -86,7 +86,7 @@ func TestResourceNack(t *testing.T) {
 	s.deliver(0) // the NACK
 	s.cb.AckPush(held[0])
 	s.settle()
-	s.wait(2 * time.Millisecond) // RTO resend
+	s.wait(1500 * time.Microsecond) // the resend one RTO after the NACK
 	s.settle()
 	s.cb.AckPush(held[1])
 	s.settle()

@@ -50,6 +50,8 @@ package falcon
 //     A NACK or an outgoing packet that carries all receive state resets
 //     the coalescer. Duplicates arm the timer (the spec's "drop and ACK");
 //     a duplicate with AR is acknowledged at once.
+//   - A resend asked for by a resource or RNR NACK is not an attempt: it
+//     neither backs off nor counts toward MaxRetries.
 //   - Retransmissions carry AR (the ACK that stops them should come soon);
 //     they are not gated by fcwnd/ncwnd (ORRC is kept but not enforced).
 //   - Max retransmissions follow [S §11]: Resync 0x3, then a fatal error if

@@ -226,6 +226,14 @@ func (c *Conn) rtoScan(now time.Duration) {
 // into a Resync (code 0x3), or fail the connection when a Resync exhausts
 // its attempts [S §11].
 func (c *Conn) rtoFire(i int, psn wire.PSN, s *pdl.TxSlot, now time.Duration) {
+	if s.Refused {
+		// The receiver saw it and asked for a later resend (resource or RNR
+		// NACK): not a lost attempt, no backoff.
+		s.Refused = false
+		c.Stats.RetxNack.Inc()
+		c.retransmit(i, psn, s, now)
+		return
+	}
 	if s.Retries >= c.cfg.MaxRetries {
 		if s.Resync {
 			c.fail(now)

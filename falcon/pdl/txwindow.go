@@ -37,6 +37,7 @@ type TxSlot struct {
 	Received bool            // peer's EACK data-rx bitmap showed it
 	Request  bool            // counts toward the outstanding-request counter (ORC)
 	Retx     bool            // last send was a retransmission (ORRC)
+	Refused  bool            // the receiver refused it (resource or RNR NACK): the next resend is no attempt
 	Flow     uint8
 	Retries  uint8 // retransmissions of the current packet (reset by Resync)
 	Early    uint8 // early retransmissions (capped)
