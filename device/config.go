@@ -56,7 +56,8 @@ const MaxQueuePairs = 16
 // A guest frame crosses the fabric in one UDP datagram: a 1,514-byte frame
 // becomes 1,526 bytes of UDP payload, 1,554 bytes of IPv4 packet. On an
 // underlay with a 1,500-byte MTU the kernel fragments it; give guests an
-// MTU of 1,472 (or the underlay jumbo frames) to avoid that.
+// MTU of 1,446 (1,500 - 54 bytes of IPv4, UDP, fabric and Ethernet
+// headers), or the underlay jumbo frames, to avoid that.
 //
 // Relative paths (control, nics[].socket) are relative to the directory of
 // the config file when it is read with LoadConfig, which makes them absolute.
