@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"sync"
@@ -17,30 +18,66 @@ import (
 	"falconnic/vhostuser"
 )
 
-// VsockConfig configures one vhost-user-vsock device.
+// VsockConfig configures one vhost-user-vsock device. The JSON tags let
+// the daemon's config file carry it as is:
+//
+//	"vsock": [{"name": "vs0", "socket": "vs0.sock", "guest_cid": 3, "uds": "vs0.uds"}]
 type VsockConfig struct {
 	// Name identifies the device in status output.
-	Name string
+	Name string `json:"name"`
 	// Socket is the vhost-user socket QEMU's chardev uses.
-	Socket string
+	Socket string `json:"socket"`
 	// GuestCID is the guest's CID (config space guest_cid), 3 or more.
-	GuestCID uint64
+	GuestCID uint64 `json:"guest_cid"`
 	// UDS is the host unix socket of the hybrid bridge: host clients
 	// connect here and write "CONNECT <port>\n"; guest connections to host
-	// port P are bridged to "<UDS>_<P>".
-	UDS string
+	// port P are bridged to "<UDS>_<P>". Empty: no host bridge (guest
+	// connections get RST).
+	UDS string `json:"uds,omitempty"`
 	// Dial makes the daemon connect to QEMU's server socket instead of
 	// listening (QEMU chardev server=on).
-	Dial bool
+	Dial bool `json:"dial,omitempty"`
 	// Clock times host-initiated connects (nil: clock.Real).
-	Clock clock.Clock
+	Clock clock.Clock `json:"-"`
 }
 
-// Errors of NewVsock.
+// Errors of VsockConfig.Check.
 var (
-	ErrVsockCID    = errors.New("vsock: guest CID must be in 3..0xfffffffe")
+	ErrVsockCID    = errors.New("vsock: guest_cid must be in 3..0xfffffffe")
 	ErrVsockSocket = errors.New("vsock: socket path required")
+	ErrVsockPath   = errors.New("vsock: socket path too long for a unix socket")
 )
+
+// maxSunPath is sizeof(sockaddr_un.sun_path) minus the terminating NUL.
+const maxSunPath = 107
+
+// Check validates c: the CID range (virtio 1.2 §5.10.4: 0-2 are reserved,
+// 0xffffffff is VMADDR_CID_ANY), and socket paths that fit sun_path,
+// including UDS's "_<port>" suffix.
+func (c *VsockConfig) Check() error {
+	switch {
+	case c.GuestCID < vsockMinGuestCID || c.GuestCID > vsockMaxGuestCID:
+		return ErrVsockCID
+	case c.Socket == "":
+		return ErrVsockSocket
+	case len(c.Socket) > maxSunPath || len(c.UDS)+len("_4294967295") > maxSunPath:
+		return ErrVsockPath
+	case c.UDS != "" && c.UDS == c.Socket:
+		return fmt.Errorf("vsock: uds and socket are both %s", c.UDS)
+	}
+	return nil
+}
+
+// ResolvePaths makes relative Socket and UDS paths relative to dir (the
+// config file's directory).
+func (c *VsockConfig) ResolvePaths(dir string) {
+	if c.Socket != "" && !filepath.IsAbs(c.Socket) {
+		c.Socket = filepath.Join(dir, c.Socket)
+	}
+	if c.UDS != "" && !filepath.IsAbs(c.UDS) {
+		c.UDS = filepath.Join(dir, c.UDS)
+	}
+}
 
 // vsockConnectLineMax bounds "CONNECT <port>\n" (Firecracker's hybrid format).
 const vsockConnectLineMax = 32
@@ -148,11 +185,8 @@ func wake(ch chan struct{}) {
 
 // NewVsock checks cfg and builds the device (nothing is opened yet).
 func NewVsock(cfg VsockConfig) (*Vsock, error) {
-	if cfg.GuestCID < vsockMinGuestCID || cfg.GuestCID > vsockMaxGuestCID {
-		return nil, ErrVsockCID
-	}
-	if cfg.Socket == "" {
-		return nil, ErrVsockSocket
+	if err := cfg.Check(); err != nil {
+		return nil, err
 	}
 	v := &Vsock{cfg: cfg, clk: cfg.Clock, socks: map[uint64]*vsockSock{}, rxWake: make(chan struct{}, 1),
 		stop: make(chan struct{}), pending: map[*net.UnixConn]struct{}{}}
@@ -729,6 +763,9 @@ type VsockStatus struct {
 	Counters    map[string]uint64       `json:"counters"`
 	Backend     map[string]uint64       `json:"backend_counters"`
 }
+
+// StatusJSON is Status for the daemon's status table.
+func (v *Vsock) StatusJSON() any { return v.Status() }
 
 // Status returns a snapshot; safe from any goroutine.
 func (v *Vsock) Status() VsockStatus {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -712,5 +713,30 @@ func TestVsockServeModes(t *testing.T) {
 				t.Fatalf("got %v", p)
 			}
 		})
+	}
+}
+
+func TestVsockConfigChecksAndJSON(t *testing.T) {
+	var cfg VsockConfig
+	must(t, json.Unmarshal([]byte(`{"name":"vs0","socket":"vs0.sock","guest_cid":3,"uds":"vs0.uds"}`), &cfg))
+	cfg.ResolvePaths("/run/falconnic")
+	if cfg.Socket != "/run/falconnic/vs0.sock" || cfg.UDS != "/run/falconnic/vs0.uds" || cfg.GuestCID != 3 {
+		t.Fatalf("config %+v", cfg)
+	}
+	must(t, cfg.Check())
+	for _, tc := range []struct {
+		mut  func(c *VsockConfig)
+		want error
+	}{
+		{func(c *VsockConfig) { c.GuestCID = 2 }, ErrVsockCID},
+		{func(c *VsockConfig) { c.GuestCID = 0xffffffff }, ErrVsockCID},
+		{func(c *VsockConfig) { c.Socket = "" }, ErrVsockSocket},
+		{func(c *VsockConfig) { c.UDS = "/" + strings.Repeat("u", 100) }, ErrVsockPath},
+	} {
+		c := cfg
+		tc.mut(&c)
+		if err := c.Check(); err != tc.want {
+			t.Errorf("%+v: %v, want %v", c, err, tc.want)
+		}
 	}
 }
