@@ -26,6 +26,7 @@ type Counters struct {
 	RequestFailed  stats.Counter
 
 	MemTables       stats.Counter
+	DupMemRegions   stats.Counter
 	MemTablesFreed  stats.Counter
 	Kicks           stats.Counter
 	Calls           stats.Counter
@@ -69,6 +70,7 @@ func (c *Counters) Set() stats.Set {
 		{Name: "BadInflight", Help: "inflight requests rejected", Counter: &c.BadInflight},
 		{Name: "RequestFailed", Help: "requests answered with a failure ack", Counter: &c.RequestFailed},
 		{Name: "MemTables", Help: "memory tables installed", Counter: &c.MemTables},
+		{Name: "DupMemRegions", Help: "ADD_MEM_REGs of a region already present (one per extra queue pair)", Counter: &c.DupMemRegions},
 		{Name: "MemTablesFreed", Help: "memory tables unmapped after the last worker let go", Counter: &c.MemTablesFreed},
 		{Name: "Kicks", Help: "kick eventfd wake-ups", Counter: &c.Kicks},
 		{Name: "Calls", Help: "call eventfd signals", Counter: &c.Calls},

@@ -42,6 +42,15 @@ type Region struct {
 	GPA, Size, UVA, MmapOffset uint64
 	Data                       []byte // len == Size
 	m                          *mapping
+	// dups counts extra ADD_MEM_REGs of this same region: with several
+	// queue pairs QEMU 7.2 adds every region once per vhost_dev on the one
+	// connection. Only the control goroutine touches it.
+	dups int
+}
+
+// same reports whether r describes the same guest range as o.
+func (r *Region) same(gpa, size, uva, off uint64) bool {
+	return r.GPA == gpa && r.Size == size && r.UVA == uva && r.MmapOffset == off
 }
 
 // MapRegion mmaps size bytes of fd at off (shared, read-write). It does not close fd.

@@ -610,6 +610,15 @@ func (s *Session) setMemTable(m *Msg) ([]byte, []int, error) {
 func (s *Session) addMemReg(m *Msg) ([]byte, []int, error) {
 	defer closeFDs(m.FDs)
 	r := MemRegion(m.Payload[8:])
+	if t := s.mem.Load(); t != nil {
+		for _, old := range t.regions {
+			if old.same(r.GPA(), r.Size(), r.UVA(), r.MmapOffset()) {
+				old.dups++ // another vhost_dev (queue pair) adds it too
+				s.c.DupMemRegions.Inc()
+				return nil, nil, nil
+			}
+		}
+	}
 	reg, err := MapRegion(m.FDs[0], r.GPA(), r.Size(), r.UVA(), r.MmapOffset())
 	if err != nil {
 		return nil, nil, err
@@ -626,6 +635,14 @@ func (s *Session) addMemReg(m *Msg) ([]byte, []int, error) {
 func (s *Session) remMemReg(m *Msg) ([]byte, []int, error) {
 	closeFDs(m.FDs)
 	r := MemRegion(m.Payload[8:])
+	if t := s.mem.Load(); t != nil {
+		for _, old := range t.regions {
+			if old.same(r.GPA(), r.Size(), r.UVA(), r.MmapOffset()) && old.dups > 0 {
+				old.dups--
+				return nil, nil, nil
+			}
+		}
+	}
 	t, err := s.mem.Load().Without(r.GPA(), r.Size())
 	if err != nil {
 		return nil, nil, err

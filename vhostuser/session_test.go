@@ -592,11 +592,21 @@ func TestAddAndRemoveMemRegions(t *testing.T) {
 		p, fd := r.mem.RegionPayload(i)
 		must(t, fe.Set(vhostuser.ReqAddMemReg, true, p, fd))
 	}
-	// The same region twice overlaps: failure ack.
+	// The same region again is another queue pair's vhost_dev adding it
+	// (QEMU 7.2 with queues=2): accepted and counted once more.
 	p, fd := r.mem.RegionPayload(0)
+	must(t, fe.Set(vhostuser.ReqAddMemReg, true, p, fd))
+	unix.Close(fd)
+	if r.counters()["DupMemRegions"] != 1 {
+		t.Fatal("duplicate not counted")
+	}
+	// A different region overlapping region 0 is refused.
+	p, fd = r.mem.RegionPayload(0)
+	binary.LittleEndian.PutUint64(p[16:], 0x2000)
 	if err := fe.Set(vhostuser.ReqAddMemReg, true, p, fd); err == nil {
 		t.Fatal("overlapping ADD_MEM_REG acked")
 	}
+	unix.Close(fd)
 	q := r.qs[0]
 	must(t, fe.RingSetup(q, 0))
 	must(t, fe.Enable(0, true))
@@ -607,9 +617,14 @@ func TestAddAndRemoveMemRegions(t *testing.T) {
 	if !q.WaitUsed(1, 5*time.Second) || len(dev.received()) != 1 {
 		t.Fatal("buffer in region 0 not processed")
 	}
-	// Remove region 0: the ring (in region 1) keeps running, but a buffer
-	// in region 0 is now outside the table.
+	// Remove region 0 once per vhost_dev that added it: the ring (in
+	// region 1) keeps running, but a buffer in region 0 is then outside
+	// the table.
 	p, _ = r.mem.RegionPayload(0)
+	must(t, fe.Set(vhostuser.ReqRemMemReg, true, p))
+	if st := r.srv.Status(); st.MemRegions != 2 {
+		t.Fatalf("first REM_MEM_REG removed a region still added by another vhost_dev")
+	}
 	must(t, fe.Set(vhostuser.ReqRemMemReg, true, p))
 	q.Add([]vhostusertest.Seg{{GPA: low, Len: 4}})
 	q.Publish()

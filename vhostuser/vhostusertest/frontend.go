@@ -34,9 +34,9 @@ type Frontend struct {
 	// StripConfig drops PROTOCOL_F_CONFIG as QEMU does for net (notes §2).
 	StripConfig bool
 
-	masked   int // the "masked notifier" eventfd QEMU installs before start
-	memSent  bool
-	inflight []byte // SET_INFLIGHT_FD payload QEMU keeps across reconnects
+	masked   int          // the "masked notifier" eventfd QEMU installs before start
+	memSent  map[int]bool // per vhost_dev (queue pair): QEMU keeps one shadow table each
+	inflight []byte       // SET_INFLIGHT_FD payload QEMU keeps across reconnects
 	infFD    int
 }
 
@@ -92,7 +92,7 @@ func (f *Frontend) Reconnect(c *net.UnixConn) {
 	f.raw.Close()
 	f.conn = vhostuser.NewConn(c)
 	f.raw = c
-	f.memSent = false
+	f.memSent = nil
 }
 
 // Close closes the connection (the back-end sees EOF) and QEMU-held fds.
@@ -283,11 +283,13 @@ func (f *Frontend) NetInit(pairs int) error {
 	return nil
 }
 
-// sendMem sends the memory table: ADD_MEM_REG per region with
-// CONFIGURE_MEM_SLOTS (once per connection), else SET_MEM_TABLE every start.
-func (f *Frontend) sendMem() error {
+// sendMem sends the memory table for vhost_dev dev: ADD_MEM_REG per
+// region with CONFIGURE_MEM_SLOTS (once per connection and vhost_dev: with
+// several queue pairs every pair adds the same regions again), else
+// SET_MEM_TABLE on every start.
+func (f *Frontend) sendMem(dev int) error {
 	if f.Proto&vhostuser.ProtoConfigureMemSlots != 0 {
-		if f.memSent {
+		if f.memSent[dev] {
 			return nil
 		}
 		for i := range f.Mem.Regions {
@@ -299,7 +301,10 @@ func (f *Frontend) sendMem() error {
 				return err
 			}
 		}
-		f.memSent = true
+		if f.memSent == nil {
+			f.memSent = map[int]bool{}
+		}
+		f.memSent[dev] = true
 		return nil
 	}
 	p, fds := f.Mem.MemTablePayload()
@@ -336,18 +341,26 @@ func (f *Frontend) RingSetup(q *DriverQueue, base uint16) error {
 	return f.VringFile(vhostuser.ReqSetVringCall, q.Index, q.CallFD)
 }
 
+// status does QEMU's read-modify-write of the device status: GET_STATUS,
+// then SET_STATUS only if bits are missing (0 clears).
 func (f *Frontend) status(v uint64) error {
 	if f.Proto&vhostuser.ProtoStatus == 0 {
 		return nil
 	}
-	if _, err := f.GetU64(vhostuser.ReqGetStatus); err != nil {
+	cur, err := f.GetU64(vhostuser.ReqGetStatus)
+	if err != nil {
 		return err
+	}
+	if v != 0 && cur&v == v {
+		return nil
 	}
 	return f.SetU64(vhostuser.ReqSetStatus, v)
 }
 
-// NetStart replays the guest driver's start (notes §3.1 #13-#32, §3.2):
-// repeated enables, SET_FEATURES (again per pair), the memory table, ring
+// NetStart replays the guest driver's start (notes §3.1 #13-#32, §3.2, and
+// a QEMU 7.2 run with queues=2): repeated enables, then per pair (each its
+// own vhost_dev) SET_FEATURES, the status read-modify-write, the memory
+// table (with CONFIGURE_MEM_SLOTS every pair adds the same regions), ring
 // setup with the given bases (nil: 0; reconnect: the used idx), then the
 // final enables for activePairs.
 func (f *Frontend) NetStart(acked uint64, activePairs int, bases []uint16) error {
@@ -363,13 +376,11 @@ func (f *Frontend) NetStart(acked uint64, activePairs int, bases []uint16) error
 		if err := f.SetU64(vhostuser.ReqSetFeatures, acked); err != nil {
 			return err
 		}
-		if k == 0 {
-			if err := f.status(8); err != nil {
-				return err
-			}
-			if err := f.sendMem(); err != nil {
-				return err
-			}
+		if err := f.status(8); err != nil {
+			return err
+		}
+		if err := f.sendMem(k); err != nil {
+			return err
 		}
 		for _, q := range f.Queues[2*k : 2*k+2] {
 			var base uint16
@@ -487,7 +498,7 @@ func (f *Frontend) BlkStart(q *DriverQueue, acked uint64, base uint16) error {
 	if err := f.SetU64(vhostuser.ReqSetFeatures, acked); err != nil {
 		return err
 	}
-	if err := f.sendMem(); err != nil {
+	if err := f.sendMem(0); err != nil {
 		return err
 	}
 	if err := f.RingSetup(q, base); err != nil {
