@@ -335,3 +335,28 @@ func TestPeerLink(t *testing.T) {
 		t.Errorf("peer link got %d, endpoint link %d", got, len(out.frames)-n)
 	}
 }
+
+// RACK: an unreceived packet sent before the newest acknowledged one and
+// older than RTT plus a quarter-RTT reorder window is presumed lost.
+func TestRACK(t *testing.T) {
+	e, c, out := newLone(t)
+	c.cfg.RACK = true
+	clk := e.cfg.Clock.(*clock.Manual)
+	for i := 0; i < 3; i++ {
+		c.Push(uint64(i), []byte("x"))
+		clk.Advance(10 * time.Microsecond)
+	}
+	clk.Advance(40 * time.Microsecond) // RTT sample 50 µs: RACK waits 62.5 µs
+	f := wire.AckFields{CID: 5, DataBase: 1000, T1: wire.TimestampAt(time.Millisecond + 20*time.Microsecond), T2: 1,
+		DataAck: wire.NewBitmap(128), DataRx: wire.NewBitmap(128), Req: wire.NewBitmap(64)}
+	f.DataAck.Set(2)
+	f.DataRx.Set(2)
+	e.Receive(seal(wire.AppendEACK(nil, &f), wire.TimestampAt(e.Now())), 0)
+	if c.Stats.RetxRACK.Load() != 1 || len(out.frames) != 4 {
+		t.Fatalf("rack %d, frames %d", c.Stats.RetxRACK.Load(), len(out.frames))
+	}
+	b, _, _ := open(out.frames[3])
+	if got := Describe(b); got != "PushData psn=1000 rsn=0 ar=1 len=1" {
+		t.Errorf("resent %q, want PSN 1000 (sent 70 µs ago; PSN 1001, 60 µs, is still within RTT + RTT/4)", got)
+	}
+}
