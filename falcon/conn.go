@@ -266,8 +266,11 @@ func (c *Conn) fail(now time.Duration) {
 	c.Stats.Fatal.Inc()
 	for rsn := c.ini.Base; rsn != c.ini.Next; rsn = rsn.Add(1) {
 		s := c.ini.Slot(rsn)
-		if s.State == tl.IQueued || s.State == tl.ISent || s.State == tl.IDone {
+		switch s.State {
+		case tl.IQueued, tl.ISent:
 			c.reportOne(rsn, s, tl.CmplDeadConn, s.ULPCode, nil)
+		case tl.IDone: // finished, waiting for its turn: keep its outcome
+			c.reportOne(rsn, s, s.Status, s.ULPCode, s.Data)
 		}
 	}
 	c.ini.Advance()
