@@ -2,6 +2,9 @@ package device
 
 import "falconnic/vhostuser"
 
+// txBatch bounds the chains returned between two notifications.
+const txBatch = 256
+
 // runTX owns TX ring q: it pops the guest's chains, strips the
 // virtio_net_hdr and hands each frame to the uplink (or to the control
 // hook), then returns the chains with one used-idx store per batch.
@@ -14,10 +17,20 @@ func (n *NIC) runTX(q *vhostuser.Queue, hdrLen int) {
 			return
 		case <-q.Wake():
 		}
-		for q.Pop(&c) {
+		for i := 1; q.Pop(&c); i++ {
 			n.txChain(&c, hdrLen, scratch)
 			// The frame was delivered (copied) before the buffer goes back.
 			q.Fill(c.Head, 0)
+			if i%txBatch == 0 {
+				// A guest that never stops sending must not delay a stop.
+				q.Flush()
+				q.Notify()
+				select {
+				case <-q.Done():
+					return
+				default:
+				}
+			}
 		}
 		q.Flush()
 		q.Notify()
