@@ -32,7 +32,8 @@ const MaxQueuePairs = 16
 //	      "socket": "n0.sock",                     // vhost-user socket path, unique
 //	      "mac": "52:54:00:12:34:56",              // unicast, not all-zero, unique
 //	      "queue_pairs": 1,                        // 1..16; default 1
-//	      "dial": false                            // true: connect to QEMU (server=on) instead of listening
+//	      "dial": false,                           // true: connect to QEMU (server=on) instead of listening
+//	      "any_source_mac": false                  // true: accept frames from other source MACs than mac
 //	    }
 //	  ],
 //	  "switch": {
@@ -75,6 +76,10 @@ type NICSpec struct {
 	MAC        string `json:"mac"`
 	QueuePairs int    `json:"queue_pairs,omitempty"`
 	Dial       bool   `json:"dial,omitempty"`
+	// AnySourceMAC turns off the switch's source check: by default a NIC's
+	// port accepts only frames from the NIC's own MAC, and that MAC is
+	// pinned to the port (no other guest or peer can take it over).
+	AnySourceMAC bool `json:"any_source_mac,omitempty"`
 }
 
 // SwitchSpec tunes the in-daemon switch.

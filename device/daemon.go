@@ -133,6 +133,12 @@ func NewDaemon(cfg *Config, opts DaemonOptions) (_ *Daemon, err error) {
 			}
 		}
 		port := d.sw.AddPort(spec.Name)
+		if !spec.AnySourceMAC {
+			if err := port.LockSource(spec.hwAddr()); err != nil {
+				d.sw.RemovePort(port)
+				return nil, err
+			}
+		}
 		nic, err := opts.NewNIC(spec, port)
 		if err != nil {
 			d.sw.RemovePort(port)

@@ -118,7 +118,7 @@ func TestDaemonStatusOverControlSocket(t *testing.T) {
 	if string(st.NICs[0].Device) != `{"session":"none"}` {
 		t.Errorf("device status = %s", st.NICs[0].Device)
 	}
-	if len(st.Switch.MACs) != 1 || st.Switch.MACs[0].Port != "a" || st.Fabric != nil {
+	if len(st.Switch.MACs) != 2 || st.Switch.MACs[0].Port != "a" || !st.Switch.MACs[1].Static || st.Fabric != nil {
 		t.Errorf("switch macs %+v fabric %+v", st.Switch.MACs, st.Fabric)
 	}
 	if filepath.Base(st.Control) != "ctl.sock" || !filepath.IsAbs(st.NICs[0].Socket) {
@@ -131,6 +131,30 @@ func TestDaemonStatusOverControlSocket(t *testing.T) {
 	control.Call(context.Background(), d.ControlSocket(), "methods", nil, &methods)
 	if fmt.Sprint(methods) != "[fabric.add_peer fabric.impair methods status]" {
 		t.Errorf("methods = %v", methods)
+	}
+}
+
+func TestDaemonLocksNICPortsToTheirMAC(t *testing.T) {
+	d := startDaemon(t, `{
+  "control": "ctl.sock",
+  "nics": [
+    {"name": "a", "socket": "a.sock", "mac": "52:54:00:00:00:01"},
+    {"name": "b", "socket": "b.sock", "mac": "52:54:00:00:00:02"},
+    {"name": "c", "socket": "c.sock", "mac": "52:54:00:00:00:03", "any_source_mac": true}
+  ]
+}`)
+	d.nics["a"].uplink.Deliver(testFrame(bcastMAC, testMAC(9), 0x0800, 20)) // a spoofs
+	d.nics["b"].uplink.Deliver(testFrame(bcastMAC, testMAC(1), 0x0800, 20)) // b claims a's MAC
+	d.nics["c"].uplink.Deliver(testFrame(bcastMAC, testMAC(2), 0x0800, 20)) // so does c, b's
+	marker := testFrame(testMAC(1), testMAC(8), 0x0800, 20)                 // c may use any source
+	d.nics["c"].uplink.Deliver(marker)
+	if got := d.nics["a"].next(t, "c's frame at a").b; !bytes.Equal(got, marker) {
+		t.Fatalf("a got % x, want only c's frame", got)
+	}
+	d.nics["b"].none(t, "b")
+	st := d.status(t)
+	if st.NICs[0].Port["RxSpoofed"] != 1 || st.NICs[1].Port["RxSpoofed"] != 1 || st.NICs[2].Port["RxPinnedSource"] != 1 {
+		t.Errorf("a %v\nb %v\nc %v", st.NICs[0].Port, st.NICs[1].Port, st.NICs[2].Port)
 	}
 }
 

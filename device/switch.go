@@ -2,6 +2,8 @@ package device
 
 import (
 	"encoding/binary"
+	"fmt"
+	"net"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -44,8 +46,9 @@ type SwitchOptions struct {
 // It learns source addresses per port (with aging on the injected clock),
 // forwards known unicast to one port and floods broadcast, multicast and
 // unknown unicast to every other port, never back to the ingress port. It
-// drops runts, oversize frames, frames with a group source address and
-// control-channel frames (EtherType 0x88B5), each with its own counter.
+// drops runts, oversize frames, frames with a group source address,
+// spoofed sources on locked ports (LockSource) and control-channel frames
+// (EtherType 0x88B5), each with its own counter.
 //
 // Forwarding is synchronous: Deliver on an ingress port calls Deliver on the
 // egress port's sink before it returns, so sinks must copy what they keep and
@@ -76,6 +79,7 @@ type SwitchPort struct {
 	name    string
 	out     atomic.Pointer[sinkBox]
 	removed atomic.Bool
+	srcLock atomic.Pointer[ethAddr] // the only source address accepted, if set
 
 	c      PortCounters
 	counts stats.Set
@@ -95,6 +99,8 @@ type PortCounters struct {
 	RxTooBig       stats.Counter
 	RxControl      stats.Counter
 	RxGroupSource  stats.Counter
+	RxSpoofed      stats.Counter
+	RxPinnedSource stats.Counter
 	RxFiltered     stats.Counter
 	RxPortRemoved  stats.Counter
 	TxNotConnected stats.Counter
@@ -140,6 +146,8 @@ func (s *Switch) AddPort(name string) *SwitchPort {
 		{Name: "RxTooBig", Help: "frames dropped: longer than the switch's maximum frame", Counter: &p.c.RxTooBig},
 		{Name: "RxControl", Help: "frames dropped: control-channel EtherType 0x88B5 never crosses the switch", Counter: &p.c.RxControl},
 		{Name: "RxGroupSource", Help: "frames dropped: source address is broadcast or multicast", Counter: &p.c.RxGroupSource},
+		{Name: "RxSpoofed", Help: "frames dropped: source address is not the port's locked address", Counter: &p.c.RxSpoofed},
+		{Name: "RxPinnedSource", Help: "frames dropped: source address is locked to another port", Counter: &p.c.RxPinnedSource},
 		{Name: "RxFiltered", Help: "frames dropped: destination was learned on the ingress port", Counter: &p.c.RxFiltered},
 		{Name: "RxPortRemoved", Help: "frames dropped: delivered to a port after RemovePort", Counter: &p.c.RxPortRemoved},
 		{Name: "TxNotConnected", Help: "frames dropped: egress port has no sink yet", Counter: &p.c.TxNotConnected},
@@ -177,6 +185,20 @@ func (s *Switch) RemovePort(p *SwitchPort) {
 // Sweep removes aged-out addresses from the learning table. Lookups already
 // ignore them; Sweep only frees memory. It returns how many it removed.
 func (s *Switch) Sweep() int { return s.macs.sweep(s.opts.Clock.Now()) }
+
+// LockSource makes mac the port's only source address (a NIC port's own
+// MAC): frames from the port with another source are dropped (RxSpoofed),
+// and mac is pinned to the port, so frames claiming it on any other port
+// are dropped too (RxPinnedSource) and traffic to it always comes here.
+func (p *SwitchPort) LockSource(mac net.HardwareAddr) error {
+	if len(mac) != 6 || mac[0]&1 != 0 {
+		return fmt.Errorf("switch: cannot lock port %s to %v: not a unicast MAC", p.name, mac)
+	}
+	a := ethAddrAt(mac, 0)
+	p.srcLock.Store(&a)
+	p.sw.macs.pin(a, p, p.sw.opts.Clock.Now())
+	return nil
+}
 
 // Name returns the port's name.
 func (p *SwitchPort) Name() string { return p.name }
@@ -220,8 +242,15 @@ func (p *SwitchPort) Deliver(frame []byte) {
 		p.c.RxGroupSource.Inc()
 		return
 	}
+	if lock := p.srcLock.Load(); lock != nil && src != *lock {
+		p.c.RxSpoofed.Inc()
+		return
+	}
 	now := s.opts.Clock.Now()
-	s.macs.learn(src, p, now)
+	if !s.macs.learn(src, p, now) {
+		p.c.RxPinnedSource.Inc()
+		return
+	}
 
 	dst := ethAddrAt(frame, 0)
 	if !dst.group() {
@@ -289,9 +318,10 @@ type PortStatus struct {
 
 // MACStatus is one learned address: where it was seen and how long ago.
 type MACStatus struct {
-	MAC  string        `json:"mac"`
-	Port string        `json:"port"`
-	Age  time.Duration `json:"age_ns"`
+	MAC    string        `json:"mac"`
+	Port   string        `json:"port"`
+	Age    time.Duration `json:"age_ns"`
+	Static bool          `json:"static,omitempty"` // locked to the port (a NIC's own MAC)
 }
 
 // Status reports the ports, the learned addresses and the counters.
@@ -301,7 +331,7 @@ func (s *Switch) Status() SwitchStatus {
 		st.Ports = append(st.Ports, PortStatus{Name: p.name, Counters: p.counts.Snapshot()})
 	}
 	for _, v := range s.macs.snapshot(s.opts.Clock.Now()) {
-		st.MACs = append(st.MACs, MACStatus{MAC: v.addr.String(), Port: v.at.name, Age: v.age})
+		st.MACs = append(st.MACs, MACStatus{MAC: v.addr.String(), Port: v.at.name, Age: v.age, Static: v.static})
 	}
 	sort.Slice(st.MACs, func(i, j int) bool { return st.MACs[i].MAC < st.MACs[j].MAC })
 	return st

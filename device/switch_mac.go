@@ -57,6 +57,9 @@ func (c *macCounters) set(prefix string) stats.Set {
 type macEntry[P any] struct {
 	where atomic.Pointer[P]
 	seen  atomic.Int64 // clock.Time of the last frame from this address
+	// static marks a pinned entry: it never ages and never moves. It is
+	// written only under the table's write lock.
+	static bool
 }
 
 // macTable maps source addresses to the place they were last seen (a switch
@@ -80,25 +83,30 @@ func newMACTable[P any](age time.Duration, max int, c *macCounters) *macTable[P]
 }
 
 func (t *macTable[P]) fresh(e *macEntry[P], now clock.Time) bool {
-	return now-clock.Time(e.seen.Load()) <= t.age
+	return e.static || now-clock.Time(e.seen.Load()) <= t.age
 }
 
-// learn records that a was seen at p at time now.
-func (t *macTable[P]) learn(a ethAddr, p *P, now clock.Time) {
+// learn records that a was seen at p at time now. It reports false, and
+// learns nothing, if a is pinned to another place.
+func (t *macTable[P]) learn(a ethAddr, p *P, now clock.Time) bool {
 	t.mu.RLock()
 	e := t.m[a]
-	if e != nil && e.where.Load() == p {
-		if clock.Time(e.seen.Load()) < now {
+	if e != nil && (e.where.Load() == p || e.static) {
+		ok := e.where.Load() == p
+		if ok && clock.Time(e.seen.Load()) < now {
 			e.seen.Store(int64(now))
 		}
 		t.mu.RUnlock()
-		return
+		return ok
 	}
 	t.mu.RUnlock()
 
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if e = t.m[a]; e != nil {
+		if e.static {
+			return e.where.Load() == p
+		}
 		if old := e.where.Load(); old != p {
 			if t.fresh(e, now) {
 				t.c.Moved.Inc()
@@ -108,7 +116,7 @@ func (t *macTable[P]) learn(a ethAddr, p *P, now clock.Time) {
 			e.where.Store(p)
 		}
 		e.seen.Store(int64(now))
-		return
+		return true
 	}
 	if len(t.m) >= t.max {
 		if now >= t.nextSweep {
@@ -117,7 +125,7 @@ func (t *macTable[P]) learn(a ethAddr, p *P, now clock.Time) {
 		}
 		if len(t.m) >= t.max {
 			t.c.TableFull.Inc()
-			return
+			return true
 		}
 	}
 	e = &macEntry[P]{}
@@ -125,6 +133,18 @@ func (t *macTable[P]) learn(a ethAddr, p *P, now clock.Time) {
 	e.seen.Store(int64(now))
 	t.m[a] = e
 	t.c.Learned.Inc()
+	return true
+}
+
+// pin makes a a static entry at p: it never ages, never moves, and frames
+// from a elsewhere are refused by learn. Pins may exceed the table size.
+func (t *macTable[P]) pin(a ethAddr, p *P, now clock.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := &macEntry[P]{static: true}
+	e.where.Store(p)
+	e.seen.Store(int64(now))
+	t.m[a] = e
 }
 
 // lookup returns where a was last seen, or nil if it is unknown or aged out.
@@ -159,7 +179,7 @@ func (t *macTable[P]) sweep(now clock.Time) int {
 func (t *macTable[P]) sweepLocked(now clock.Time) int {
 	n := 0
 	for a, e := range t.m {
-		if !t.fresh(e, now) {
+		if !t.fresh(e, now) { // static entries are always fresh
 			delete(t.m, a)
 			n++
 		}
@@ -170,9 +190,10 @@ func (t *macTable[P]) sweepLocked(now clock.Time) int {
 
 // macView is one learned address as status reports it.
 type macView[P any] struct {
-	addr ethAddr
-	at   *P
-	age  time.Duration
+	addr   ethAddr
+	at     *P
+	age    time.Duration
+	static bool
 }
 
 // snapshot lists the fresh entries.
@@ -182,7 +203,7 @@ func (t *macTable[P]) snapshot(now clock.Time) []macView[P] {
 	out := make([]macView[P], 0, len(t.m))
 	for a, e := range t.m {
 		if t.fresh(e, now) {
-			out = append(out, macView[P]{addr: a, at: e.where.Load(), age: now - clock.Time(e.seen.Load())})
+			out = append(out, macView[P]{addr: a, at: e.where.Load(), age: now - clock.Time(e.seen.Load()), static: e.static})
 		}
 	}
 	return out

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -397,4 +398,34 @@ func TestSwitchFullTableSweepsAtMostOncePerEighthOfTheAge(t *testing.T) {
 	if sw.macs.lookup(testMAC(5), clk.Now()) != a || sw.c.Aged.Load() != 1 {
 		t.Errorf("mac 5 not learned after the sweep (aged %d)", sw.c.Aged.Load())
 	}
+}
+
+func TestSwitchLockedPortAcceptsOnlyItsMAC(t *testing.T) {
+	r := newSwitchRig(t, 3)
+	if err := r.ports[0].LockSource(net.HardwareAddr{0x52, 0x54, 0, 0, 0, 1}); err != nil {
+		t.Fatal(err)
+	}
+	// Traffic to the locked MAC goes to its port before it has said a word.
+	r.ports[1].Deliver(testFrame(testMAC(1), testMAC(2), 0x0800, 20))
+	r.expect(t, "to the pinned MAC", 1, 0, 0)
+	r.ports[0].Deliver(testFrame(bcastMAC, testMAC(9), 0x0800, 20))
+	r.expect(t, "spoofed source on the locked port", 0, 0, 0)
+	r.ports[2].Deliver(testFrame(bcastMAC, testMAC(1), 0x0800, 20))
+	r.expect(t, "another port claiming the pinned MAC", 0, 0, 0)
+	if r.ports[0].c.RxSpoofed.Load() != 1 || r.ports[2].c.RxPinnedSource.Load() != 1 {
+		t.Errorf("RxSpoofed %d, RxPinnedSource %d", r.ports[0].c.RxSpoofed.Load(), r.ports[2].c.RxPinnedSource.Load())
+	}
+	r.clk.Advance(time.Hour) // pinned entries never age
+	r.sw.Sweep()
+	r.ports[1].Deliver(testFrame(testMAC(1), testMAC(2), 0x0800, 20))
+	r.expect(t, "to the pinned MAC an hour later", 1, 0, 0)
+	if st := r.sw.Status(); !st.MACs[0].Static || st.MACs[0].Port != "a" {
+		t.Errorf("status MACs %+v", st.MACs)
+	}
+	if err := r.ports[1].LockSource(net.HardwareAddr{1, 0, 0, 0, 0, 1}); err == nil {
+		t.Error("locked a port to a multicast address")
+	}
+	r.sw.RemovePort(r.ports[0])
+	r.ports[2].Deliver(testFrame(bcastMAC, testMAC(1), 0x0800, 20))
+	r.expect(t, "the MAC is free once its port is gone", 0, 1, 0)
 }

@@ -81,7 +81,7 @@ func TestServeAnswersStatus(t *testing.T) {
 	if err := run(context.Background(), []string{"status", "--socket", sock}, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"control " + sock, "52:54:00:12:34:56", filepath.Join(dir, "n0.sock"), "PORT", "fabric", "fabric: listen 127.0.0.1:", "loss 2.5% reorder 0% seed 9", "127.0.0.1:9"} {
+	for _, want := range []string{"control " + sock, "52:54:00:12:34:56", filepath.Join(dir, "n0.sock"), "PORT", "static", "fabric", "fabric: listen 127.0.0.1:", "loss 2.5% reorder 0% seed 9", "127.0.0.1:9"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("status output lacks %q:\n%s", want, out.String())
 		}

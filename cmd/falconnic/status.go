@@ -158,7 +158,11 @@ func printMACs(w io.Writer, where string, macs []device.MACStatus) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "MAC\t%s\tAGE\n", where)
 	for _, m := range macs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", m.MAC, m.Port, m.Age.Round(time.Millisecond))
+		age := m.Age.Round(time.Millisecond).String()
+		if m.Static {
+			age = "static"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", m.MAC, m.Port, age)
 	}
 	tw.Flush()
 }
