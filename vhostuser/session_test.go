@@ -696,3 +696,49 @@ func TestMemoryFaultStopsOnlyThatRing(t *testing.T) {
 		t.Fatal("BadMemRegion not counted")
 	}
 }
+
+// qemuTwoPairs is what QEMU 7.2 sent a back-end offering MQ, REPLY_ACK,
+// RESET_DEVICE, CONFIGURE_MEM_SLOTS and STATUS with queues=2,mq=on and
+// -smp 2 (Linux 6.1 guest, fresh boot), request names only.
+var qemuTwoPairs = strings.Fields(`
+GET_FEATURES GET_PROTOCOL_FEATURES SET_PROTOCOL_FEATURES GET_QUEUE_NUM GET_MAX_MEM_SLOTS SET_OWNER GET_FEATURES
+SET_VRING_CALL SET_VRING_ERR SET_VRING_CALL SET_VRING_ERR
+GET_FEATURES GET_PROTOCOL_FEATURES SET_PROTOCOL_FEATURES GET_MAX_MEM_SLOTS GET_FEATURES
+SET_VRING_CALL SET_VRING_ERR SET_VRING_CALL SET_VRING_ERR
+SET_VRING_ENABLE SET_VRING_ENABLE SET_VRING_ENABLE SET_VRING_ENABLE SET_VRING_ENABLE SET_VRING_ENABLE
+SET_VRING_ENABLE SET_VRING_ENABLE SET_VRING_ENABLE SET_VRING_ENABLE SET_VRING_ENABLE SET_VRING_ENABLE
+SET_VRING_ENABLE SET_VRING_ENABLE SET_VRING_ENABLE SET_VRING_ENABLE SET_VRING_ENABLE SET_VRING_ENABLE
+SET_FEATURES GET_STATUS SET_STATUS ADD_MEM_REG
+SET_VRING_NUM SET_VRING_BASE SET_VRING_ADDR SET_VRING_KICK SET_VRING_CALL
+SET_VRING_NUM SET_VRING_BASE SET_VRING_ADDR SET_VRING_KICK SET_VRING_CALL
+SET_FEATURES GET_STATUS ADD_MEM_REG
+SET_VRING_NUM SET_VRING_BASE SET_VRING_ADDR SET_VRING_KICK SET_VRING_CALL
+SET_VRING_NUM SET_VRING_BASE SET_VRING_ADDR SET_VRING_KICK SET_VRING_CALL
+GET_STATUS SET_STATUS
+SET_VRING_ENABLE SET_VRING_ENABLE SET_VRING_ENABLE SET_VRING_ENABLE`)
+
+func TestSimulatorReplaysQEMUTwoPairSequence(t *testing.T) {
+	dev := &echoDev{features: vhostuser.FeatureVersion1 | netMQ, queues: 4}
+	r := newRig(t, dev, vhostusertest.OneRegion(1<<20), 0, 64)
+	must(t, r.fe.NetInit(2))
+	must(t, r.fe.NetStart(vhostuser.FeatureVersion1|netMQ|vhostuser.FeatureProtocolFeatures, 2, nil))
+	if _, err := r.fe.GetU64(vhostuser.ReqGetFeatures); err != nil { // barrier: all handled
+		t.Fatal(err)
+	}
+	r.tmu.Lock()
+	var got []string
+	for _, l := range r.trace {
+		got = append(got, strings.Fields(l)[0])
+	}
+	r.tmu.Unlock()
+	got = got[:len(got)-1]
+	if strings.Join(got, " ") != strings.Join(qemuTwoPairs, " ") {
+		t.Fatalf("sequence:\n%s\nQEMU 7.2:\n%s", strings.Join(got, " "), strings.Join(qemuTwoPairs, " "))
+	}
+	if st := r.srv.Status(); st.State != "running" || !st.Queues[3].Running || st.MemRegions != 1 {
+		t.Fatalf("status %+v", st)
+	}
+	if r.counters()["DupMemRegions"] != 1 {
+		t.Fatal("pair 1's ADD_MEM_REG not taken as a duplicate")
+	}
+}

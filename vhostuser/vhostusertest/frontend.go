@@ -237,10 +237,7 @@ func (f *Frontend) negotiate(first bool) error {
 	if err := f.SetU64(vhostuser.ReqSetProtocolFeatures, p); err != nil {
 		return err
 	}
-	if !first {
-		return nil
-	}
-	if p&vhostuser.ProtoMQ != 0 {
+	if first && p&vhostuser.ProtoMQ != 0 {
 		if f.QueueNum, err = f.GetU64(vhostuser.ReqGetQueueNum); err != nil {
 			return err
 		}
@@ -249,6 +246,9 @@ func (f *Frontend) negotiate(first bool) error {
 		if _, err := f.GetU64(vhostuser.ReqGetMaxMemSlots); err != nil {
 			return err
 		}
+	}
+	if !first {
+		return nil
 	}
 	f.logf("SET_OWNER")
 	return f.Set(vhostuser.ReqSetOwner, false, nil)
@@ -357,15 +357,26 @@ func (f *Frontend) status(v uint64) error {
 	return f.SetU64(vhostuser.ReqSetStatus, v)
 }
 
-// NetStart replays the guest driver's start (notes §3.1 #13-#32, §3.2, and
-// a QEMU 7.2 run with queues=2): repeated enables, then per pair (each its
-// own vhost_dev) SET_FEATURES, the status read-modify-write, the memory
-// table (with CONFIGURE_MEM_SLOTS every pair adds the same regions), ring
-// setup with the given bases (nil: 0; reconnect: the used idx), then the
-// final enables for activePairs.
+// NetStart replays the guest driver's start as QEMU 7.2 sends it (notes
+// §3.1 #13-#32, §3.2, and runs with queues=2 and with STATUS and
+// CONFIGURE_MEM_SLOTS negotiated). On a fresh boot (bases nil) the
+// driver's probe first repeats SET_VRING_ENABLE for every ring three times
+// and for pair 0 once more; a reconnect (bases = the used idx of each
+// ring) goes straight to the start. Then, per pair (each its own
+// vhost_dev): SET_FEATURES, the status read-modify-write, the memory table
+// (with CONFIGURE_MEM_SLOTS every pair adds the same regions) and ring
+// setup; then status DRIVER_OK and, with several pairs, the final enables
+// for activePairs.
 func (f *Frontend) NetStart(acked uint64, activePairs int, bases []uint16) error {
 	pairs := len(f.Queues) / 2
-	for r := 0; r < 2; r++ {
+	if bases == nil {
+		for r := 0; r < 3; r++ {
+			for i := range f.Queues {
+				if err := f.Enable(i, i < 2); err != nil {
+					return err
+				}
+			}
+		}
 		for i := 0; i < 2; i++ {
 			if err := f.Enable(i, true); err != nil {
 				return err
@@ -392,12 +403,17 @@ func (f *Frontend) NetStart(acked uint64, activePairs int, bases []uint16) error
 			}
 		}
 	}
-	for i := range f.Queues {
-		if err := f.Enable(i, i < 2*activePairs); err != nil {
-			return err
+	if err := f.status(0xf); err != nil {
+		return err
+	}
+	if pairs > 1 {
+		for i := range f.Queues {
+			if err := f.Enable(i, i < 2*activePairs); err != nil {
+				return err
+			}
 		}
 	}
-	return f.status(0xf)
+	return nil
 }
 
 // NetStop replays the guest's poweroff (notes §3.1 #33-#36): GET_VRING_BASE
