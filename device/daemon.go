@@ -42,10 +42,11 @@ type DaemonNIC interface {
 // Daemon is one falconnic device daemon: its guest NICs, the switch between
 // them, the fabric port to other daemons and the control socket.
 //
-// Lifecycle: NewDaemon binds everything (control socket, fabric sockets,
-// NICs) so a caller knows the daemon is reachable once it returns; Run
-// serves until ctx is done and then shuts down in reverse order, removing
-// the sockets it created.
+// Lifecycle: NewDaemon builds everything and binds the control and fabric
+// sockets, so the daemon is reachable once it returns; Run starts each
+// NIC's Serve (which listens on, or dials, the NIC's vhost-user socket) and
+// serves until ctx is done, then shuts down NICs, fabric and control socket
+// in that order, removing the sockets they created.
 type Daemon struct {
 	cfg     *Config
 	clk     clock.Clock
