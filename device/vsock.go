@@ -282,6 +282,15 @@ func (v *Vsock) ServeConn(c *net.UnixConn) error {
 	return err
 }
 
+// SetTrace sends one line per vsock packet, connection state change and
+// vhost-user message to f (nil: off). Call it before Serve.
+func (v *Vsock) SetTrace(f func(string)) {
+	v.mu.Lock()
+	v.eng.trace = f
+	v.mu.Unlock()
+	v.srv.Trace = f
+}
+
 // Disconnect drops the current vhost-user session (tests, operators).
 func (v *Vsock) Disconnect() { v.srv.Disconnect() }
 

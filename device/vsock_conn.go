@@ -1,6 +1,7 @@
 package device
 
 import (
+	"fmt"
 	"time"
 
 	"falconnic/internal/clock"
@@ -133,7 +134,10 @@ type vsockEngine struct {
 	acts     []vsockAct
 	nextPort uint32
 	nextID   uint64
-	hdr      [VsockHdrLen]byte
+	// trace, if set, gets one line per packet and state change (tests,
+	// debugging); off, it costs a nil check.
+	trace func(string)
+	hdr   [VsockHdrLen]byte
 }
 
 func newVsockEngine(guestCID uint64, c *VsockCounters) *vsockEngine {
@@ -142,6 +146,20 @@ func newVsockEngine(guestCID uint64, c *VsockCounters) *vsockEngine {
 		conns:    map[vsockKey]*vsockConn{},
 		byID:     map[uint64]*vsockConn{},
 		nextPort: vsockEphemeralBase,
+	}
+}
+
+// tracef reports an event to the trace hook, if any.
+func (e *vsockEngine) tracef(format string, args ...any) {
+	if e.trace != nil {
+		e.trace(fmt.Sprintf(format, args...))
+	}
+}
+
+// tracePkt traces one packet: direction, op, ports, flags, len.
+func (e *vsockEngine) tracePkt(dir string, h VsockHdr) {
+	if e.trace != nil {
+		e.tracef("%s %v %d:%d flags=%d len=%d buf_alloc=%d fwd_cnt=%d", dir, h.Op(), h.SrcPort(), h.DstPort(), h.Flags(), h.Len(), h.BufAlloc(), h.FwdCnt())
 	}
 }
 
@@ -186,6 +204,7 @@ func (e *vsockEngine) drop(c *vsockConn) {
 	if e.conns[c.key] != c {
 		return
 	}
+	e.tracef("conn %d:%d %v -> gone", c.key.guestPort, c.key.hostPort, c.state)
 	delete(e.conns, c.key)
 	delete(e.byID, c.id)
 	c.toHost.Reset()
@@ -213,6 +232,7 @@ func (e *vsockEngine) guestPacket(b []byte, now clock.Time) {
 	h, payload, err := ParseVsockHdr(b, e.guestCID)
 	if err != nil {
 		e.c.parseCounter(err).Inc()
+		e.tracef("guest> dropped %d bytes: %v", len(b), err)
 		// A well-formed stream header from our guest that only breaks a
 		// rule still names a connection: reset it, as Linux does.
 		if len(b) >= VsockHdrLen && err != ErrVsockShort && err != ErrVsockSrcCID && err != ErrVsockDstCID {
@@ -230,6 +250,7 @@ func (e *vsockEngine) guestPacket(b []byte, now clock.Time) {
 		return
 	}
 	e.c.PktsFromGuest.Inc()
+	e.tracePkt("guest>", h)
 	k := vsockKey{guestPort: h.SrcPort(), hostPort: h.DstPort()}
 	c := e.conns[k]
 	op := h.Op()
@@ -304,6 +325,7 @@ func (e *vsockEngine) dialDone(id uint64, ok bool) {
 		return
 	}
 	c.state = vsockEstablished
+	e.tracef("conn %d:%d -> established", c.key.guestPort, c.key.hostPort)
 	e.sendCtrl(c.key, VsockOpResponse, 0)
 	e.act(actWakeReader, c.id, 0)
 }
@@ -341,6 +363,7 @@ func (e *vsockEngine) guestResponse(c *vsockConn, h VsockHdr, _ []byte) {
 		return
 	}
 	c.state = vsockEstablished
+	e.tracef("conn %d:%d -> established", c.key.guestPort, c.key.hostPort)
 	e.c.Established.Inc()
 	e.act(actAccept, c.id, c.key.hostPort)
 }
@@ -593,6 +616,7 @@ func (e *vsockEngine) fillRx(bufs []vhostuser.Buf, room uint64) uint32 {
 		putVsockHdr(h, e.guestCID, p.key.hostPort, p.key.guestPort, p.op, p.flags, 0, bufAlloc, fwd)
 		scatter(bufs, 0, e.hdr[:])
 		e.c.PktsToGuest.Inc()
+		e.tracePkt("<guest", h)
 		return VsockHdrLen
 	}
 	for e.ready.Len() > 0 {
@@ -628,6 +652,7 @@ func (e *vsockEngine) fillRx(bufs []vhostuser.Buf, room uint64) uint32 {
 		c.toGuest.Discard(int(n))
 		c.txCnt += uint32(n)
 		e.c.PktsToGuest.Inc()
+		e.tracePkt("<guest", h)
 		e.c.BytesToGuest.Add(n)
 		// Round robin: move c to the back if it still has data.
 		e.ready.Pop()

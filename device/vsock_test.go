@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -62,6 +63,13 @@ func newVsockRigMode(t testing.TB, mode string) *vsockRig {
 	r.v, err = NewVsock(VsockConfig{Name: "vsock0", Socket: filepath.Join(dir, "vu.sock"), GuestCID: testCID,
 		UDS: filepath.Join(dir, "v"), Dial: mode == "dial"})
 	must(t, err)
+	tr := &traceRing{max: 400}
+	r.v.SetTrace(tr.add)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("last %d trace lines:\n%s", tr.max, tr.dump())
+		}
+	})
 	r.mem, err = vhostusertest.NewGuestMemory(vhostusertest.OneRegion(16 << 20))
 	must(t, err)
 	r.rx, err = vhostusertest.NewDriverQueue(r.mem, vsockRxQueue, rigRxSize, 0, 8192)
@@ -739,4 +747,27 @@ func TestVsockConfigChecksAndJSON(t *testing.T) {
 			t.Errorf("%+v: %v, want %v", c, err, tc.want)
 		}
 	}
+}
+
+// traceRing keeps the last max trace lines, dumped when a test fails.
+type traceRing struct {
+	mu    sync.Mutex
+	max   int
+	lines []string
+}
+
+func (r *traceRing) add(s string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.lines) == r.max {
+		copy(r.lines, r.lines[1:])
+		r.lines = r.lines[:r.max-1]
+	}
+	r.lines = append(r.lines, s)
+}
+
+func (r *traceRing) dump() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return strings.Join(r.lines, "\n")
 }
