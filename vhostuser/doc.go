@@ -16,10 +16,13 @@
 //     PROTOCOL_FEATURES) an enable, in whatever order they arrive.
 //     GET_VRING_BASE stops it and answers last_avail.
 //   - memory.go: guest memory. Regions are mmapped one by one (several may
-//     share one memfd at different offsets). A MemTable is immutable and
-//     reference counted: workers move to a new table at their next Pop or
-//     Refresh, and a mapping is unmapped only when no table that a worker
-//     might still hold lists it.
+//     share one memfd at different offsets) and must lie inside their file.
+//     A MemTable is immutable and reference counted: workers move to a new
+//     table at their next Pop or Refresh, and a mapping is unmapped only
+//     when no table that a worker might still hold lists it. With
+//     CONFIGURE_MEM_SLOTS every queue pair's vhost_dev adds the same
+//     regions (QEMU 7.2, queues=2): an identical ADD_MEM_REG only counts
+//     one more user, and the region goes with its last REM_MEM_REG.
 //   - virtqueue.go, inflight.go: split rings (indirect descriptors,
 //     EVENT_IDX) with validated descriptor chains and the INFLIGHT_SHMFD
 //     layout for crash recovery.
@@ -36,6 +39,10 @@
 // idx, used_event, avail_event) are accessed with 32-bit atomics on the
 // aligned word that holds them; the host is assumed little-endian (x86-64,
 // arm64), like the rings.
+//
+// A fault on guest memory in a ring goroutine (the front-end shrank the
+// file behind a region) stops that ring and is counted (MemoryFaults);
+// it does not crash the daemon.
 //
 // Invariants: bytes from QEMU and from guest memory are hostile. Every bad
 // message or chain is counted by cause (Counters); a bad message fails that

@@ -152,6 +152,11 @@ func newRig(t *testing.T, dev *echoDev, layout []vhostusertest.RegionLayout, rin
 	}}
 	r.connect()
 	t.Cleanup(func() {
+		if t.Failed() { // dump the message trace (STYLE.md item 13)
+			r.tmu.Lock()
+			t.Logf("back-end trace:\n%s", strings.Join(r.trace, "\n"))
+			r.tmu.Unlock()
+		}
 		r.fe.Close()
 		<-r.done
 		for _, q := range r.qs {
