@@ -24,6 +24,7 @@ import (
 // disagrees with the datagram, reserved bits set, or a payload shorter than
 // its kind's minimum. The flow label also picks the sender's UDP source port
 // (path = flow % paths), so ECMP hashing in an IP network sees entropy.
+// Fabric header constants (the wire format above).
 const (
 	FabricMagic     = 0xFA1C
 	FabricVersion   = 1
@@ -56,6 +57,7 @@ var fabricKinds = [numKinds]struct {
 
 func (k FabricKind) valid() bool { return k > 0 && int(k) < numKinds }
 
+// String names the kind ("ethernet", "falcon", "cm", or "kind(N)").
 func (k FabricKind) String() string {
 	if k.valid() {
 		return fabricKinds[k].name
@@ -67,19 +69,40 @@ func (k FabricKind) String() string {
 // datagram. The getters and setters do not check length; DecodeFabric does.
 type FabricHeader []byte
 
-func (h FabricHeader) Magic() uint16        { return binary.BigEndian.Uint16(h[0:]) }
-func (h FabricHeader) Version() uint8       { return h[2] }
-func (h FabricHeader) Kind() FabricKind     { return FabricKind(h[3]) }
-func (h FabricHeader) FlowLabel() uint32    { return binary.BigEndian.Uint32(h[4:]) }
-func (h FabricHeader) Length() uint16       { return binary.BigEndian.Uint16(h[8:]) }
-func (h FabricHeader) Reserved() uint16     { return binary.BigEndian.Uint16(h[10:]) }
-func (h FabricHeader) SetMagic(v uint16)    { binary.BigEndian.PutUint16(h[0:], v) }
-func (h FabricHeader) SetVersion(v uint8)   { h[2] = v }
+// Magic returns the magic field (FabricMagic in a valid header).
+func (h FabricHeader) Magic() uint16 { return binary.BigEndian.Uint16(h[0:]) }
+
+// Version returns the format version (FabricVersion).
+func (h FabricHeader) Version() uint8 { return h[2] }
+
+// Kind returns what the payload is.
+func (h FabricHeader) Kind() FabricKind { return FabricKind(h[3]) }
+
+// FlowLabel returns the sender's flow label.
+func (h FabricHeader) FlowLabel() uint32 { return binary.BigEndian.Uint32(h[4:]) }
+
+// Length returns the payload length.
+func (h FabricHeader) Length() uint16 { return binary.BigEndian.Uint16(h[8:]) }
+
+// Reserved returns the reserved field (zero in a valid header).
+func (h FabricHeader) Reserved() uint16 { return binary.BigEndian.Uint16(h[10:]) }
+
+// SetMagic sets the magic field.
+func (h FabricHeader) SetMagic(v uint16) { binary.BigEndian.PutUint16(h[0:], v) }
+
+// SetVersion sets the format version.
+func (h FabricHeader) SetVersion(v uint8) { h[2] = v }
+
+// SetKind sets the payload kind.
 func (h FabricHeader) SetKind(k FabricKind) { h[3] = uint8(k) }
-func (h FabricHeader) SetFlowLabel(v uint32) {
-	binary.BigEndian.PutUint32(h[4:], v)
-}
-func (h FabricHeader) SetLength(v uint16)   { binary.BigEndian.PutUint16(h[8:], v) }
+
+// SetFlowLabel sets the flow label.
+func (h FabricHeader) SetFlowLabel(v uint32) { binary.BigEndian.PutUint32(h[4:], v) }
+
+// SetLength sets the payload length.
+func (h FabricHeader) SetLength(v uint16) { binary.BigEndian.PutUint16(h[8:], v) }
+
+// SetReserved sets the reserved field.
 func (h FabricHeader) SetReserved(v uint16) { binary.BigEndian.PutUint16(h[10:], v) }
 
 // EncodeFabric writes a header for a payload of length n and kind k with
