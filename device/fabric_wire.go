@@ -5,7 +5,7 @@ import (
 	"strconv"
 )
 
-// Fabric wire format.
+// Fabric wire format: the header constants and its layout.
 //
 // Every UDP datagram between daemons carries one fabric header followed by
 // one payload. All fields are big-endian:
@@ -24,7 +24,6 @@ import (
 // disagrees with the datagram, reserved bits set, or a payload shorter than
 // its kind's minimum. The flow label also picks the sender's UDP source port
 // (path = flow % paths), so ECMP hashing in an IP network sees entropy.
-// Fabric header constants (the wire format above).
 const (
 	FabricMagic     = 0xFA1C
 	FabricVersion   = 1
