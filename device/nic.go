@@ -147,8 +147,13 @@ func (n *NIC) Serve(ctx context.Context) error {
 	served := make(chan struct{})
 	n.serving = served
 	n.mu.Unlock()
-	defer close(served)
-	defer cancel()
+	defer func() {
+		cancel()
+		n.mu.Lock()
+		n.serving, n.cancel = nil, nil
+		n.mu.Unlock()
+		close(served)
+	}()
 	return n.srv.Serve(ctx)
 }
 
