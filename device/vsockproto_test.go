@@ -2,6 +2,8 @@ package device
 
 import (
 	"bytes"
+	"fmt"
+	"strings"
 	"testing"
 
 	"falconnic/vhostuser"
@@ -98,4 +100,49 @@ func parseHostPkt(b []byte) (VsockHdr, []byte, error) {
 	VsockHdr(g).SetSrcCID(testCID)
 	VsockHdr(g).SetDstCID(VsockHostCID)
 	return ParseVsockHdr(g, testCID)
+}
+
+func TestVsockConnectLine(t *testing.T) {
+	for _, tc := range []struct {
+		line string
+		port uint32
+		ok   bool
+	}{
+		{"CONNECT 1024\n", 1024, true},
+		{"CONNECT 0\n", 0, true},
+		{"CONNECT 4294967295\n", 4294967295, true},
+		{"CONNECT 4294967296\n", 0, false},
+		{"CONNECT +5\n", 0, false},
+		{"CONNECT 5 \n", 0, false},
+		{"CONNECT  5\n", 0, false},
+		{"CONNECT 5", 0, false},
+		{"CONNECT \n", 0, false},
+		{"connect 5\n", 0, false},
+	} {
+		p, ok := parseConnectLine([]byte(tc.line))
+		if p != tc.port || ok != tc.ok {
+			t.Errorf("%q: %d %v", tc.line, p, ok)
+		}
+	}
+}
+
+// FuzzVsockConnectLine: host clients are hostile too. An accepted line is
+// exactly the canonical "CONNECT <port>\n" (leading zeros aside).
+func FuzzVsockConnectLine(f *testing.F) {
+	f.Add([]byte("CONNECT 1024\n"))
+	f.Add([]byte("CONNECT 4294967296\n"))
+	f.Add([]byte("CONNECT \n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		p, ok := parseConnectLine(b)
+		if !ok {
+			return
+		}
+		num := strings.TrimLeft(string(b[len("CONNECT "):len(b)-1]), "0")
+		if num == "" {
+			num = "0"
+		}
+		if want := fmt.Sprintf("%d", p); num != want {
+			t.Fatalf("%q parsed as %d", b, p)
+		}
+	})
 }
