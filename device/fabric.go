@@ -406,7 +406,9 @@ func (f *Fabric) readLoop(c *net.UDPConn) {
 				return
 			}
 			f.c.RxReadError.Inc()
-			f.log.Warn("fabric read", "err", err)
+			if n := f.c.RxReadError.Load(); n&(n-1) == 0 { // 1st, 2nd, 4th, 8th...: never a log flood
+				f.log.Warn("fabric read", "err", err, "errors", n)
+			}
 			continue
 		}
 		f.receive(src, buf[:n])
