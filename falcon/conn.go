@@ -67,6 +67,7 @@ type Conn struct {
 	cplNext wire.RSN
 	tgt     tl.Target
 	pullQ   rsnRing
+	txHeld  int // Tx request packets this connection holds (dynamic threshold)
 
 	req   Request
 	cpl   Completion

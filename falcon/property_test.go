@@ -238,7 +238,7 @@ func runProperty(t *testing.T, seed uint64, total int) {
 		// pools fill with pulls whose data waits behind a refused push).
 		// Resource NACKs, Xoff and the HoL reserve get exercised.
 		limits = tl.Limits{CellSize: 256, TxReqPkts: 24, TxReqCells: 64, TxDataPkts: 12, TxDataCell: 40,
-			RxReqPkts: 16, RxReqCells: 40, RxNetPkts: 10, RxNetCells: 30, HoLPkts: 2, HoLCells: 8}
+			RxReqPkts: 16, RxReqCells: 40, RxNetPkts: 10, RxNetCells: 30, HoLPkts: 2, HoLCells: 8, Alpha: 2}
 	}
 	p, err := NewPair(PairConfig{AB: mem(int64(seed)*2 + 1), BA: mem(int64(seed)*2 + 2), Conn: cc, ULPA: ua, ULPB: ub, Limits: limits})
 	if err != nil {

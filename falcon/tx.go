@@ -433,6 +433,7 @@ func (c *Conn) reportOne(rsn wire.RSN, t *tl.ITxn, st tl.Status, ulp uint8, data
 	if t.Cells > 0 {
 		res.TxReq.Give(t.Cells)
 		t.Cells = 0
+		c.txHeld--
 	}
 	if t.RxCells > 0 {
 		res.RxReq.Give(t.RxCells)

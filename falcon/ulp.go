@@ -18,11 +18,12 @@ func (c *Conn) Push(cookie uint64, payload []byte) (wire.RSN, error) {
 	}
 	res := c.ep.res
 	cells := res.Cells(len(payload))
-	if c.ini.Full() || !res.TxReq.Take(cells, false) {
+	if c.ini.Full() || !res.Admit(c.txHeld) || !res.TxReq.Take(cells, false) {
 		return 0, c.refuse()
 	}
 	rsn, t := c.ini.Add(tl.Push, cookie)
 	t.Cells = cells
+	c.txHeld++
 	t.Payload = append(t.Payload[:0], payload...)
 	c.Stats.TxnSubmitted.Inc()
 	c.flush(c.ep.clk.Now())
@@ -40,7 +41,7 @@ func (c *Conn) Pull(cookie uint64, length int) (wire.RSN, error) {
 	}
 	res := c.ep.res
 	rx := res.Cells(length)
-	if c.ini.Full() || !res.TxReq.Take(1, false) {
+	if c.ini.Full() || !res.Admit(c.txHeld) || !res.TxReq.Take(1, false) {
 		return 0, c.refuse()
 	}
 	if !res.RxReq.Take(rx, false) {
@@ -49,6 +50,7 @@ func (c *Conn) Pull(cookie uint64, length int) (wire.RSN, error) {
 	}
 	rsn, t := c.ini.Add(tl.Pull, cookie)
 	t.Cells, t.RxCells, t.Length = 1, rx, uint32(length)
+	c.txHeld++
 	c.Stats.TxnSubmitted.Inc()
 	c.flush(c.ep.clk.Now())
 	return rsn, nil
@@ -69,7 +71,7 @@ func (e *Endpoint) xonScan() {
 		return
 	}
 	for _, c := range e.list {
-		if c.xoff && !c.ini.Full() && e.res.TxReq.Pkt.Free() > 0 && e.res.TxReq.Buf.Free() > 0 &&
+		if c.xoff && !c.ini.Full() && e.res.Admit(c.txHeld) && e.res.TxReq.Pkt.Free() > 0 && e.res.TxReq.Buf.Free() > 0 &&
 			e.res.TxData.Pkt.Free() > 0 && e.res.TxData.Buf.Free() > 0 {
 			c.xoff = false
 			e.nXoff--

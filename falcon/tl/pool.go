@@ -71,6 +71,10 @@ type Limits struct {
 	RxNetCells int
 	HoLPkts    int // of RxNet, reserved for head-of-line requests
 	HoLCells   int
+	// Alpha enables per-connection dynamic thresholds (Isekai's alpha
+	// carving, digest §8): a connection may hold at most Alpha × the free
+	// Tx request packets (at least one) before it is Xoff'ed. 0 disables.
+	Alpha float64
 }
 
 // DefaultLimits are generous pools for one NIC.
@@ -88,6 +92,7 @@ type Resources struct {
 	TxData   Region
 	RxReq    Region
 	RxNet    Region
+	Alpha    float64
 }
 
 // NewResources carves pools per l.
@@ -97,12 +102,22 @@ func NewResources(l Limits) *Resources {
 	}
 	return &Resources{
 		CellSize: l.CellSize,
+		Alpha:    l.Alpha,
 		TxReq:    Region{Pkt: Pool{Cap: l.TxReqPkts}, Buf: Pool{Cap: l.TxReqCells}},
 		TxData:   Region{Pkt: Pool{Cap: l.TxDataPkts}, Buf: Pool{Cap: l.TxDataCell}},
 		RxReq:    Region{Pkt: Pool{Cap: l.RxReqPkts}, Buf: Pool{Cap: l.RxReqCells}},
 		RxNet: Region{Pkt: Pool{Cap: l.RxNetPkts, Reserve: l.HoLPkts},
 			Buf: Pool{Cap: l.RxNetCells, Reserve: l.HoLCells}},
 	}
+}
+
+// Admit reports whether a connection already holding held Tx request
+// packets may take another under the dynamic threshold.
+func (r *Resources) Admit(held int) bool {
+	if r.Alpha <= 0 {
+		return true
+	}
+	return float64(held) < max(r.Alpha*float64(r.TxReq.Pkt.Free()), 1)
 }
 
 // Cells returns ⌈n/CellSize⌉, at least 1.

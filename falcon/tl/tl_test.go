@@ -84,3 +84,18 @@ func TestTargetTable(t *testing.T) {
 	}
 	var _ wire.RSN = tg.Base
 }
+
+func TestDynamicThreshold(t *testing.T) {
+	r := NewResources(Limits{CellSize: 256, TxReqPkts: 8, TxReqCells: 8, Alpha: 0.5})
+	if !r.Admit(3) || r.Admit(4) {
+		t.Error("alpha 0.5 of 8 free should admit a connection holding 3, not 4")
+	}
+	r.TxReq.Pkt.Take(6, false)
+	if !r.Admit(0) || r.Admit(1) {
+		t.Error("with 2 free a connection may hold only one")
+	}
+	r.Alpha = 0
+	if !r.Admit(100) {
+		t.Error("alpha 0 disables the threshold")
+	}
+}
