@@ -1,11 +1,15 @@
 package tests
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The baseline link without falconnic: QEMU's -netdev stream on a unix
@@ -146,4 +150,50 @@ func TestVMRunExecListStop(t *testing.T) {
 	if !strings.Contains(string(ls), "stopped") {
 		t.Fatalf("vm ls after stop:\n%s", ls)
 	}
+}
+
+var bwLine = regexp.MustCompile(`(?m)^\s*65536\s+1000\s+([0-9.]+)\s+([0-9.]+)`)
+
+// The Soft-RoCE baseline of notes/guest-image.md: rdma_rxe on each guest's
+// eth0 over the stream link, and perftest's ib_write_bw between them. It
+// proves the image's rdma-core, providers and perftest work (full mode).
+func TestSoftRoCEBaselineOverAStreamLink(t *testing.T) {
+	requireE2E(t)
+	if mode != "full" {
+		t.Skip("Soft-RoCE baseline runs with FALCONNIC_E2E=full")
+	}
+	guestImage(t)
+	state := stateDir(t)
+	link := filepath.Join(state, "link.sock")
+	a := boot(t, state, "A", "--net-stream", link+",ip=10.0.0.1/24,server=on")
+	b := boot(t, state, "B", "--net-stream", link+",ip=10.0.0.2/24,server=off")
+	for _, v := range []*vm{a, b} {
+		out := v.exec(t, "sh", "-c", "rdma link add rxe0 type rxe netdev eth0 && ibv_devinfo -d rxe0")
+		if !strings.Contains(out, "PORT_ACTIVE") {
+			t.Fatalf("%s: rxe0 not active:\n%s", v.name, out)
+		}
+	}
+	srv := make(chan string, 1)
+	go func() {
+		out, err := b.tryExec(context.Background(), "sh", "-c", "ib_write_bw -n 1000 2>&1")
+		if err != nil {
+			out += "\n" + err.Error()
+		}
+		srv <- out
+	}()
+	var out string
+	var m []string
+	for try := 0; try < 20 && m == nil; try++ { // the server may not listen yet
+		o, err := a.tryExec(context.Background(), "sh", "-c", "ib_write_bw -n 1000 10.0.0.2 2>&1")
+		out += fmt.Sprintf("--- try %d (%v):\n%s", try, err, o)
+		m = bwLine.FindStringSubmatch(o)
+		if m == nil {
+			time.Sleep(time.Second)
+		}
+	}
+	if m == nil {
+		t.Fatalf("ib_write_bw client output not understood:\n%s\nserver:\n%s", out, <-srv)
+	}
+	t.Logf("Soft-RoCE ib_write_bw 64 KiB: peak %s MB/s, average %s MB/s", m[1], m[2])
+	<-srv
 }
