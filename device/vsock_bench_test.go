@@ -11,15 +11,15 @@ import (
 // from the guest forwarded to the host socket (parse, queue, peek, credit).
 func BenchmarkVsockEngineGuestToHost(b *testing.B) {
 	var c VsockCounters
-	e := newVsockEngine(testCID, &c)
-	e.guestPacket(pkt(VsockOpRequest, 5000, 80, 0, 1<<20, 0, nil), 0)
+	e := newVsockEngine(vsockTestCID, &c)
+	e.guestPacket(vsPkt(VsockOpRequest, 5000, 80, 0, 1<<20, 0, nil), 0)
 	acts := e.takeActs(nil)
 	id := acts[0].id
 	e.dialDone(id, true)
 	rx := make([]byte, VsockHdrLen+4096)
 	bufs := []vhostuser.Buf{{Data: rx, Write: true}}
 	out := make([]byte, 64<<10)
-	p := pkt(VsockOpRW, 5000, 80, 0, 1<<20, 0, make([]byte, 4096))
+	p := vsPkt(VsockOpRW, 5000, 80, 0, 1<<20, 0, make([]byte, 4096))
 	b.SetBytes(4096)
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -38,8 +38,8 @@ func BenchmarkVsockEngineGuestToHost(b *testing.B) {
 // host bytes delivered into a guest RX buffer ([W 44][W 4096]).
 func BenchmarkVsockEngineHostToGuest(b *testing.B) {
 	var c VsockCounters
-	e := newVsockEngine(testCID, &c)
-	e.guestPacket(pkt(VsockOpRequest, 5000, 80, 0, 1<<30, 0, nil), 0)
+	e := newVsockEngine(vsockTestCID, &c)
+	e.guestPacket(vsPkt(VsockOpRequest, 5000, 80, 0, 1<<30, 0, nil), 0)
 	acts := e.takeActs(nil)
 	id := acts[0].id
 	e.dialDone(id, true)
@@ -47,7 +47,7 @@ func BenchmarkVsockEngineHostToGuest(b *testing.B) {
 	data := make([]byte, 4096)
 	bufs := []vhostuser.Buf{{Data: hdr, Write: true}, {Data: data, Write: true}}
 	in := make([]byte, 4096)
-	credit := pkt(VsockOpCreditUpdate, 5000, 80, 0, 1<<30, 0, nil)
+	credit := vsPkt(VsockOpCreditUpdate, 5000, 80, 0, 1<<30, 0, nil)
 	var fwd uint32
 	b.SetBytes(4096)
 	b.ReportAllocs()
@@ -74,7 +74,7 @@ func BenchmarkVsockHostToGuestStream(b *testing.B) {
 	client := r.hostDial(1024)
 	defer client.Close()
 	req := r.g.recv()
-	c := &guestConn{g: r.g, gport: 1024, hport: req.hdr.SrcPort(), bufAlloc: 256 << 10, peerBuf: req.hdr.BufAlloc()}
+	c := &vsockGuestConn{g: r.g, gport: 1024, hport: req.hdr.SrcPort(), bufAlloc: 256 << 10, peerBuf: req.hdr.BufAlloc()}
 	c.send(VsockOpResponse, 0, nil)
 	line := make([]byte, len("OK 1073741824\n"))
 	if _, err := io.ReadFull(client, line); err != nil {

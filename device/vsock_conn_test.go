@@ -11,7 +11,7 @@ import (
 	"falconnic/vhostuser"
 )
 
-const testCID = 3
+const vsockTestCID = 3
 
 // engRig drives the sans-I/O engine as a guest and a host would.
 type engRig struct {
@@ -24,15 +24,15 @@ type engRig struct {
 
 func newEngRig(t *testing.T) *engRig {
 	r := &engRig{t: t, clk: clock.NewManual(0), rx: make([]byte, VsockHdrLen+4096)}
-	r.e = newVsockEngine(testCID, &r.c)
+	r.e = newVsockEngine(vsockTestCID, &r.c)
 	return r
 }
 
 // pkt builds a guest packet.
-func pkt(op VsockOp, gport, hport, flags, bufAlloc, fwd uint32, payload []byte) []byte {
+func vsPkt(op VsockOp, gport, hport, flags, bufAlloc, fwd uint32, payload []byte) []byte {
 	b := make([]byte, VsockHdrLen+len(payload))
 	h := VsockHdr(b)
-	h.SetSrcCID(testCID)
+	h.SetSrcCID(vsockTestCID)
 	h.SetDstCID(VsockHostCID)
 	h.SetSrcPort(gport)
 	h.SetDstPort(hport)
@@ -47,7 +47,7 @@ func pkt(op VsockOp, gport, hport, flags, bufAlloc, fwd uint32, payload []byte) 
 }
 
 func (r *engRig) send(op VsockOp, gport, hport, flags, bufAlloc, fwd uint32, payload []byte) {
-	r.e.guestPacket(pkt(op, gport, hport, flags, bufAlloc, fwd, payload), r.clk.Now())
+	r.e.guestPacket(vsPkt(op, gport, hport, flags, bufAlloc, fwd, payload), r.clk.Now())
 }
 
 // drain returns every packet the guest would receive, one line each, and
@@ -61,7 +61,7 @@ func (r *engRig) drain() ([]string, []byte) {
 			break
 		}
 		h := VsockHdr(r.rx[:VsockHdrLen])
-		if h.SrcCID() != VsockHostCID || h.DstCID() != testCID || h.Type() != VsockTypeStream {
+		if h.SrcCID() != VsockHostCID || h.DstCID() != vsockTestCID || h.Type() != VsockTypeStream {
 			r.t.Fatalf("bad header %x", r.rx[:VsockHdrLen])
 		}
 		line := fmt.Sprintf("%v %d->%d", h.Op(), h.SrcPort(), h.DstPort())
@@ -89,7 +89,7 @@ func (r *engRig) acts() []string {
 	return out
 }
 
-func expectLines(t *testing.T, what string, got []string, want ...string) {
+func vsExpectLines(t *testing.T, what string, got []string, want ...string) {
 	t.Helper()
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("%s:\ngot:\n  %s\nwant:\n  %s", what, strings.Join(got, "\n  "), strings.Join(want, "\n  "))
@@ -106,7 +106,7 @@ func (r *engRig) established(guestBuf uint32) uint64 {
 	r.e.dialDone(acts[0].id, true)
 	r.acts()
 	lines, _ := r.drain()
-	expectLines(r.t, "after dial", lines, "RESPONSE 80->5000")
+	vsExpectLines(r.t, "after dial", lines, "RESPONSE 80->5000")
 	return acts[0].id
 }
 
@@ -116,8 +116,8 @@ func TestVsockGuestRequestToPortNobodyListensOnGetsRst(t *testing.T) {
 	acts := r.e.takeActs(nil)
 	r.e.dialDone(acts[0].id, false)
 	lines, _ := r.drain()
-	expectLines(t, "packets", lines, "RST 81->5000")
-	expectLines(t, "acts", r.acts(), "close #1")
+	vsExpectLines(t, "packets", lines, "RST 81->5000")
+	vsExpectLines(t, "acts", r.acts(), "close #1")
 	if r.c.DialFailed.Load() != 1 || len(r.e.conns) != 0 {
 		t.Fatalf("DialFailed=%d conns=%d", r.c.DialFailed.Load(), len(r.e.conns))
 	}
@@ -128,7 +128,7 @@ func TestVsockPacketForUnknownConnectionGetsRst(t *testing.T) {
 	r.send(VsockOpRW, 7, 99, 0, 65536, 0, []byte("x"))
 	r.send(VsockOpRst, 7, 99, 0, 65536, 0, nil) // RST never answers RST
 	lines, _ := r.drain()
-	expectLines(t, "packets", lines, "RST 99->7")
+	vsExpectLines(t, "packets", lines, "RST 99->7")
 	if r.c.UnknownConn.Load() != 1 || r.c.RstUnknown.Load() != 1 {
 		t.Fatalf("UnknownConn=%d RstUnknown=%d", r.c.UnknownConn.Load(), r.c.RstUnknown.Load())
 	}
@@ -143,7 +143,7 @@ func TestVsockGuestBytesReachHostAndCreditIsReturned(t *testing.T) {
 		r.send(VsockOpRW, 5000, 80, 0, 65536, 0, chunk)
 		sent += len(chunk)
 	}
-	expectLines(t, "acts", r.acts()[:1], fmt.Sprintf("wake-writer #%d", id))
+	vsExpectLines(t, "acts", r.acts()[:1], fmt.Sprintf("wake-writer #%d", id))
 	buf := make([]byte, vsockBufAlloc)
 	if n := r.e.peekToHost(id, buf); n != sent {
 		t.Fatalf("peek %d, want %d", n, sent)
@@ -156,7 +156,7 @@ func TestVsockGuestBytesReachHostAndCreditIsReturned(t *testing.T) {
 	// The host takes everything: the guest's view is low, so we tell it.
 	r.e.hostWrote(id, sent-1000)
 	lines, _ := r.drain()
-	expectLines(t, "packets", lines, "CREDIT_UPDATE 80->5000")
+	vsExpectLines(t, "packets", lines, "CREDIT_UPDATE 80->5000")
 	if fwd := VsockHdr(r.rx).FwdCnt(); fwd != uint32(sent) || VsockHdr(r.rx).BufAlloc() != vsockBufAlloc {
 		t.Fatalf("fwd_cnt %d buf_alloc %d", fwd, VsockHdr(r.rx).BufAlloc())
 	}
@@ -167,7 +167,7 @@ func TestVsockGuestBytesReachHostAndCreditIsReturned(t *testing.T) {
 	r.send(VsockOpRW, 5000, 80, 0, 65536, 0, make([]byte, 65536))
 	r.send(VsockOpRW, 5000, 80, 0, 65536, 0, make([]byte, 1))
 	lines, _ = r.drain()
-	expectLines(t, "packets", lines, "RST 80->5000")
+	vsExpectLines(t, "packets", lines, "RST 80->5000")
 	if r.c.GuestOverCredit.Load() != 1 {
 		t.Fatalf("GuestOverCredit=%d", r.c.GuestOverCredit.Load())
 	}
@@ -178,7 +178,7 @@ func TestVsockCreditRequestIsAnswered(t *testing.T) {
 	r.established(65536)
 	r.send(VsockOpCreditRequest, 5000, 80, 0, 65536, 0, nil)
 	lines, _ := r.drain()
-	expectLines(t, "packets", lines, "CREDIT_UPDATE 80->5000")
+	vsExpectLines(t, "packets", lines, "CREDIT_UPDATE 80->5000")
 }
 
 func TestVsockHostBytesNeverExceedGuestCredit(t *testing.T) {
@@ -186,15 +186,15 @@ func TestVsockHostBytesNeverExceedGuestCredit(t *testing.T) {
 	id := r.established(1000)
 	r.e.hostRead(id, bytes.Repeat([]byte("h"), 5000))
 	lines, data := r.drain()
-	expectLines(t, "packets", lines, "RW 80->5000 len=1000", "CREDIT_REQUEST 80->5000")
+	vsExpectLines(t, "packets", lines, "RW 80->5000 len=1000", "CREDIT_REQUEST 80->5000")
 	// The guest consumed 1000 and says so: 1000 more may flow.
 	r.send(VsockOpCreditUpdate, 5000, 80, 0, 1000, 1000, nil)
 	lines, more := r.drain()
-	expectLines(t, "packets", lines, "RW 80->5000 len=1000", "CREDIT_REQUEST 80->5000")
+	vsExpectLines(t, "packets", lines, "RW 80->5000 len=1000", "CREDIT_REQUEST 80->5000")
 	// A bigger buffer opens the window for the rest.
 	r.send(VsockOpCreditUpdate, 5000, 80, 0, 1<<20, 2000, nil)
 	lines, rest := r.drain()
-	expectLines(t, "packets", lines, "RW 80->5000 len=3000")
+	vsExpectLines(t, "packets", lines, "RW 80->5000 len=3000")
 	if got := len(data) + len(more) + len(rest); got != 5000 {
 		t.Fatalf("delivered %d bytes", got)
 	}
@@ -211,13 +211,13 @@ func TestVsockHostConnectRequestResponse(t *testing.T) {
 		t.Fatalf("host port %d ok=%v", hp, ok)
 	}
 	lines, _ := r.drain()
-	expectLines(t, "packets", lines, fmt.Sprintf("REQUEST %d->1024", hp))
+	vsExpectLines(t, "packets", lines, fmt.Sprintf("REQUEST %d->1024", hp))
 	r.send(VsockOpResponse, 1024, hp, 0, 65536, 0, nil)
-	expectLines(t, "acts", r.acts(), fmt.Sprintf("accept #%d port=%d", id, hp))
+	vsExpectLines(t, "acts", r.acts(), fmt.Sprintf("accept #%d port=%d", id, hp))
 	// A second RESPONSE is out of place.
 	r.send(VsockOpResponse, 1024, hp, 0, 65536, 0, nil)
 	lines, _ = r.drain()
-	expectLines(t, "packets", lines, fmt.Sprintf("RST %d->1024", hp))
+	vsExpectLines(t, "packets", lines, fmt.Sprintf("RST %d->1024", hp))
 	if r.c.UnexpectedOp.Load() != 1 {
 		t.Fatalf("UnexpectedOp=%d", r.c.UnexpectedOp.Load())
 	}
@@ -236,8 +236,8 @@ func TestVsockHostConnectTimesOutWithoutResponse(t *testing.T) {
 	r.clk.Advance(time.Millisecond)
 	r.e.onTimer(r.clk.Now())
 	lines, _ := r.drain()
-	expectLines(t, "packets", lines, fmt.Sprintf("RST %d->1024", hp))
-	expectLines(t, "acts", r.acts(), fmt.Sprintf("close #%d", id))
+	vsExpectLines(t, "packets", lines, fmt.Sprintf("RST %d->1024", hp))
+	vsExpectLines(t, "acts", r.acts(), fmt.Sprintf("close #%d", id))
 	if r.c.ConnectTimeout.Load() != 1 {
 		t.Fatalf("ConnectTimeout=%d", r.c.ConnectTimeout.Load())
 	}
@@ -250,15 +250,15 @@ func TestVsockHalfCloseEachWayThenRst(t *testing.T) {
 	// socket's write side closes.
 	r.send(VsockOpRW, 5000, 80, 0, 1<<20, 0, []byte("request"))
 	r.send(VsockOpShutdown, 5000, 80, VsockShutdownSend, 1<<20, 0, nil)
-	expectLines(t, "acts", r.acts(), fmt.Sprintf("wake-writer #%d", id))
+	vsExpectLines(t, "acts", r.acts(), fmt.Sprintf("wake-writer #%d", id))
 	r.e.hostWrote(id, 7)
-	expectLines(t, "acts", r.acts(), fmt.Sprintf("close-write #%d", id))
+	vsExpectLines(t, "acts", r.acts(), fmt.Sprintf("close-write #%d", id))
 	// The host answers and closes: data first, then SHUTDOWN (both, since
 	// the guest stopped sending too).
 	r.e.hostRead(id, []byte("response"))
 	r.e.hostEOF(id)
 	lines, data := r.drain()
-	expectLines(t, "packets", lines, "RW 80->5000 len=8", "SHUTDOWN 80->5000 flags=3")
+	vsExpectLines(t, "packets", lines, "RW 80->5000 len=8", "SHUTDOWN 80->5000 flags=3")
 	if string(data) != "response" {
 		t.Fatalf("data %q", data)
 	}
@@ -268,7 +268,7 @@ func TestVsockHalfCloseEachWayThenRst(t *testing.T) {
 	// The guest reads them (fwd_cnt 8): the connection is finished.
 	r.send(VsockOpCreditUpdate, 5000, 80, 0, 1<<20, 8, nil)
 	lines, _ = r.drain()
-	expectLines(t, "packets", lines, "RST 80->5000")
+	vsExpectLines(t, "packets", lines, "RST 80->5000")
 	if len(r.e.conns) != 0 || r.c.Closed.Load() != 1 {
 		t.Fatalf("conns=%d Closed=%d", len(r.e.conns), r.c.Closed.Load())
 	}
@@ -280,7 +280,7 @@ func TestVsockGuestCloseBothWaysGetsRst(t *testing.T) {
 	r.e.hostRead(id, []byte("unread"))
 	r.send(VsockOpShutdown, 5000, 80, VsockShutdownSend|VsockShutdownRcv, 1<<20, 0, nil)
 	lines, _ := r.drain()
-	expectLines(t, "packets", lines, "RST 80->5000")
+	vsExpectLines(t, "packets", lines, "RST 80->5000")
 	if r.c.HostBytesDiscarded.Load() != 6 {
 		t.Fatalf("HostBytesDiscarded=%d", r.c.HostBytesDiscarded.Load())
 	}
@@ -290,7 +290,7 @@ func TestVsockGuestRstClosesHostSocket(t *testing.T) {
 	r := newEngRig(t)
 	id := r.established(1 << 20)
 	r.send(VsockOpRst, 5000, 80, 0, 0, 0, nil)
-	expectLines(t, "acts", r.acts(), fmt.Sprintf("close #%d", id))
+	vsExpectLines(t, "acts", r.acts(), fmt.Sprintf("close #%d", id))
 	if lines, _ := r.drain(); len(lines) != 0 {
 		t.Fatalf("answered RST with %v", lines)
 	}
@@ -301,7 +301,7 @@ func TestVsockSessionLossDropsEverything(t *testing.T) {
 	id := r.established(1 << 20)
 	r.e.hostRead(id, []byte("pending"))
 	r.e.resetAll()
-	expectLines(t, "acts", r.acts(), fmt.Sprintf("close #%d", id))
+	vsExpectLines(t, "acts", r.acts(), fmt.Sprintf("close #%d", id))
 	if r.e.hasRx() || len(r.e.conns) != 0 || r.c.SessionResets.Load() != 1 {
 		t.Fatalf("hasRx=%v conns=%d", r.e.hasRx(), len(r.e.conns))
 	}
@@ -309,7 +309,7 @@ func TestVsockSessionLossDropsEverything(t *testing.T) {
 
 func TestVsockMalformedHeadersAreCountedByCause(t *testing.T) {
 	bad := func(mut func(h VsockHdr) []byte) []byte {
-		b := pkt(VsockOpRW, 1, 2, 0, 0, 0, []byte("abc"))
+		b := vsPkt(VsockOpRW, 1, 2, 0, 0, 0, []byte("abc"))
 		if out := mut(VsockHdr(b)); out != nil {
 			return out
 		}
@@ -332,11 +332,11 @@ func TestVsockMalformedHeadersAreCountedByCause(t *testing.T) {
 		{"over 64 KiB", bad(func(h VsockHdr) []byte { h.SetLen(1 << 20); return nil }), ErrVsockTooBig, func(c *VsockCounters) uint64 { return c.HdrTooBig.Load() }},
 		{"spoofed src", bad(func(h VsockHdr) []byte { h.SetSrcCID(4); return nil }), ErrVsockSrcCID, func(c *VsockCounters) uint64 { return c.HdrSrcCID.Load() }},
 		{"not to host", bad(func(h VsockHdr) []byte { h.SetDstCID(5); return nil }), ErrVsockDstCID, func(c *VsockCounters) uint64 { return c.HdrDstCID.Load() }},
-		{"empty RW", pkt(VsockOpRW, 1, 2, 0, 0, 0, nil), ErrVsockNoPayload, func(c *VsockCounters) uint64 { return c.HdrNoPayload.Load() }},
-		{"shutdown flag 4", pkt(VsockOpShutdown, 1, 2, 4, 0, 0, nil), ErrVsockFlags, func(c *VsockCounters) uint64 { return c.HdrFlags.Load() }},
+		{"empty RW", vsPkt(VsockOpRW, 1, 2, 0, 0, 0, nil), ErrVsockNoPayload, func(c *VsockCounters) uint64 { return c.HdrNoPayload.Load() }},
+		{"shutdown flag 4", vsPkt(VsockOpShutdown, 1, 2, 4, 0, 0, nil), ErrVsockFlags, func(c *VsockCounters) uint64 { return c.HdrFlags.Load() }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, _, err := ParseVsockHdr(tc.b, testCID); err != tc.err {
+			if _, _, err := ParseVsockHdr(tc.b, vsockTestCID); err != tc.err {
 				t.Fatalf("err %v, want %v", err, tc.err)
 			}
 			r := newEngRig(t)
@@ -421,7 +421,7 @@ func TestVsockFIFOKeepsOrderAcrossCompaction(t *testing.T) {
 func TestVsockEngineSteadyStateDoesNotAllocate(t *testing.T) {
 	r := newEngRig(t)
 	id := r.established(1 << 30)
-	in := pkt(VsockOpRW, 5000, 80, 0, 1<<30, 0, make([]byte, 4096))
+	in := vsPkt(VsockOpRW, 5000, 80, 0, 1<<30, 0, make([]byte, 4096))
 	out := make([]byte, 8192)
 	bufs := []vhostuser.Buf{{Data: r.rx, Write: true}}
 	var acts []vsockAct

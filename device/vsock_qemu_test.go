@@ -29,21 +29,21 @@ func TestVsockQemuGuestAgent(t *testing.T) {
 	}
 	var man struct{ Kernel, Initrd string }
 	b, err := os.ReadFile(filepath.Join(imgDir, "manifest.json"))
-	must(t, err)
-	must(t, json.Unmarshal(b, &man))
+	vsMust(t, err)
+	vsMust(t, json.Unmarshal(b, &man))
 	dir, err := os.MkdirTemp("", "vskq")
-	must(t, err)
+	vsMust(t, err)
 	defer os.RemoveAll(dir)
 
 	v, err := NewVsock(VsockConfig{Name: "vsock0", Socket: filepath.Join(dir, "vu.sock"), GuestCID: 3, UDS: filepath.Join(dir, "v")})
-	must(t, err)
+	vsMust(t, err)
 	var trace bytes.Buffer
 	var traceMu sync.Mutex
 	v.srv.Trace = func(s string) { traceMu.Lock(); fmt.Fprintln(&trace, s); traceMu.Unlock() }
 	dump := func() string {
 		traceMu.Lock()
 		defer traceMu.Unlock()
-		return fmt.Sprintf("vhost-user trace:\n%s\nbackend counters: %v", trace.String(), nonZero(v.srv.Counters.Set().Snapshot()))
+		return fmt.Sprintf("vhost-user trace:\n%s\nbackend counters: %v", trace.String(), vsNonZero(v.srv.Counters.Set().Snapshot()))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -69,7 +69,7 @@ func TestVsockQemuGuestAgent(t *testing.T) {
 		"-append", "console=ttyS0 panic=-1 loglevel=4 falconnic.hostname=vsockvm")
 	var qerr bytes.Buffer
 	cmd.Stderr = &qerr
-	must(t, cmd.Start())
+	vsMust(t, cmd.Start())
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); close(exited) }()
 	defer func() { cmd.Process.Kill(); <-exited }()
@@ -91,7 +91,7 @@ func TestVsockQemuGuestAgent(t *testing.T) {
 	}
 
 	c, err := net.Dial("unix", v.cfg.UDS)
-	must(t, err)
+	vsMust(t, err)
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(60 * time.Second))
 	fmt.Fprintf(c, "CONNECT 1024\n")
@@ -112,14 +112,14 @@ func TestVsockQemuGuestAgent(t *testing.T) {
 	}
 	cl := agentproto.NewClient(c)
 	ready, err := cl.Hello(42)
-	must(t, err)
+	vsMust(t, err)
 	if ready.Hostname != "vsockvm" {
 		t.Logf("guest hostname %q", ready.Hostname)
 	}
 	// A command whose output crosses several RX buffers and credit windows.
 	var out, errOut bytes.Buffer
 	exit, err := cl.Run(ctx, agentproto.Exec{Argv: []string{"sh", "-c", "uname -r; head -c 300000 /dev/zero"}}, nil, &out, &errOut)
-	must(t, err)
+	vsMust(t, err)
 	if exit.Code != 0 || !strings.HasPrefix(out.String(), "6.1.0") || strings.Count(out.String(), "\x00") != 300000 {
 		t.Fatalf("exit %+v, stdout %d bytes (%.40q), stderr %q", exit, out.Len(), out.String(), errOut.String())
 	}
@@ -127,16 +127,16 @@ func TestVsockQemuGuestAgent(t *testing.T) {
 	in := strings.NewReader(strings.Repeat("y", 200000))
 	out.Reset()
 	exit, err = cl.Run(ctx, agentproto.Exec{Argv: []string{"sh", "-c", "wc -c"}}, in, &out, &errOut)
-	must(t, err)
+	vsMust(t, err)
 	if exit.Code != 0 || strings.TrimSpace(out.String()) != "200000" {
 		t.Fatalf("exit %+v, stdout %q, stderr %q", exit, out.String(), errOut.String())
 	}
 	// Throughput, for the record (TCG: the guest's CPU is the limit).
 	const big = 16 << 20
-	var sink countWriter
+	var sink vsCountWriter
 	start := time.Now()
 	exit, err = cl.Run(ctx, agentproto.Exec{Argv: []string{"sh", "-c", fmt.Sprintf("head -c %d /dev/zero", big)}}, nil, &sink, &errOut)
-	must(t, err)
+	vsMust(t, err)
 	if exit.Code != 0 || sink.n != big {
 		t.Fatalf("exit %+v, %d bytes", exit, sink.n)
 	}
@@ -156,10 +156,10 @@ func TestVsockQemuGuestAgent(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	t.Logf("session %s, features %#x; counters: %v", st.Session.State, st.Session.Features, nonZero(st.Counters))
+	t.Logf("session %s, features %#x; counters: %v", st.Session.State, st.Session.Features, vsNonZero(st.Counters))
 }
 
-func nonZero(m map[string]uint64) map[string]uint64 {
+func vsNonZero(m map[string]uint64) map[string]uint64 {
 	out := map[string]uint64{}
 	for k, v := range m {
 		if v != 0 {
@@ -169,6 +169,6 @@ func nonZero(m map[string]uint64) map[string]uint64 {
 	return out
 }
 
-type countWriter struct{ n int }
+type vsCountWriter struct{ n int }
 
-func (w *countWriter) Write(p []byte) (int, error) { w.n += len(p); return len(p), nil }
+func (w *vsCountWriter) Write(p []byte) (int, error) { w.n += len(p); return len(p), nil }

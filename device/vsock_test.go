@@ -24,9 +24,9 @@ import (
 	"falconnic/vhostuser/vhostusertest"
 )
 
-// failsafe bounds waits so a broken build fails instead of hanging; tests
+// vsockFailsafe bounds waits so a broken build fails instead of hanging; tests
 // assert on results, never on timing.
-const failsafe = 10 * time.Second
+const vsockFailsafe = 10 * time.Second
 
 // vsockRig is one Vsock device served over a socketpair to the front-end
 // simulator, with a guest driver on both rings.
@@ -39,7 +39,7 @@ type vsockRig struct {
 	rx, tx *vhostusertest.DriverQueue
 	done   chan error
 	masked int
-	g      *guestPeer
+	g      *vsockGuest
 }
 
 const (
@@ -57,13 +57,13 @@ func newVsockRig(t testing.TB) *vsockRig { return newVsockRigMode(t, "pipe") }
 func newVsockRigMode(t testing.TB, mode string) *vsockRig {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "vsk") // short: sun_path is 108 bytes
-	must(t, err)
+	vsMust(t, err)
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	r := &vsockRig{t: t, dir: dir}
-	r.v, err = NewVsock(VsockConfig{Name: "vsock0", Socket: filepath.Join(dir, "vu.sock"), GuestCID: testCID,
+	r.v, err = NewVsock(VsockConfig{Name: "vsock0", Socket: filepath.Join(dir, "vu.sock"), GuestCID: vsockTestCID,
 		UDS: filepath.Join(dir, "v"), Dial: mode == "dial"})
-	must(t, err)
-	tr := &traceRing{max: 400}
+	vsMust(t, err)
+	tr := &vsTraceRing{max: 400}
 	r.v.SetTrace(tr.add)
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -71,46 +71,46 @@ func newVsockRigMode(t testing.TB, mode string) *vsockRig {
 		}
 	})
 	r.mem, err = vhostusertest.NewGuestMemory(vhostusertest.OneRegion(16 << 20))
-	must(t, err)
+	vsMust(t, err)
 	r.rx, err = vhostusertest.NewDriverQueue(r.mem, vsockRxQueue, rigRxSize, 0, 8192)
-	must(t, err)
+	vsMust(t, err)
 	r.tx, err = vhostusertest.NewDriverQueue(r.mem, vsockTxQueue, rigTxSize, 0, rigTxMax+128)
-	must(t, err)
+	vsMust(t, err)
 	r.masked, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
-	must(t, err)
+	vsMust(t, err)
 	queues := []*vhostusertest.DriverQueue{r.rx, r.tx}
 	stop := func() {}
 	switch mode {
 	case "pipe":
-		must(t, r.v.listenUDS())
+		vsMust(t, r.v.listenUDS())
 		r.connect()
 	case "listen", "dial":
 		ctx, cancel := context.WithCancel(context.Background())
 		var l *net.UnixListener
 		if mode == "dial" { // QEMU's chardev server=on
 			l, err = net.ListenUnix("unix", &net.UnixAddr{Name: r.v.cfg.Socket, Net: "unix"})
-			must(t, err)
+			vsMust(t, err)
 			defer l.Close()
 		}
 		r.done = make(chan error, 1)
 		go func() { r.done <- r.v.Serve(ctx) }()
 		stop = cancel
 		if mode == "dial" {
-			l.SetDeadline(time.Now().Add(failsafe))
+			l.SetDeadline(time.Now().Add(vsockFailsafe))
 			c, err := l.AcceptUnix()
-			must(t, err)
+			vsMust(t, err)
 			r.fe, err = vhostusertest.NewFrontend(c, r.mem, queues)
-			must(t, err)
+			vsMust(t, err)
 		} else {
-			for end := time.Now().Add(failsafe); ; time.Sleep(time.Millisecond) {
+			for end := time.Now().Add(vsockFailsafe); ; time.Sleep(time.Millisecond) {
 				if r.fe, err = vhostusertest.Dial(r.v.cfg.Socket, r.mem, queues); err == nil || time.Now().After(end) {
 					break
 				}
 			}
-			must(t, err)
+			vsMust(t, err)
 		}
 	}
-	r.g = &guestPeer{t: t, rx: r.rx, tx: r.tx, mem: r.mem}
+	r.g = &vsockGuest{t: t, rx: r.rx, tx: r.tx, mem: r.mem}
 	t.Cleanup(func() {
 		r.fe.Close()
 		stop()
@@ -124,7 +124,7 @@ func newVsockRigMode(t testing.TB, mode string) *vsockRig {
 	return r
 }
 
-func must(t testing.TB, err error) {
+func vsMust(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
@@ -134,10 +134,10 @@ func must(t testing.TB, err error) {
 // connect opens a new vhost-user connection (a QEMU start or reconnect).
 func (r *vsockRig) connect() {
 	front, back, err := vhostusertest.Pipe()
-	must(r.t, err)
+	vsMust(r.t, err)
 	if r.fe == nil {
 		r.fe, err = vhostusertest.NewFrontend(front, r.mem, []*vhostusertest.DriverQueue{r.rx, r.tx})
-		must(r.t, err)
+		vsMust(r.t, err)
 	} else {
 		r.fe.Reconnect(front)
 	}
@@ -153,25 +153,25 @@ func (r *vsockRig) qemuVsockInit() []byte {
 	fe := r.fe
 	var err error
 	fe.Features, err = fe.GetU64(vhostuser.ReqGetFeatures)
-	must(r.t, err)
+	vsMust(r.t, err)
 	p, err := fe.GetU64(vhostuser.ReqGetProtocolFeatures)
-	must(r.t, err)
+	vsMust(r.t, err)
 	fe.Proto = p & (1<<17 - 1)
-	must(r.t, fe.SetU64(vhostuser.ReqSetProtocolFeatures, fe.Proto))
+	vsMust(r.t, fe.SetU64(vhostuser.ReqSetProtocolFeatures, fe.Proto))
 	if fe.Proto&vhostuser.ProtoMQ != 0 {
 		fe.QueueNum, err = fe.GetU64(vhostuser.ReqGetQueueNum)
-		must(r.t, err)
+		vsMust(r.t, err)
 	}
 	if fe.Proto&vhostuser.ProtoConfigureMemSlots != 0 {
 		_, err = fe.GetU64(vhostuser.ReqGetMaxMemSlots)
-		must(r.t, err)
+		vsMust(r.t, err)
 	}
-	must(r.t, fe.Set(vhostuser.ReqSetOwner, false, nil))
+	vsMust(r.t, fe.Set(vhostuser.ReqSetOwner, false, nil))
 	_, err = fe.GetU64(vhostuser.ReqGetFeatures)
-	must(r.t, err)
+	vsMust(r.t, err)
 	for idx := 0; idx < 2; idx++ {
-		must(r.t, fe.VringFile(vhostuser.ReqSetVringCall, idx, r.masked))
-		must(r.t, fe.VringFile(vhostuser.ReqSetVringErr, idx, r.masked))
+		vsMust(r.t, fe.VringFile(vhostuser.ReqSetVringCall, idx, r.masked))
+		vsMust(r.t, fe.VringFile(vhostuser.ReqSetVringErr, idx, r.masked))
 	}
 	req := make([]byte, 12+8)
 	binary.LittleEndian.PutUint32(req[4:], 8)
@@ -179,7 +179,7 @@ func (r *vsockRig) qemuVsockInit() []byte {
 	for _, fd := range fds {
 		unix.Close(fd)
 	}
-	must(r.t, err)
+	vsMust(r.t, err)
 	if len(reply) != 20 {
 		r.t.Fatalf("GET_CONFIG reply %d bytes, want 20", len(reply))
 	}
@@ -191,8 +191,8 @@ func (r *vsockRig) status(v uint64) {
 		return
 	}
 	_, err := r.fe.GetU64(vhostuser.ReqGetStatus)
-	must(r.t, err)
-	must(r.t, r.fe.SetU64(vhostuser.ReqSetStatus, v))
+	vsMust(r.t, err)
+	vsMust(r.t, r.fe.SetU64(vhostuser.ReqSetStatus, v))
 }
 
 // qemuVsockStart replays the guest driver's start (notes §3.4, like fs):
@@ -202,16 +202,16 @@ func (r *vsockRig) status(v uint64) {
 func (r *vsockRig) qemuVsockStart(bases []uint16, sendMem bool) {
 	fe := r.fe
 	for _, q := range []*vhostusertest.DriverQueue{r.rx, r.tx} {
-		must(r.t, fe.VringFile(vhostuser.ReqSetVringCall, q.Index, q.CallFD))
+		vsMust(r.t, fe.VringFile(vhostuser.ReqSetVringCall, q.Index, q.CallFD))
 	}
-	must(r.t, fe.SetU64(vhostuser.ReqSetFeatures, vhostuser.FeatureVersion1|vhostuser.FeatureProtocolFeatures))
+	vsMust(r.t, fe.SetU64(vhostuser.ReqSetFeatures, vhostuser.FeatureVersion1|vhostuser.FeatureProtocolFeatures))
 	r.status(8)
 	if sendMem {
 		for i := range r.mem.Regions {
 			p, fd := r.mem.RegionPayload(i)
 			err := fe.Set(vhostuser.ReqAddMemReg, true, p, fd)
 			unix.Close(fd)
-			must(r.t, err)
+			vsMust(r.t, err)
 		}
 	}
 	for i, q := range []*vhostusertest.DriverQueue{r.rx, r.tx} {
@@ -219,12 +219,12 @@ func (r *vsockRig) qemuVsockStart(bases []uint16, sendMem bool) {
 		if bases != nil {
 			base = bases[i]
 		}
-		must(r.t, fe.RingSetup(q, base))
+		vsMust(r.t, fe.RingSetup(q, base))
 	}
-	must(r.t, fe.Enable(0, true))
-	must(r.t, fe.Enable(1, true))
+	vsMust(r.t, fe.Enable(0, true))
+	vsMust(r.t, fe.Enable(1, true))
 	for _, q := range []*vhostusertest.DriverQueue{r.rx, r.tx} {
-		must(r.t, fe.VringFile(vhostuser.ReqSetVringCall, q.Index, q.CallFD))
+		vsMust(r.t, fe.VringFile(vhostuser.ReqSetVringCall, q.Index, q.CallFD))
 	}
 	r.status(0xf)
 }
@@ -232,7 +232,7 @@ func (r *vsockRig) qemuVsockStart(bases []uint16, sendMem bool) {
 // up runs init and start and fills the RX ring as the Linux driver does.
 func (r *vsockRig) up() {
 	cfg := r.qemuVsockInit()
-	if cid := binary.LittleEndian.Uint64(cfg); cid != testCID {
+	if cid := binary.LittleEndian.Uint64(cfg); cid != vsockTestCID {
 		r.t.Fatalf("guest_cid %d", cid)
 	}
 	r.qemuVsockStart(nil, true)
@@ -242,28 +242,28 @@ func (r *vsockRig) up() {
 // hostDial connects a host client to the hybrid socket and sends CONNECT.
 func (r *vsockRig) hostDial(port uint32) *net.UnixConn {
 	c, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: r.v.cfg.UDS, Net: "unix"})
-	must(r.t, err)
+	vsMust(r.t, err)
 	_, err = fmt.Fprintf(c, "CONNECT %d\n", port)
-	must(r.t, err)
-	c.SetDeadline(time.Now().Add(failsafe))
+	vsMust(r.t, err)
+	c.SetDeadline(time.Now().Add(vsockFailsafe))
 	return c
 }
 
-// guestPeer is the guest: the virtio-vsock driver's rings plus a small
+// vsockGuest is the guest: the virtio-vsock driver's rings plus a small
 // socket layer (buf_alloc, fwd_cnt, credit) like Linux's.
-type guestPeer struct {
+type vsockGuest struct {
 	t      testing.TB
 	rx, tx *vhostusertest.DriverQueue
 	mem    *vhostusertest.GuestMemory
 }
 
-// guestPkt is one packet the guest received.
-type guestPkt struct {
+// vsockGuestPkt is one packet the guest received.
+type vsockGuestPkt struct {
 	hdr     VsockHdr
 	payload []byte
 }
 
-func (p guestPkt) String() string {
+func (p vsockGuestPkt) String() string {
 	s := fmt.Sprintf("%v %d->%d", p.hdr.Op(), p.hdr.SrcPort(), p.hdr.DstPort())
 	if p.hdr.Flags() != 0 {
 		s += fmt.Sprintf(" flags=%d", p.hdr.Flags())
@@ -275,21 +275,21 @@ func (p guestPkt) String() string {
 }
 
 // fillRx posts RX buffers ([W 44][W 4096], one area per head) and kicks.
-func (g *guestPeer) fillRx() {
+func (g *vsockGuest) fillRx() {
 	for g.rx.Free() >= 2 {
 		head, _ := g.rx.Peek()
 		base := g.rx.BufGPAOf(head)
 		_, err := g.rx.Add([]vhostusertest.Seg{{GPA: base, Len: VsockHdrLen, Write: true}, {GPA: base + 64, Len: rigRxBuf, Write: true}})
-		must(g.t, err)
+		vsMust(g.t, err)
 	}
 	g.rx.Publish()
 	g.rx.Kick()
 }
 
 // recv returns the next packet the device put in RX.
-func (g *guestPeer) recv() guestPkt {
+func (g *vsockGuest) recv() vsockGuestPkt {
 	g.t.Helper()
-	if !g.rx.WaitUsed(1, failsafe) {
+	if !g.rx.WaitUsed(1, vsockFailsafe) {
 		g.t.Fatal("guest: no packet from the device")
 	}
 	u, _ := g.rx.PopUsed()
@@ -298,11 +298,11 @@ func (g *guestPeer) recv() guestPkt {
 	}
 	base := g.rx.BufGPAOf(u.ID)
 	hdr := VsockHdr(append([]byte(nil), g.mem.Bytes(base, VsockHdrLen)...))
-	p := guestPkt{hdr: hdr}
+	p := vsockGuestPkt{hdr: hdr}
 	if n := u.Len - VsockHdrLen; n > 0 {
 		p.payload = append([]byte(nil), g.mem.Bytes(base+64, uint64(n))...)
 	}
-	if hdr.SrcCID() != VsockHostCID || hdr.DstCID() != testCID || hdr.Type() != VsockTypeStream || hdr.Len() != u.Len-VsockHdrLen {
+	if hdr.SrcCID() != VsockHostCID || hdr.DstCID() != vsockTestCID || hdr.Type() != VsockTypeStream || hdr.Len() != u.Len-VsockHdrLen {
 		g.t.Fatalf("guest: bad header %x (used len %d)", []byte(hdr), u.Len)
 	}
 	g.fillRx()
@@ -310,14 +310,14 @@ func (g *guestPeer) recv() guestPkt {
 }
 
 // send posts one TX packet ([R hdr][R payload]) and kicks.
-func (g *guestPeer) send(op VsockOp, gport, hport, flags, bufAlloc, fwd uint32, payload []byte) {
-	g.sendRaw(pkt(op, gport, hport, flags, bufAlloc, fwd, payload))
+func (g *vsockGuest) send(op VsockOp, gport, hport, flags, bufAlloc, fwd uint32, payload []byte) {
+	g.sendRaw(vsPkt(op, gport, hport, flags, bufAlloc, fwd, payload))
 }
 
-func (g *guestPeer) sendRaw(b []byte) {
+func (g *vsockGuest) sendRaw(b []byte) {
 	g.t.Helper()
 	for g.tx.Free() < 2 {
-		if _, ok := g.tx.PopUsed(); !ok && !g.tx.WaitUsed(1, failsafe) {
+		if _, ok := g.tx.PopUsed(); !ok && !g.tx.WaitUsed(1, vsockFailsafe) {
 			g.t.Fatal("guest: TX ring never drained")
 		}
 	}
@@ -330,14 +330,14 @@ func (g *guestPeer) sendRaw(b []byte) {
 		segs = append(segs, vhostusertest.Seg{GPA: base + 64, Len: uint32(len(b) - VsockHdrLen)})
 	}
 	_, err := g.tx.Add(segs)
-	must(g.t, err)
+	vsMust(g.t, err)
 	g.tx.Publish()
 	g.tx.Kick()
 }
 
-// guestConn is the guest side of one stream, with Linux's credit rules.
-type guestConn struct {
-	g               *guestPeer
+// vsockGuestConn is the guest side of one stream, with Linux's credit rules.
+type vsockGuestConn struct {
+	g               *vsockGuest
 	gport, hport    uint32
 	bufAlloc        uint32 // ours (the guest's)
 	fwdCnt, lastFwd uint32
@@ -349,20 +349,20 @@ type guestConn struct {
 	rst             bool
 }
 
-func (c *guestConn) credit() uint32 {
+func (c *vsockGuestConn) credit() uint32 {
 	if c.txCnt-c.peerFwd >= c.peerBuf {
 		return 0
 	}
 	return c.peerBuf - (c.txCnt - c.peerFwd)
 }
 
-func (c *guestConn) send(op VsockOp, flags uint32, payload []byte) {
+func (c *vsockGuestConn) send(op VsockOp, flags uint32, payload []byte) {
 	c.g.send(op, c.gport, c.hport, flags, c.bufAlloc, c.fwdCnt, payload)
 	c.lastFwd = c.fwdCnt
 }
 
 // handle applies one packet from the device; the app consumes RW at once.
-func (c *guestConn) handle(p guestPkt) {
+func (c *vsockGuestConn) handle(p vsockGuestPkt) {
 	t := c.g.t
 	t.Helper()
 	if p.hdr.SrcPort() != c.hport || p.hdr.DstPort() != c.gport {
@@ -429,8 +429,8 @@ func TestVsockQemu72NegotiationAndCallSwapMidRun(t *testing.T) {
 	// signal the new one.
 	old := r.tx.CallFD
 	nfd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
-	must(t, err)
-	must(t, fe.VringFile(vhostuser.ReqSetVringCall, 1, nfd))
+	vsMust(t, err)
+	vsMust(t, fe.VringFile(vhostuser.ReqSetVringCall, 1, nfd))
 	r.tx.CallFD = nfd
 	defer unix.Close(old)
 	r.tx.Calls()
@@ -438,7 +438,7 @@ func TestVsockQemu72NegotiationAndCallSwapMidRun(t *testing.T) {
 	if p := r.g.recv(); p.String() != "RST 9->6001" {
 		t.Fatalf("got %v", p)
 	}
-	if !r.tx.WaitUsed(2, failsafe) {
+	if !r.tx.WaitUsed(2, vsockFailsafe) {
 		t.Fatal("TX not completed")
 	}
 	st := r.v.Status()
@@ -447,10 +447,10 @@ func TestVsockQemu72NegotiationAndCallSwapMidRun(t *testing.T) {
 	}
 }
 
-// echoGuest serves one connection as an echo server until the host's
+// vsockEchoGuest serves one connection as an echo server until the host's
 // SHUTDOWN(SEND) arrives and everything is echoed; it then shuts its own
 // sending side and waits for the device's RST.
-func echoGuest(c *guestConn) {
+func vsockEchoGuest(c *vsockGuestConn) {
 	echoed := 0
 	for !c.rst {
 		// Echo what we can within the device's credit.
@@ -481,13 +481,13 @@ func TestVsockHostInitiatedEchoWithCreditBothWays(t *testing.T) {
 	}
 	hport := req.hdr.SrcPort()
 	// A small guest buffer: the 1 MiB from the host needs many credit updates.
-	c := &guestConn{g: r.g, gport: 1024, hport: hport, bufAlloc: 64 << 10, peerBuf: req.hdr.BufAlloc()}
+	c := &vsockGuestConn{g: r.g, gport: 1024, hport: hport, bufAlloc: 64 << 10, peerBuf: req.hdr.BufAlloc()}
 	c.send(VsockOpResponse, 0, nil)
 	line := make([]byte, 0, 32)
 	for {
 		var b [1]byte
 		_, err := client.Read(b[:])
-		must(t, err)
+		vsMust(t, err)
 		line = append(line, b[0])
 		if b[0] == '\n' {
 			break
@@ -511,8 +511,8 @@ func TestVsockHostInitiatedEchoWithCreditBothWays(t *testing.T) {
 		b, _ := io.ReadAll(client)
 		echo <- b
 	}()
-	echoGuest(c)
-	must(t, <-writeErr)
+	vsockEchoGuest(c)
+	vsMust(t, <-writeErr)
 	got := <-echo
 	if !bytes.Equal(got, data) || !bytes.Equal(c.received, data) {
 		t.Fatalf("echo: guest got %d bytes, host got %d of %d back", len(c.received), len(got), len(data))
@@ -531,20 +531,20 @@ func TestVsockGuestConnectsToHostPortBridgedToUDSPort(t *testing.T) {
 	r := newVsockRig(t)
 	r.up()
 	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: r.v.cfg.UDS + "_5000", Net: "unix"})
-	must(t, err)
+	vsMust(t, err)
 	defer l.Close()
-	c := &guestConn{g: r.g, gport: 6000, hport: 5000, bufAlloc: 1 << 20}
+	c := &vsockGuestConn{g: r.g, gport: 6000, hport: 5000, bufAlloc: 1 << 20}
 	c.send(VsockOpRequest, 0, nil)
 	if p := r.g.recv(); p.String() != "RESPONSE 5000->6000" {
 		t.Fatalf("got %v", p)
 	} else {
 		c.peerBuf = p.hdr.BufAlloc()
 	}
-	l.SetDeadline(time.Now().Add(failsafe))
+	l.SetDeadline(time.Now().Add(vsockFailsafe))
 	hc, err := l.AcceptUnix()
-	must(t, err)
+	vsMust(t, err)
 	defer hc.Close()
-	hc.SetDeadline(time.Now().Add(failsafe))
+	hc.SetDeadline(time.Now().Add(vsockFailsafe))
 	if st := r.v.Status(); len(st.Connections) != 1 || st.Connections[0].State != "established" {
 		t.Fatalf("connections %+v", st.Connections)
 	}
@@ -553,13 +553,13 @@ func TestVsockGuestConnectsToHostPortBridgedToUDSPort(t *testing.T) {
 	c.txCnt += 4
 	c.send(VsockOpShutdown, VsockShutdownSend, nil)
 	got, err := io.ReadAll(hc)
-	must(t, err)
+	vsMust(t, err)
 	if string(got) != "ping" {
 		t.Fatalf("host read %q", got)
 	}
 	// Host → guest on the other half, then the host closes.
 	_, err = hc.Write([]byte("pong"))
-	must(t, err)
+	vsMust(t, err)
 	hc.CloseWrite()
 	for c.peerShut == 0 {
 		c.handle(r.g.recv())
@@ -607,10 +607,10 @@ func TestVsockGuestRstClosesHostClient(t *testing.T) {
 func TestVsockMalformedTxPacketsAreCountedAndServiceContinues(t *testing.T) {
 	r := newVsockRig(t)
 	r.up()
-	short := pkt(VsockOpRequest, 1, 2, 0, 0, 0, nil)[:30]
-	seq := pkt(VsockOpRequest, 6000, 5, 0, 0, 0, nil)
+	short := vsPkt(VsockOpRequest, 1, 2, 0, 0, 0, nil)[:30]
+	seq := vsPkt(VsockOpRequest, 6000, 5, 0, 0, 0, nil)
 	VsockHdr(seq).SetType(2)
-	spoof := pkt(VsockOpRequest, 6000, 5, 0, 0, 0, nil)
+	spoof := vsPkt(VsockOpRequest, 6000, 5, 0, 0, 0, nil)
 	VsockHdr(spoof).SetSrcCID(99)
 	r.g.sendRaw(short)
 	r.g.sendRaw(spoof)
@@ -634,14 +634,14 @@ func TestVsockSessionLossResetsConnectionsAndReconnectServesAgain(t *testing.T) 
 	r.up()
 	client := r.hostDial(1024)
 	req := r.g.recv()
-	c := &guestConn{g: r.g, gport: 1024, hport: req.hdr.SrcPort(), bufAlloc: 65536}
+	c := &vsockGuestConn{g: r.g, gport: 1024, hport: req.hdr.SrcPort(), bufAlloc: 65536}
 	c.send(VsockOpResponse, 0, nil)
 	line := make([]byte, len(fmt.Sprintf("OK %d\n", c.hport)))
 	_, err := io.ReadFull(client, line)
-	must(t, err)
+	vsMust(t, err)
 	// QEMU goes away (crash, or the back-end connection drops).
 	r.fe.Close()
-	must(t, <-r.done)
+	vsMust(t, <-r.done)
 	if b, err := io.ReadAll(client); err != nil || len(b) != 0 {
 		t.Fatalf("client read %q, %v; want EOF", b, err)
 	}
@@ -667,8 +667,8 @@ func TestVsockBadConnectLineIsCountedAndClosed(t *testing.T) {
 	r := newVsockRig(t)
 	for _, line := range []string{"CONNECT\n", "CONNECT -1\n", "CONNECT 99999999999\n", "connect 5\n", strings.Repeat("A", 40)} {
 		c, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: r.v.cfg.UDS, Net: "unix"})
-		must(t, err)
-		c.SetDeadline(time.Now().Add(failsafe))
+		vsMust(t, err)
+		c.SetDeadline(time.Now().Add(vsockFailsafe))
 		c.Write([]byte(line))
 		// Closed by the device: EOF, or a reset when it left bytes unread.
 		if b, err := io.ReadAll(c); (err != nil && !errors.Is(err, syscall.ECONNRESET)) || len(b) != 0 {
@@ -683,7 +683,7 @@ func TestVsockBadConnectLineIsCountedAndClosed(t *testing.T) {
 
 func TestVsockConfigSpaceIsGuestCIDReadOnly(t *testing.T) {
 	v, err := NewVsock(VsockConfig{Socket: "x", GuestCID: 0x12345678})
-	must(t, err)
+	vsMust(t, err)
 	d := vsockDevice{v}
 	b, err := d.GetConfig(0, 8)
 	if err != nil || binary.LittleEndian.Uint64(b) != 0x12345678 {
@@ -726,12 +726,12 @@ func TestVsockServeModes(t *testing.T) {
 
 func TestVsockConfigChecksAndJSON(t *testing.T) {
 	var cfg VsockConfig
-	must(t, json.Unmarshal([]byte(`{"name":"vs0","socket":"vs0.sock","guest_cid":3,"uds":"vs0.uds"}`), &cfg))
+	vsMust(t, json.Unmarshal([]byte(`{"name":"vs0","socket":"vs0.sock","guest_cid":3,"uds":"vs0.uds"}`), &cfg))
 	cfg.ResolvePaths("/run/falconnic")
 	if cfg.Socket != "/run/falconnic/vs0.sock" || cfg.UDS != "/run/falconnic/vs0.uds" || cfg.GuestCID != 3 {
 		t.Fatalf("config %+v", cfg)
 	}
-	must(t, cfg.Check())
+	vsMust(t, cfg.Check())
 	for _, tc := range []struct {
 		mut  func(c *VsockConfig)
 		want error
@@ -749,14 +749,14 @@ func TestVsockConfigChecksAndJSON(t *testing.T) {
 	}
 }
 
-// traceRing keeps the last max trace lines, dumped when a test fails.
-type traceRing struct {
+// vsTraceRing keeps the last max trace lines, dumped when a test fails.
+type vsTraceRing struct {
 	mu    sync.Mutex
 	max   int
 	lines []string
 }
 
-func (r *traceRing) add(s string) {
+func (r *vsTraceRing) add(s string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.lines) == r.max {
@@ -766,7 +766,7 @@ func (r *traceRing) add(s string) {
 	r.lines = append(r.lines, s)
 }
 
-func (r *traceRing) dump() string {
+func (r *vsTraceRing) dump() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return strings.Join(r.lines, "\n")

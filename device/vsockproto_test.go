@@ -40,7 +40,7 @@ func TestVsockParseAcceptsEveryWellFormedOp(t *testing.T) {
 		if op == VsockOpShutdown {
 			flags = VsockShutdownRcv | VsockShutdownSend
 		}
-		h, p, err := ParseVsockHdr(pkt(op, 1, 2, flags, 100, 7, payload), testCID)
+		h, p, err := ParseVsockHdr(vsPkt(op, 1, 2, flags, 100, 7, payload), vsockTestCID)
 		if err != nil || h.Op() != op || !bytes.Equal(p, payload) || h.BufAlloc() != 100 || h.FwdCnt() != 7 {
 			t.Errorf("%v: err %v", op, err)
 		}
@@ -51,24 +51,24 @@ func TestVsockParseAcceptsEveryWellFormedOp(t *testing.T) {
 // nothing panics, accepted headers keep their promises, and the engine's
 // answers are always well-formed packets for the guest.
 func FuzzVsockHdr(f *testing.F) {
-	f.Add(pkt(VsockOpRequest, 5000, 80, 0, 65536, 0, nil))
-	f.Add(pkt(VsockOpRW, 5000, 80, 0, 65536, 0, []byte("hello")))
-	f.Add(pkt(VsockOpShutdown, 5000, 80, 3, 65536, 5, nil))
-	f.Add(pkt(VsockOpCreditRequest, 1, 1024, 0, 0, 0, nil))
-	f.Add(pkt(VsockOpRst, 1, 1024, 0, 0, 0, nil))
+	f.Add(vsPkt(VsockOpRequest, 5000, 80, 0, 65536, 0, nil))
+	f.Add(vsPkt(VsockOpRW, 5000, 80, 0, 65536, 0, []byte("hello")))
+	f.Add(vsPkt(VsockOpShutdown, 5000, 80, 3, 65536, 5, nil))
+	f.Add(vsPkt(VsockOpCreditRequest, 1, 1024, 0, 0, 0, nil))
+	f.Add(vsPkt(VsockOpRst, 1, 1024, 0, 0, 0, nil))
 	f.Add(make([]byte, 43))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		h, payload, err := ParseVsockHdr(b, testCID)
+		h, payload, err := ParseVsockHdr(b, vsockTestCID)
 		if err == nil {
 			if len(h) != VsockHdrLen || uint64(len(payload)) != uint64(h.Len()) || h.Type() != VsockTypeStream ||
-				h.SrcCID() != testCID || h.DstCID() != VsockHostCID || h.Len() > vsockMaxPayload {
+				h.SrcCID() != vsockTestCID || h.DstCID() != VsockHostCID || h.Len() > vsockMaxPayload {
 				t.Fatalf("accepted a bad header %x", b)
 			}
 		}
 		var c VsockCounters
-		e := newVsockEngine(testCID, &c)
+		e := newVsockEngine(vsockTestCID, &c)
 		// A connection the packet may name, so known-connection paths run too.
-		e.guestPacket(pkt(VsockOpRequest, 5000, 80, 0, 65536, 0, nil), 0)
+		e.guestPacket(vsPkt(VsockOpRequest, 5000, 80, 0, 65536, 0, nil), 0)
 		for _, a := range e.takeActs(nil) {
 			e.dialDone(a.id, true)
 		}
@@ -78,7 +78,7 @@ func FuzzVsockHdr(f *testing.F) {
 		for i := 0; e.hasRx() && i < 16; i++ {
 			n := e.fillRx([]vhostuser.Buf{{Data: rx, Write: true}}, uint64(len(rx)))
 			if n != 0 {
-				if _, _, err := parseHostPkt(rx[:n]); err != nil {
+				if _, _, err := vsockParseHostPkt(rx[:n]); err != nil {
 					t.Fatalf("engine sent a bad packet %x: %v", rx[:n], err)
 				}
 			}
@@ -86,20 +86,20 @@ func FuzzVsockHdr(f *testing.F) {
 	})
 }
 
-// parseHostPkt checks a packet we send, with the guest's rules.
-func parseHostPkt(b []byte) (VsockHdr, []byte, error) {
+// vsockParseHostPkt checks a packet we send, with the guest's rules.
+func vsockParseHostPkt(b []byte) (VsockHdr, []byte, error) {
 	if len(b) < VsockHdrLen {
 		return nil, nil, ErrVsockShort
 	}
 	h := VsockHdr(b)
-	if h.SrcCID() != VsockHostCID || h.DstCID() != testCID {
+	if h.SrcCID() != VsockHostCID || h.DstCID() != vsockTestCID {
 		return nil, nil, ErrVsockDstCID
 	}
 	// Swap the CIDs so the guest-side decoder applies.
 	g := append([]byte(nil), b...)
-	VsockHdr(g).SetSrcCID(testCID)
+	VsockHdr(g).SetSrcCID(vsockTestCID)
 	VsockHdr(g).SetDstCID(VsockHostCID)
-	return ParseVsockHdr(g, testCID)
+	return ParseVsockHdr(g, vsockTestCID)
 }
 
 func TestVsockConnectLine(t *testing.T) {
