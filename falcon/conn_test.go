@@ -360,3 +360,22 @@ func TestRACK(t *testing.T) {
 		t.Errorf("resent %q, want PSN 1000 (sent 70 µs ago; PSN 1001, 60 µs, is still within RTT + RTT/4)", got)
 	}
 }
+
+// On an ordered connection timed-out requests are resent in RSN order across
+// both windows (UR rule), not window by window.
+func TestOrderedRetransmitsInRSNOrder(t *testing.T) {
+	s := newScript(t, ConnConfig{SCID: 1, DCID: 2, Ordered: true, TxRSN: 1, RxRSN: 1, TxReqPSN: 100, TxDataPSN: 300})
+	s.autoLose = func(dir, desc string) bool { return true }
+	s.ca.Pull(1, 8)
+	s.ca.Push(2, nil)
+	s.ca.Pull(3, 8)
+	s.wait(1100 * time.Microsecond)
+	s.check(`
+A→B PullRequest psn=100 rsn=1 ar=0 (lost)
+A→B PushData psn=300 rsn=2 ar=0 (lost)
+A→B PullRequest psn=101 rsn=3 ar=0 (lost)
+A→B PullRequest psn=100 rsn=1 ar=1 (lost)
+A→B PushData psn=300 rsn=2 ar=1 (lost)
+A→B PullRequest psn=101 rsn=3 ar=1 (lost)
+`)
+}

@@ -68,7 +68,8 @@ package falcon
 //     buffer. The ULP keeps its own ordering promise by refusing later
 //     requests while an earlier one is RNR-pending.
 //   - Ordered connections send new transactions strictly in RSN order (one
-//     FIFO over both windows); unordered ones use the same FIFO.
+//     FIFO over both windows) and resend timed-out requests in RSN order
+//     across both windows (UR rule); unordered ones use the same FIFO.
 //   - There is no CM time exchange yet: a connection adopts the peer's IV
 //     time from its first frame for the replay check.
 //   - Without an RUE windows stay at their initial values and the RTO at

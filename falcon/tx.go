@@ -197,6 +197,10 @@ func (c *Conn) toResync(i int, psn wire.PSN, s *pdl.TxSlot, code wire.ResyncCode
 // re-arms the RTO timer at the earliest remaining deadline.
 func (c *Conn) rtoScan(now time.Duration) {
 	c.rtoArmed = false
+	if c.cfg.Ordered && !c.cfg.GoBackN {
+		c.rtoScanOrdered(now)
+		return
+	}
 	for i := range c.tx {
 		w := &c.tx[i]
 		for psn := w.Base(); psn != w.Next(); psn = psn.Add(1) {
@@ -218,6 +222,53 @@ func (c *Conn) rtoScan(now time.Duration) {
 				}
 			}
 			c.armRTO(s.Deadline)
+		}
+	}
+}
+
+// live reports whether s waits for an ACK (and so has a deadline).
+func live(s *pdl.TxSlot) bool { return s.State == pdl.SlotInflight || s.State == pdl.SlotHeld }
+
+// rtoScanOrdered is rtoScan for an ordered connection: expired requests
+// (Pull Requests in the request window, Push Data in the data window) are
+// resent in RSN order across both windows, the UR deadlock rule [S §8.1];
+// target-generated Pull Data goes as met. Each window is already in RSN
+// order, so this merges the two.
+func (c *Conn) rtoScanOrdered(now time.Duration) {
+	rq, dt := &c.tx[reqW], &c.tx[dataW]
+	i, j := rq.Base(), dt.Base()
+	for !c.dead {
+		for ; i != rq.Next(); i = i.Add(1) {
+			s := rq.Slot(i)
+			if live(s) && s.Deadline <= now {
+				break
+			}
+			if live(s) {
+				c.armRTO(s.Deadline)
+			}
+		}
+		for ; j != dt.Next() && !c.dead; j = j.Add(1) {
+			s := dt.Slot(j)
+			if live(s) && s.Deadline <= now {
+				if s.Request {
+					break
+				}
+				c.rtoFire(dataW, j, s, now)
+			}
+			if live(s) {
+				c.armRTO(s.Deadline)
+			}
+		}
+		ri, rj := i != rq.Next(), j != dt.Next()
+		switch {
+		case c.dead || !ri && !rj:
+			return
+		case ri && (!rj || rq.Slot(i).RSN.Less(dt.Slot(j).RSN)):
+			c.rtoFire(reqW, i, rq.Slot(i), now)
+			i = i.Add(1)
+		default:
+			c.rtoFire(dataW, j, dt.Slot(j), now)
+			j = j.Add(1)
 		}
 	}
 }
