@@ -25,6 +25,7 @@ var rules = map[string][]string{
 	"qemu":          {"qemu", "internal/"},
 	"guest":         {"guest", "internal/"},
 	"cmd/":          {""}, // mains may import anything
+	"tests":         {""}, // end-to-end tests build binaries and boot VMs
 	"guest-driver/": {"guest-driver/", "internal/"},
 }
 
