@@ -441,3 +441,59 @@ func TestVsockEngineSteadyStateDoesNotAllocate(t *testing.T) {
 		t.Fatalf("%.1f allocations per exchange", n)
 	}
 }
+
+func TestVsockConnectionLimitAndControlQueueBound(t *testing.T) {
+	r := newEngRig(t)
+	for p := uint32(0); p < vsockMaxConns; p++ {
+		r.send(VsockOpRequest, 10000+p, 80, 0, 65536, 0, nil)
+	}
+	r.send(VsockOpRequest, 9999, 80, 0, 65536, 0, nil)
+	if r.c.ConnLimit.Load() != 1 || len(r.e.conns) != vsockMaxConns {
+		t.Fatalf("ConnLimit=%d conns=%d", r.c.ConnLimit.Load(), len(r.e.conns))
+	}
+	if _, ok := r.e.hostConnect(r.e.newID(), 1024, 0); ok || r.c.ConnLimit.Load() != 2 {
+		t.Fatal("host connect beyond the limit accepted")
+	}
+	// A guest that floods packets for unknown connections while never
+	// posting RX buffers fills the bounded control queue; the rest is counted.
+	r.e.resetAll()
+	for i := 0; i < vsockMaxCtrl+100; i++ {
+		r.send(VsockOpRW, 7, uint32(i), 0, 0, 0, []byte("x"))
+	}
+	if r.c.CtrlQueueFull.Load() != 100 || r.e.ctrl.Len() != vsockMaxCtrl {
+		t.Fatalf("CtrlQueueFull=%d queued=%d", r.c.CtrlQueueFull.Load(), r.e.ctrl.Len())
+	}
+}
+
+func TestVsockGuestShutdownReceiveDiscardsHostBytes(t *testing.T) {
+	r := newEngRig(t)
+	id := r.established(1 << 20)
+	r.send(VsockOpShutdown, 5000, 80, VsockShutdownRcv, 1<<20, 0, nil)
+	if room := r.e.hostRoom(id); room == 0 {
+		t.Fatal("reader would stall: the host must still be drained")
+	}
+	r.e.hostRead(id, []byte("nobody reads this"))
+	if lines, _ := r.drain(); len(lines) != 0 {
+		t.Fatalf("sent %v after SHUTDOWN(RCV)", lines)
+	}
+	if r.c.HostBytesDiscarded.Load() != 17 {
+		t.Fatalf("HostBytesDiscarded=%d", r.c.HostBytesDiscarded.Load())
+	}
+	// The guest can still send.
+	r.send(VsockOpRW, 5000, 80, 0, 1<<20, 0, []byte("up"))
+	if n := r.e.peekToHost(id, make([]byte, 8)); n != 2 {
+		t.Fatalf("to host %d bytes", n)
+	}
+}
+
+func TestVsockDataAfterShutdownSendResets(t *testing.T) {
+	r := newEngRig(t)
+	r.established(1 << 20)
+	r.send(VsockOpShutdown, 5000, 80, VsockShutdownSend, 1<<20, 0, nil)
+	r.send(VsockOpRW, 5000, 80, 0, 1<<20, 0, []byte("late"))
+	lines, _ := r.drain()
+	vsExpectLines(t, "packets", lines, "RST 80->5000")
+	if r.c.DataAfterShutdown.Load() != 1 {
+		t.Fatalf("DataAfterShutdown=%d", r.c.DataAfterShutdown.Load())
+	}
+}

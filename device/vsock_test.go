@@ -771,3 +771,49 @@ func (r *vsTraceRing) dump() string {
 	defer r.mu.Unlock()
 	return strings.Join(r.lines, "\n")
 }
+
+func TestVsockMalformedChainsAreCounted(t *testing.T) {
+	r := newVsockRig(t)
+	cfg := r.qemuVsockInit()
+	if binary.LittleEndian.Uint64(cfg) != vsockTestCID {
+		t.Fatalf("config %x", cfg)
+	}
+	r.qemuVsockStart(nil, true)
+	// RX: the guest posts a buffer too small for a header and a chain with
+	// a device-readable buffer; both come back empty, counted.
+	head, _ := r.rx.Peek()
+	_, err := r.rx.Add([]vhostusertest.Seg{{GPA: r.rx.BufGPAOf(head), Len: 20, Write: true}})
+	vsMust(t, err)
+	head, _ = r.rx.Peek()
+	_, err = r.rx.Add([]vhostusertest.Seg{{GPA: r.rx.BufGPAOf(head), Len: 8}, {GPA: r.rx.BufGPAOf(head) + 64, Len: 4096, Write: true}})
+	vsMust(t, err)
+	r.rx.Publish()
+	r.rx.Kick()
+	// TX: a chain with a device-writable buffer is dropped, counted.
+	head, _ = r.tx.Peek()
+	base := r.tx.BufGPAOf(head)
+	copy(r.mem.Bytes(base, VsockHdrLen), vsPkt(VsockOpRequest, 6000, 7777, 0, 0, 0, nil))
+	_, err = r.tx.Add([]vhostusertest.Seg{{GPA: base, Len: VsockHdrLen}, {GPA: base + 64, Len: 16, Write: true}})
+	vsMust(t, err)
+	r.tx.Publish()
+	r.tx.Kick()
+	// A valid REQUEST to an unserved port queues an RST for the bad buffers.
+	r.g.send(VsockOpRequest, 6000, 7777, 0, 65536, 0, nil)
+	if !r.rx.WaitUsed(2, vsockFailsafe) {
+		t.Fatal("RX buffers not returned")
+	}
+	for i := 0; i < 2; i++ {
+		if u, _ := r.rx.PopUsed(); u.Len != 0 {
+			t.Fatalf("bad RX chain used with len %d", u.Len)
+		}
+	}
+	// A good buffer gets the RST that waited.
+	r.g.fillRx()
+	if p := r.g.recv(); p.String() != "RST 7777->6000" {
+		t.Fatalf("got %v", p)
+	}
+	c := r.v.Status().Counters
+	if c["TxChainWritable"] != 1 || c["RxBufTooSmall"] != 1 || c["RxChainReadable"] != 1 || c["PktsFromGuest"] != 1 {
+		t.Fatalf("counters %v", c)
+	}
+}
