@@ -134,3 +134,15 @@ func (c *ConnCounters) Set() stats.Set {
 		{Name: "rue_suppressed", Help: "events folded into an outstanding one", Counter: &c.RUESuppressed},
 	}
 }
+
+// Snapshot returns the endpoint's counters plus every connection's, summed
+// by name (for status displays).
+func (e *Endpoint) Snapshot() map[string]uint64 {
+	m := e.Stats.Set().Snapshot()
+	for _, c := range e.list {
+		for _, d := range c.Stats.Set() {
+			m[d.Name] += d.Counter.Load()
+		}
+	}
+	return m
+}

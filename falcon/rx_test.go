@@ -289,3 +289,14 @@ func runSeq(t *testing.T, in []byte) {
 	clk.Advance(time.Second)
 	e.OnTimer(clk.Now())
 }
+
+func TestSnapshotSumsConnections(t *testing.T) {
+	e, c, _ := newLone(t)
+	c2, _ := e.Connect(ConnConfig{SCID: 6, DCID: 1})
+	c.Push(0, nil)
+	c2.Push(0, nil)
+	m := e.Snapshot()
+	if m["txn_submitted"] != 2 || m["tx_frames"] != 2 {
+		t.Errorf("snapshot %v", m)
+	}
+}
