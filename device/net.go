@@ -44,6 +44,7 @@ type NetCounters struct {
 	RxGuestNoBufs     stats.Counter
 	RxPendingReset    stats.Counter
 	RxPartialReturned stats.Counter
+	HdrFixups         stats.Counter
 }
 
 // Set lists the counters with their help text.
@@ -68,6 +69,7 @@ func (c *NetCounters) Set() stats.Set {
 		{Name: "RxTooManyBufs", Help: "frames dropped: would need more merged buffers than allowed", Counter: &c.RxTooManyBufs},
 		{Name: "RxGuestNoBufs", Help: "times a frame waited because the guest had posted no RX buffers", Counter: &c.RxGuestNoBufs},
 		{Name: "RxPartialReturned", Help: "RX chains given back empty: a bad chain sat between a frame's buffers", Counter: &c.RxPartialReturned},
+		{Name: "HdrFixups", Help: "switches to the 12-byte header: features said legacy, TX chains said modern (QEMU reconnect quirk)", Counter: &c.HdrFixups},
 		{Name: "RxPendingReset", Help: "frames dropped because the RX ring stopped while they waited", Counter: &c.RxPendingReset},
 	}
 }
@@ -79,6 +81,13 @@ type netDev struct {
 	nic      *NIC
 	pairs    int
 	features atomic.Uint64
+	// modernHdr is set when the acked features say legacy (10-byte header)
+	// but the guest's TX chains show it uses the modern layout. QEMU 7.2
+	// does this after a reconnect when the guest driver negotiated features
+	// while no back-end was connected: SET_FEATURES then carries only
+	// PROTOCOL_FEATURES. A legacy Linux guest (no ANY_LAYOUT, which we
+	// never offer) always puts the 10-byte header in its own descriptor.
+	modernHdr atomic.Bool
 }
 
 func (d *netDev) Features() uint64 {
@@ -98,7 +107,21 @@ func (d *netDev) GetConfig(offset, size uint32) ([]byte, error) { return nil, vh
 func (d *netDev) SetConfig(offset uint32, data []byte) error    { return vhostuser.ErrNoConfig }
 
 // SetFeatures records the latest acked bits; rings read them at start.
-func (d *netDev) SetFeatures(acked uint64) { d.features.Store(acked) }
+func (d *netDev) SetFeatures(acked uint64) {
+	d.features.Store(acked)
+	if h, _ := hdrLayout(acked); h == netHdrLen {
+		d.modernHdr.Store(false)
+	}
+}
+
+// layout returns the header layout rings use now.
+func (d *netDev) layout() (hdrLen int, mrg bool) {
+	hdrLen, mrg = hdrLayout(d.features.Load())
+	if hdrLen == netHdrLegacyLen && d.modernHdr.Load() {
+		return netHdrLen, true
+	}
+	return hdrLen, mrg
+}
 
 // hdrLen and mrg derive the header layout from the acked features.
 func hdrLayout(acked uint64) (hdrLen int, mrg bool) {
@@ -111,11 +134,10 @@ func hdrLayout(acked uint64) (hdrLen int, mrg bool) {
 
 // RunQueue runs the ring's owning goroutine: RX for even, TX for odd rings.
 func (d *netDev) RunQueue(q *vhostuser.Queue) {
-	hdr, mrg := hdrLayout(d.features.Load())
 	pair := q.Index() / 2
 	if q.Index()%2 == 0 {
-		d.nic.runRX(q, pair, hdr, mrg)
+		d.nic.runRX(q, pair)
 	} else {
-		d.nic.runTX(q, hdr)
+		d.nic.runTX(q)
 	}
 }

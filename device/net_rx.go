@@ -20,7 +20,7 @@ const rxBatch = 256
 // writes them into the guest's buffers. A frame waits (at most one, held
 // here) while the guest has posted no buffers; the queue behind it is
 // bounded by rxQueueDepth.
-func (n *NIC) runRX(q *vhostuser.Queue, pair, hdrLen int, mrg bool) {
+func (n *NIC) runRX(q *vhostuser.Queue, pair int) {
 	n.rxActive[pair].Store(true)
 	defer n.rxActive[pair].Store(false)
 	in := n.rxq[pair]
@@ -46,6 +46,7 @@ func (n *NIC) runRX(q *vhostuser.Queue, pair, hdrLen int, mrg bool) {
 		case f := <-recv:
 			pending = f
 		}
+		hdrLen, mrg := n.dev.layout()
 	batch:
 		for i := 0; i < rxBatch; i++ {
 			if pending == nil {

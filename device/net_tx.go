@@ -8,9 +8,10 @@ const txBatch = 256
 // runTX owns TX ring q: it pops the guest's chains, strips the
 // virtio_net_hdr and hands each frame to the uplink (or to the control
 // hook), then returns the chains with one used-idx store per batch.
-func (n *NIC) runTX(q *vhostuser.Queue, hdrLen int) {
+func (n *NIC) runTX(q *vhostuser.Queue) {
 	var c vhostuser.Chain
-	scratch := make([]byte, hdrLen+MaxFrameLen) // per ring start, not per frame
+	scratch := make([]byte, netHdrLen+MaxFrameLen) // per ring start, not per frame
+	hdrLen, _ := n.dev.layout()
 	for {
 		select {
 		case <-q.Done():
@@ -18,6 +19,13 @@ func (n *NIC) runTX(q *vhostuser.Queue, hdrLen int) {
 		case <-q.Wake():
 		}
 		for i := 1; q.Pop(&c); i++ {
+			if hdrLen == netHdrLegacyLen && len(c.Bufs) > 0 && len(c.Bufs[0].Data) != netHdrLegacyLen && c.WriteLen == 0 {
+				// Legacy Linux puts the header alone in the first
+				// descriptor; this guest does not: it is modern.
+				n.dev.modernHdr.Store(true)
+				n.counters.HdrFixups.Inc()
+				hdrLen = netHdrLen
+			}
 			n.txChain(&c, hdrLen, scratch)
 			// The frame was delivered (copied) before the buffer goes back.
 			q.Fill(c.Head, 0)
