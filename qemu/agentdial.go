@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"syscall"
 	"time"
 )
 
@@ -41,7 +42,7 @@ func (v *VM) DialAgent(ctx context.Context, via string) (net.Conn, error) {
 	var d net.Dialer
 	switch via {
 	case ViaSerial:
-		return d.DialContext(ctx, "unix", v.AgentSock())
+		return dialRetry(ctx, v.AgentSock())
 	case ViaVsock:
 		if m.Vsock == nil || m.Vsock.UDS == "" {
 			return nil, fmt.Errorf("vm %s has no vsock bridge socket", v.Name)
@@ -63,6 +64,23 @@ func (v *VM) DialAgent(ctx context.Context, via string) (net.Conn, error) {
 		return conn, nil
 	}
 	return nil, fmt.Errorf("unknown agent transport %q (want %s or %s)", via, ViaSerial, ViaVsock)
+}
+
+// dialRetry dials a unix socket, retrying while its listen backlog is full
+// (QEMU serves one agent session at a time) until ctx ends.
+func dialRetry(ctx context.Context, path string) (net.Conn, error) {
+	var d net.Dialer
+	for {
+		conn, err := d.DialContext(ctx, "unix", path)
+		if err == nil || !errors.Is(err, syscall.EAGAIN) {
+			return conn, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w (another session holds the agent)", err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // HybridConnect does the host side of a hybrid vsock bridge's handshake

@@ -13,7 +13,6 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strings"
 	"syscall"
@@ -169,7 +168,11 @@ func Build(ctx context.Context, o ImageOptions) (Image, error) {
 	if err != nil {
 		return Image{}, err
 	}
-	key, err := b.key(pkgs, guest)
+	gover, err := exec.CommandContext(ctx, "go", "env", "GOVERSION").Output()
+	if err != nil {
+		return Image{}, fmt.Errorf("go env GOVERSION: %w", cmdErr(err))
+	}
+	key, err := b.key(pkgs, guest, strings.TrimSpace(string(gover)))
 	if err != nil {
 		return Image{}, err
 	}
@@ -215,9 +218,9 @@ func writeLatest(images, name string) error {
 }
 
 // key hashes every input of the image.
-func (b *builder) key(pkgs []Package, guest []guestFile) (string, error) {
+func (b *builder) key(pkgs []Package, guest []guestFile, gover string) (string, error) {
 	h := sha256.New()
-	fmt.Fprintf(h, "recipe %s\nu-root %s\ngo %s\n", recipeVersion, URootVersion, runtime.Version())
+	fmt.Fprintf(h, "recipe %s\nu-root %s\ngo %s\n", recipeVersion, URootVersion, gover)
 	for _, p := range pkgs {
 		fmt.Fprintf(h, "package %s %s\n", p.Name, p.Version)
 	}

@@ -312,7 +312,7 @@ func execIn(ctx context.Context, vm *qemu.VM, via string, argv []string, stdin i
 	conn.SetDeadline(time.Now().Add(30 * time.Second))
 	c := agentproto.NewClient(conn)
 	if _, err := c.Hello(binary.LittleEndian.Uint64(nb[:])); err != nil {
-		return fmt.Errorf("vm %s: agent: %w", vm.Name, err)
+		return fmt.Errorf("vm %s: agent: %w (is another vm exec still running on it?)", vm.Name, err)
 	}
 	conn.SetDeadline(time.Time{})
 	x, err := c.Run(ctx, agentproto.Exec{Argv: argv}, stdin, stdout, stderr)

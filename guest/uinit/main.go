@@ -53,6 +53,7 @@ func main() {
 		logf("modules: %v", err)
 	}
 	logf("loaded %d modules", n)
+	mountAll(logf) // configfs is a module: mount it now
 	if cfg.hostname != "" {
 		if err := syscall.Sethostname([]byte(cfg.hostname)); err != nil {
 			logf("hostname: %v", err)
@@ -106,7 +107,9 @@ func mountAll(logf func(string, ...any)) {
 			continue
 		}
 		os.MkdirAll(m.dir, 0o755)
-		if err := syscall.Mount(m.fs, m.dir, m.fs, 0, ""); err != nil && m.fs != "debugfs" && m.fs != "configfs" {
+		if err := syscall.Mount(m.fs, m.dir, m.fs, 0, ""); err == nil {
+			mounted[m.dir] = true
+		} else if m.fs != "debugfs" && m.fs != "configfs" {
 			logf("mount %s on %s: %v", m.fs, m.dir, err)
 		}
 	}
