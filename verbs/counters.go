@@ -1,0 +1,68 @@
+package verbs
+
+import "falconnic/internal/stats"
+
+// Counters are one verbs engine's counters: work done and every error or
+// drop by cause.
+type Counters struct {
+	SendWQEs, RecvCQEs, SendCQEs      stats.Counter
+	TxPush, TxPull, TxBytes           stats.Counter
+	RxWriteBytes, RxSendBytes         stats.Counter
+	ReadResponses, AtomicsDone        stats.Counter
+	WQEBadOpcode, WQEBadSGE, WQERead  stats.Counter
+	WQETooLong, LocalProtErr          stats.Counter
+	RxParseErr, RxNoQP, RxBadQPState  stats.Counter
+	RxInvalidCID, RxRKeyErr, RxBounds stats.Counter
+	RxNoRecvWQE, RxRNRExhausted       stats.Counter
+	RxLenErr, RxUDQKeyDrop, RxUDDrop  stats.Counter
+	RxNoReadDesc, RxBadPull           stats.Counter
+	CplStale, CplBadResponse          stats.Counter
+	CplRetryExc, CplRemoteErr         stats.Counter
+	CQOverflow, CQRingErr             stats.Counter
+	QPErrors, Flushed, Xoff           stats.Counter
+	Reclaimed                         stats.Counter
+}
+
+// Set lists the counters with help text.
+func (c *Counters) Set() stats.Set {
+	return stats.Set{
+		{Name: "send_wqes", Help: "send WQEs taken from SQ rings", Counter: &c.SendWQEs},
+		{Name: "send_cqes", Help: "send-side CQEs written", Counter: &c.SendCQEs},
+		{Name: "recv_cqes", Help: "receive-side CQEs written", Counter: &c.RecvCQEs},
+		{Name: "tx_push", Help: "push transactions submitted", Counter: &c.TxPush},
+		{Name: "tx_pull", Help: "pull transactions submitted", Counter: &c.TxPull},
+		{Name: "tx_bytes", Help: "payload bytes submitted", Counter: &c.TxBytes},
+		{Name: "rx_write_bytes", Help: "bytes placed by remote WRITEs", Counter: &c.RxWriteBytes},
+		{Name: "rx_send_bytes", Help: "bytes placed by SENDs", Counter: &c.RxSendBytes},
+		{Name: "read_responses", Help: "READ responses sent", Counter: &c.ReadResponses},
+		{Name: "atomics_done", Help: "atomic operations executed as responder", Counter: &c.AtomicsDone},
+		{Name: "wqe_bad_opcode", Help: "send WQE with an unsupported opcode for the QP type", Counter: &c.WQEBadOpcode},
+		{Name: "wqe_bad_sge", Help: "WQE with too many SGEs or a length disagreeing with its SGEs", Counter: &c.WQEBadSGE},
+		{Name: "wqe_read_err", Help: "WQE could not be read from guest memory", Counter: &c.WQERead},
+		{Name: "wqe_too_long", Help: "message longer than allowed (UD over the MTU, inline over the limit)", Counter: &c.WQETooLong},
+		{Name: "local_prot_err", Help: "SGE names memory outside its MR, a wrong PD or missing local access", Counter: &c.LocalProtErr},
+		{Name: "rx_parse_err", Help: "RDMA headers failed to parse", Counter: &c.RxParseErr},
+		{Name: "rx_no_qp", Help: "request for a QP that does not exist", Counter: &c.RxNoQP},
+		{Name: "rx_bad_qp_state", Help: "request for a QP not in RTR/RTS or of another type", Counter: &c.RxBadQPState},
+		{Name: "rx_invalid_cid", Help: "request on a connection other than the QP's", Counter: &c.RxInvalidCID},
+		{Name: "rx_rkey_err", Help: "rkey unknown, wrong PD or access not granted", Counter: &c.RxRKeyErr},
+		{Name: "rx_bounds", Help: "remote access outside the MR", Counter: &c.RxBounds},
+		{Name: "rx_no_recv_wqe", Help: "SEND found no receive WQE (RNR NACK)", Counter: &c.RxNoRecvWQE},
+		{Name: "rx_rnr_exhausted", Help: "RNR retries exhausted; SEND completed in error", Counter: &c.RxRNRExhausted},
+		{Name: "rx_len_err", Help: "SEND longer than its receive WQE", Counter: &c.RxLenErr},
+		{Name: "rx_ud_qkey_drop", Help: "UD SEND with a wrong Q_Key dropped", Counter: &c.RxUDQKeyDrop},
+		{Name: "rx_ud_drop", Help: "UD SEND dropped (no receive WQE or too long)", Counter: &c.RxUDDrop},
+		{Name: "rx_no_read_desc", Help: "pull with no READ/atomic descriptor before it", Counter: &c.RxNoReadDesc},
+		{Name: "rx_bad_pull", Help: "pull whose length cannot hold the response", Counter: &c.RxBadPull},
+		{Name: "cpl_stale", Help: "transport completion for a finished op or a destroyed QP", Counter: &c.CplStale},
+		{Name: "cpl_bad_response", Help: "response data malformed or of the wrong length", Counter: &c.CplBadResponse},
+		{Name: "cpl_retry_exc", Help: "transport gave up (retries exhausted, dead connection)", Counter: &c.CplRetryExc},
+		{Name: "cpl_remote_err", Help: "remote side completed an op in error", Counter: &c.CplRemoteErr},
+		{Name: "cq_overflow", Help: "CQE dropped because the CQ was full (CQ error event)", Counter: &c.CQOverflow},
+		{Name: "cq_ring_err", Help: "CQ ring not writable in guest memory", Counter: &c.CQRingErr},
+		{Name: "qp_errors", Help: "QPs moved to the error state", Counter: &c.QPErrors},
+		{Name: "flushed", Help: "WQEs completed with a flush error", Counter: &c.Flushed},
+		{Name: "xoff", Help: "submissions refused by the transport (resumed on Xon)", Counter: &c.Xoff},
+		{Name: "reclaimed", Help: "objects destroyed by a driver reset or guest death", Counter: &c.Reclaimed},
+	}
+}

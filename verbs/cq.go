@@ -1,0 +1,196 @@
+package verbs
+
+// CQ arm flags (FALCONNIC_ARM_*).
+const (
+	ArmSolicited = 1 << 0
+	ArmNext      = 1 << 1
+)
+
+// CQ is a completion queue: a ring of ib_uverbs_wc the NIC produces into.
+type CQ struct {
+	H     uint32
+	ring  *Ring
+	prod  uint32
+	armed uint32
+	err   bool
+	refs  int
+	wc    [WCSize]byte
+}
+
+// CreateCQ creates completion queue h over the ring s.
+func (e *Engine) CreateCQ(h uint32, s RingSpec) error {
+	_, ok := e.cqs[h]
+	if err := e.checkNew(h, ok, len(e.cqs), e.cfg.Limits.MaxCQ); err != nil {
+		return err
+	}
+	if e.cfg.Mem == nil {
+		return ErrNoMemory
+	}
+	r, err := NewRing(e.cfg.Mem, s, WCSize)
+	if err != nil {
+		return err
+	}
+	prod, err := r.Producer(e.cfg.Mem)
+	if err != nil {
+		return err
+	}
+	e.cqs[h] = &CQ{H: h, ring: r, prod: prod}
+	return nil
+}
+
+// DestroyCQ destroys completion queue h (busy while QPs use it).
+func (e *Engine) DestroyCQ(h uint32) error {
+	cq, ok := e.cqs[h]
+	if !ok {
+		return ErrBadHandle
+	}
+	if cq.refs > 0 {
+		return ErrBusy
+	}
+	delete(e.cqs, h)
+	return nil
+}
+
+// ArmCQ arms completion queue h: the next CQE (flags ArmNext) or the next
+// solicited or error CQE (ArmSolicited) raises one EvCQComp.
+func (e *Engine) ArmCQ(h, flags uint32) error {
+	cq, ok := e.cqs[h]
+	if !ok {
+		return ErrBadHandle
+	}
+	if flags&(ArmNext|ArmSolicited) == 0 || flags&^(ArmNext|ArmSolicited) != 0 {
+		return ErrBadParam
+	}
+	cq.armed |= flags
+	return nil
+}
+
+// post writes one CQE. It reports false when the CQ is full or broken: the
+// CQE is lost, the CQ is in error (EvCQErr once) and the caller moves its
+// QP to the error state.
+func (e *Engine) post(cq *CQ, c *Completion, solicited bool) bool {
+	mem := e.cfg.Mem
+	if cq.err || mem == nil {
+		return false
+	}
+	cons, err := cq.ring.Consumer(mem)
+	if err != nil {
+		e.cqError(cq, 2)
+		e.Stats.CQRingErr.Inc()
+		return false
+	}
+	mask := cq.ring.slots - 1
+	if (cq.prod+1)&mask == cons&mask {
+		e.Stats.CQOverflow.Inc()
+		e.cqError(cq, 1)
+		return false
+	}
+	c.put(cq.wc[:])
+	if cq.ring.WriteSlot(mem, cq.prod, cq.wc[:]) != nil {
+		e.Stats.CQRingErr.Inc()
+		e.cqError(cq, 2)
+		return false
+	}
+	cq.prod++
+	if cq.ring.SetProducer(mem, cq.prod) != nil {
+		e.Stats.CQRingErr.Inc()
+		e.cqError(cq, 2)
+		return false
+	}
+	if cq.armed&ArmNext != 0 || (cq.armed&ArmSolicited != 0 && (solicited || c.Status != WCSuccess)) {
+		cq.armed = 0
+		e.event(EvCQComp, cq.H, 0)
+	}
+	return true
+}
+
+// cqError puts cq in error; code 1 = overrun, 2 = ring not accessible.
+func (e *Engine) cqError(cq *CQ, code uint32) {
+	if !cq.err {
+		cq.err = true
+		e.event(EvCQErr, cq.H, code)
+	}
+}
+
+// SRQ is a shared receive queue.
+type SRQ struct {
+	H, PD  uint32
+	ring   *Ring
+	cons   uint32
+	limit  uint32
+	maxSGE uint32
+	refs   int
+}
+
+// CreateSRQ creates shared receive queue h.
+func (e *Engine) CreateSRQ(h, pdh, limit uint32, s RingSpec) error {
+	_, ok := e.srqs[h]
+	if err := e.checkNew(h, ok, len(e.srqs), e.cfg.Limits.MaxSRQ); err != nil {
+		return err
+	}
+	p, ok := e.pds[pdh]
+	if !ok {
+		return ErrBadHandle
+	}
+	if e.cfg.Mem == nil {
+		return ErrNoMemory
+	}
+	if s.MaxSGE > e.cfg.Limits.MaxSGE || RecvWQESize+int(s.MaxSGE)*SGESize > 1<<min(s.Log2Elem, 31) {
+		return ErrBadParam
+	}
+	r, err := NewRing(e.cfg.Mem, s, RecvWQESize)
+	if err != nil {
+		return err
+	}
+	cons, err := r.Consumer(e.cfg.Mem)
+	if err != nil {
+		return err
+	}
+	if limit >= s.Slots {
+		return ErrBadParam
+	}
+	e.srqs[h] = &SRQ{H: h, PD: pdh, ring: r, cons: cons, limit: limit, maxSGE: s.MaxSGE}
+	p.refs++
+	return nil
+}
+
+// ModifySRQ sets the SRQ limit (0 disarms).
+func (e *Engine) ModifySRQ(h, limit uint32) error {
+	s, ok := e.srqs[h]
+	if !ok {
+		return ErrBadHandle
+	}
+	if limit >= s.ring.slots {
+		return ErrBadParam
+	}
+	s.limit = limit
+	return nil
+}
+
+// SRQInfo is QUERY_SRQ's answer.
+type SRQInfo struct{ MaxWR, MaxSGE, Limit uint32 }
+
+// QuerySRQ reports an SRQ's attributes.
+func (e *Engine) QuerySRQ(h uint32) (SRQInfo, error) {
+	s, ok := e.srqs[h]
+	if !ok {
+		return SRQInfo{}, ErrBadHandle
+	}
+	return SRQInfo{MaxWR: s.ring.slots - 1, MaxSGE: s.maxSGE, Limit: s.limit}, nil
+}
+
+// DestroySRQ destroys shared receive queue h.
+func (e *Engine) DestroySRQ(h uint32) error {
+	s, ok := e.srqs[h]
+	if !ok {
+		return ErrBadHandle
+	}
+	if s.refs > 0 {
+		return ErrBusy
+	}
+	delete(e.srqs, h)
+	if p := e.pds[s.PD]; p != nil {
+		p.refs--
+	}
+	return nil
+}

@@ -1,0 +1,61 @@
+// Package verbs is falconnic's RDMA verbs engine: the upper-layer protocol
+// that runs on the NIC on top of the Falcon transport (package falcon),
+// speaking the Soft-RoCE user ABI that stock librxe writes into rings in
+// guest memory.
+//
+// Roles. An Engine is one NIC's RDMA function. Its object tables (PD, MR,
+// CQ, QP, SRQ, AH) are filled by the control channel (device translates
+// the guest driver's frames into calls such as RegMR and ModifyQP); its
+// requester takes send WQEs from SQ rings (rxe_queue_buf of rxe_send_wqe)
+// and turns them into Falcon pushes and pulls; its responder is the
+// falcon.ULP that places incoming WRITEs and SENDs into guest memory,
+// answers READs and atomics, and writes ib_uverbs_wc CQEs.
+//
+// Guest memory is reached only through Memory (GPA reads/writes bounds
+// checked by the implementation) and through regions laid over page lists
+// that were validated at registration: a WQE naming memory outside its MR,
+// an unknown key, a key of another PD or without the needed access fails
+// with a completion status and touches nothing. Each NIC has its own
+// Engine and Memory, so a request from one VM can reach another VM's
+// memory only through an rkey that VM registered.
+//
+// QP state machine [IB 10.3, 11.2.4.2]:
+//
+//	RESET ─▶ INIT ─▶ RTR ─▶ RTS ⇄ SQD
+//	  ▲                      ▲      SQE ─▶ RTS
+//	  └── any ── any ─▶ ERR (flush: every WQE completes with WR_FLUSH_ERR)
+//
+// The table qpTransitions lists per QP type the attributes each
+// transition requires and allows (TransitionOK).
+//
+// Mapping to Falcon [digest §9.2]: RC and UC QPs use the ordered
+// connection the connection manager keeps to the peer NIC (looked up by the
+// address vector's destination MAC); UD QPs use the same per-NIC-pair
+// connections, chosen per WQE from the address handle. SEND and WRITE are
+// segmented into pushes of at most the path MTU with RBTH and extension
+// headers; READ and atomics are pulls. Falcon's Pull carries no ULP
+// header, so each pull is preceded by a descriptor push (the READ Request
+// or atomic request headers) that the responder pairs with the pull in
+// order — a documented deviation until the transport grows pull headers.
+//
+// Errors: remote access and protocol errors come back as complete-in-error
+// NACKs (pushes) or CE Pull Data (pulls) carrying an IB syndrome; the
+// requester completes the WQE with the matching status (REM_ACCESS_ERR,
+// REM_INV_REQ_ERR, RNR_RETRY_EXC_ERR) and moves the QP to ERR. Transport
+// exhaustion (kCmplLocalTO, dead connection) completes with RETRY_EXC_ERR.
+// RNR: a SEND with no receive WQE is NACKed RNR with the responder's
+// min_rnr_timer; Falcon resends it; the responder counts the NACKs against
+// the requester's rnr_retry (carried in a reserved RBTH field) and gives
+// up with the RNR syndrome. A full CQ loses the CQE, raises EvCQErr and
+// moves the QP to ERR.
+//
+// Design decisions where the task was silent:
+//   - One ordered connection per NIC pair carries every QP between them;
+//     an RNR on one QP holds later requests of the others (head of line).
+//   - READs are segmented at the path MTU without regard to local SGE
+//     boundaries (data is scattered into the SGEs on arrival).
+//   - UD receives get a 40-byte GRH (zero but for the version nibble) and
+//     IBV_WC_GRH, as rxe does; Q_Key mismatches and UD messages without a
+//     receive WQE are dropped and counted.
+//   - Fences are implicit: an ordered connection completes in order.
+package verbs

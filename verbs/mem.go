@@ -1,0 +1,181 @@
+package verbs
+
+import (
+	"encoding/binary"
+	"errors"
+)
+
+// Memory is the DMA engine's view of one guest's RAM: guest-physical
+// addresses, bounds checked by the implementation. A read or write that is
+// not entirely inside guest RAM fails and touches nothing. device
+// implements it over the vhost-user memory table; tests use FlatMemory.
+type Memory interface {
+	// Read copies len(b) bytes at gpa into b.
+	Read(gpa uint64, b []byte) error
+	// Write copies b to gpa.
+	Write(gpa uint64, b []byte) error
+	// Check reports whether [gpa, gpa+n) is guest RAM.
+	Check(gpa, n uint64) bool
+}
+
+// PageShift is the page size of page lists (FALCONNIC_PAGE_SHIFT).
+const PageShift = 12
+
+// PageSize is 1 << PageShift.
+const PageSize = 1 << PageShift
+
+// pblEntries is the number of GPAs per 4 KiB page-list page.
+const pblEntries = PageSize / 8
+
+// Errors of memory access and translation (they become completion statuses
+// or control-channel statuses, never panics).
+var (
+	ErrBadGPA    = errors.New("verbs: guest-physical address outside guest RAM or unaligned")
+	ErrBounds    = errors.New("verbs: access outside the region")
+	ErrBadPBL    = errors.New("verbs: malformed page list")
+	ErrTooLarge  = errors.New("verbs: page list too large")
+	ErrNoMemory  = errors.New("verbs: no guest memory attached")
+	errShortCopy = errors.New("verbs: short copy")
+)
+
+// MaxPages bounds one page list (two levels of 512 entries).
+const MaxPages = pblEntries * pblEntries
+
+// PBL describes a page list held in guest memory (struct falconnic_pbl).
+type PBL struct {
+	Root   uint64
+	NPages uint32
+	Levels uint8
+	Shift  uint8
+}
+
+// LoadPBL reads and validates a page list: every listed page is page
+// aligned and inside guest RAM. The result is the NIC's own copy (its MTT).
+func LoadPBL(mem Memory, p PBL) ([]uint64, error) {
+	if mem == nil {
+		return nil, ErrNoMemory
+	}
+	if p.Shift != PageShift || p.NPages == 0 {
+		return nil, ErrBadPBL
+	}
+	if p.NPages > MaxPages || (p.Levels == 1 && p.NPages > pblEntries) {
+		return nil, ErrTooLarge
+	}
+	if p.Root%PageSize != 0 || !mem.Check(p.Root, PageSize) {
+		return nil, ErrBadGPA
+	}
+	pages := make([]uint64, 0, p.NPages)
+	var buf [PageSize]byte
+	readLeaf := func(gpa uint64, n int) error {
+		if gpa%PageSize != 0 || !mem.Check(gpa, PageSize) {
+			return ErrBadGPA
+		}
+		if err := mem.Read(gpa, buf[:n*8]); err != nil {
+			return ErrBadGPA
+		}
+		for i := range n {
+			pg := binary.LittleEndian.Uint64(buf[i*8:])
+			if pg%PageSize != 0 || !mem.Check(pg, PageSize) {
+				return ErrBadGPA
+			}
+			pages = append(pages, pg)
+		}
+		return nil
+	}
+	switch p.Levels {
+	case 1:
+		if err := readLeaf(p.Root, int(p.NPages)); err != nil {
+			return nil, err
+		}
+	case 2:
+		ndir := (int(p.NPages) + pblEntries - 1) / pblEntries
+		var dir [PageSize]byte
+		if err := mem.Read(p.Root, dir[:ndir*8]); err != nil {
+			return nil, ErrBadGPA
+		}
+		left := int(p.NPages)
+		for i := range ndir {
+			n := min(left, pblEntries)
+			if err := readLeaf(binary.LittleEndian.Uint64(dir[i*8:]), n); err != nil {
+				return nil, err
+			}
+			left -= n
+		}
+	default:
+		return nil, ErrBadPBL
+	}
+	return pages, nil
+}
+
+// region is a virtually contiguous byte range laid over a page list: byte x
+// of the region lives at pages[(off+x)>>12] + ((off+x)&4095). Every access
+// is checked against the region's size and then against guest RAM.
+type region struct {
+	pages []uint64
+	off   uint64 // offset of byte 0 in the first page
+	size  uint64
+}
+
+func newRegion(pages []uint64, off, size uint64) (region, error) {
+	if off >= PageSize || off+size > uint64(len(pages))<<PageShift || off+size < off {
+		return region{}, ErrBounds
+	}
+	return region{pages: pages, off: off, size: size}, nil
+}
+
+// access runs fn on each page-contiguous piece of [x, x+n).
+func (r *region) access(x uint64, n int, fn func(gpa uint64, lo, hi int) error) error {
+	if x > r.size || uint64(n) > r.size-x {
+		return ErrBounds
+	}
+	done := 0
+	for done < n {
+		a := r.off + x + uint64(done)
+		pg := a >> PageShift
+		in := a & (PageSize - 1)
+		chunk := min(n-done, int(PageSize-in))
+		if err := fn(r.pages[pg]+in, done, done+chunk); err != nil {
+			return err
+		}
+		done += chunk
+	}
+	return nil
+}
+
+func (r *region) read(mem Memory, x uint64, b []byte) error {
+	return r.access(x, len(b), func(gpa uint64, lo, hi int) error { return mem.Read(gpa, b[lo:hi]) })
+}
+
+func (r *region) write(mem Memory, x uint64, b []byte) error {
+	return r.access(x, len(b), func(gpa uint64, lo, hi int) error { return mem.Write(gpa, b[lo:hi]) })
+}
+
+// FlatMemory is guest RAM as one byte slice at GPA Base: the test peer's
+// fake guest memory, also a reference implementation of Memory's bounds.
+type FlatMemory struct {
+	Base uint64
+	B    []byte
+}
+
+// Check reports whether [gpa, gpa+n) is inside the slice.
+func (m *FlatMemory) Check(gpa, n uint64) bool {
+	return gpa >= m.Base && n <= uint64(len(m.B)) && gpa-m.Base <= uint64(len(m.B))-n
+}
+
+// Read copies guest memory into b.
+func (m *FlatMemory) Read(gpa uint64, b []byte) error {
+	if !m.Check(gpa, uint64(len(b))) {
+		return ErrBadGPA
+	}
+	copy(b, m.B[gpa-m.Base:])
+	return nil
+}
+
+// Write copies b into guest memory.
+func (m *FlatMemory) Write(gpa uint64, b []byte) error {
+	if !m.Check(gpa, uint64(len(b))) {
+		return ErrBadGPA
+	}
+	copy(m.B[gpa-m.Base:], b)
+	return nil
+}

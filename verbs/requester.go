@@ -1,0 +1,640 @@
+package verbs
+
+import (
+	"errors"
+
+	"falconnic/falcon"
+	"falconnic/falcon/tl"
+	"falconnic/falcon/wire"
+)
+
+// The requester turns send WQEs into Falcon transactions [digest §9.2]:
+// SEND and WRITE become MTU-sized pushes (RBTH+SETH+OETH, RBTH+RETH); READ
+// and atomics become pulls. Falcon's Pull carries no ULP bytes, so each
+// pull is preceded on the same ordered connection by a descriptor push
+// carrying the request's RBTH and extension headers (ReadRequest: RETH,
+// SETH, STETH; CompareSwap/FetchAdd: SETH, STETH, AtomicETH); the
+// responder pairs pulls with descriptors in order. Transactions complete in
+// RSN order on an ordered connection; WQEs complete in SQ order.
+
+// sendOp is a send WQE taken from the ring: a snapshot (the guest may
+// rewrite the ring at any time) plus progress.
+type sendOp struct {
+	seq          uint32
+	live, done   bool
+	wrID         uint64
+	op, flags    uint32
+	imm          uint32
+	raddr        uint64
+	rkey         uint32
+	cmpAdd, swap uint64
+	length       uint32
+	nsge         int
+	sges         [maxSGE]sgeEnt
+	inline       bool
+	inl          []byte
+	rqpn, qkey   uint32
+	dest         MAC
+	conn         *falcon.Conn
+	status       WCStatus
+
+	sent       uint32 // bytes submitted
+	segs, acks int    // transactions submitted / completed (data-bearing)
+	descDone   bool   // READ/atomic: descriptor of the current segment pushed
+	rdOff      uint32 // READ: bytes landed
+}
+
+type sgeEnt struct {
+	mr   *MR
+	off  uint64 // MR-relative
+	n    uint32
+	addr uint64
+	lkey uint32
+}
+
+const maxSGE = 32
+
+// wrOps is the send opcode table: which QP types may post it, whether it
+// reads local memory into the message, and its completion opcode.
+var wrOps = [numWROpcodes]struct {
+	name   string
+	types  uint8 // bit per QP type
+	pull   bool
+	wc     uint32
+	access uint32 // local access the SGEs need
+}{
+	WRWrite:    {"WRITE", 1<<QPTypeRC | 1<<QPTypeUC, false, WCWrite, 0},
+	WRWriteImm: {"WRITE_WITH_IMM", 1<<QPTypeRC | 1<<QPTypeUC, false, WCWrite, 0},
+	WRSend:     {"SEND", 1<<QPTypeRC | 1<<QPTypeUC | 1<<QPTypeUD, false, WCSend, 0},
+	WRSendImm:  {"SEND_WITH_IMM", 1<<QPTypeRC | 1<<QPTypeUC | 1<<QPTypeUD, false, WCSend, 0},
+	WRRead:     {"READ", 1 << QPTypeRC, true, WCRead, AccessLocalWrite},
+	WRCmpSwap:  {"CMP_SWAP", 1 << QPTypeRC, true, WCCmpSwap, AccessLocalWrite},
+	WRFetchAdd: {"FETCH_ADD", 1 << QPTypeRC, true, WCFetchAdd, AccessLocalWrite},
+}
+
+// connState is the engine's per-connection state.
+type connState struct {
+	sn    uint32     // RBTH SN of the next packet we send
+	descs []readDesc // responder: descriptors awaiting their pull
+}
+
+type readDesc struct {
+	f wire.RDMAFields
+}
+
+func (e *Engine) connOf(c *falcon.Conn) *connState {
+	cs := e.conns[c]
+	if cs == nil {
+		cs = &connState{}
+		e.conns[c] = cs
+	}
+	return cs
+}
+
+func cookie(qp *QP, seq uint32, desc bool) uint64 {
+	v := uint64(qp.H)<<40 | uint64(qp.gen&0x7f)<<33 | uint64(seq)
+	if desc {
+		v |= 1 << 32
+	}
+	return v
+}
+
+// pump takes WQEs from the SQ and submits their transactions until the
+// ring is empty, the transport says Xoff, or the QP may not send.
+func (e *Engine) pump(qp *QP) {
+	if qp.pumping {
+		return
+	}
+	qp.pumping = true
+	defer func() { qp.pumping = false }()
+	mem := e.cfg.Mem
+	if mem == nil {
+		return
+	}
+	if qp.state == QPSErr {
+		e.flush(qp)
+		return
+	}
+	if qp.state != QPSRTS {
+		return
+	}
+	qp.blocked = false
+	for qp.state == QPSRTS {
+		if qp.cur == nil {
+			prod, err := qp.sq.Producer(mem)
+			if err != nil || qp.sqNext == prod {
+				break
+			}
+			if prod-qp.sqDone > qp.sq.slots {
+				e.Stats.WQERead.Inc()
+				e.qpError(qp, EvQPFatal)
+				return
+			}
+			if qp.sqNext-qp.sqDone >= uint32(len(qp.ops)) {
+				break
+			}
+			op := &qp.ops[qp.sqNext&(uint32(len(qp.ops))-1)]
+			st := e.takeWQE(qp, op, qp.sqNext)
+			qp.sqNext++
+			if st != WCSuccess {
+				op.done, op.status = true, st
+				e.complete(qp)
+				continue
+			}
+			qp.cur = op
+		}
+		if err := e.submit(qp, qp.cur); err != nil {
+			if errors.Is(err, falcon.ErrXoff) || errors.Is(err, errNoConn) {
+				e.Stats.Xoff.Inc()
+				qp.blocked = true
+				return
+			}
+			qp.cur.done, qp.cur.status = true, WCRetryExcErr
+			qp.cur = nil
+			e.complete(qp)
+			continue
+		}
+		op := qp.cur
+		qp.cur = nil
+		if !op.done && op.sent >= op.length && op.acks == op.segs {
+			op.done = true
+			e.complete(qp)
+		} else if op.done {
+			e.complete(qp)
+		}
+	}
+}
+
+// takeWQE reads and validates send WQE seq into op.
+func (e *Engine) takeWQE(qp *QP, op *sendOp, seq uint32) WCStatus {
+	mem := e.cfg.Mem
+	e.Stats.SendWQEs.Inc()
+	inl := op.inl[:0]
+	*op = sendOp{seq: seq, live: true, inl: inl}
+	var hdr [SendWQESize]byte
+	if qp.sq.ReadSlot(mem, seq, hdr[:]) != nil {
+		e.Stats.WQERead.Inc()
+		return WCLocQPOpErr
+	}
+	w := SendWQE(hdr[:])
+	op.wrID, op.op, op.flags, op.length = w.WRID(), w.Opcode(), w.Flags(), w.Length()
+	if qp.sigAll {
+		op.flags |= sendFlagSignal
+	}
+	if op.op >= numWROpcodes || wrOps[op.op].types&(1<<qp.typ) == 0 {
+		e.Stats.WQEBadOpcode.Inc()
+		return WCLocQPOpErr
+	}
+	info := wrOps[op.op]
+	switch op.op {
+	case WRWriteImm, WRSendImm:
+		op.imm = w.Imm()
+	}
+	switch op.op {
+	case WRCmpSwap, WRFetchAdd:
+		op.raddr, op.cmpAdd, op.swap, op.rkey = w.RemoteAddr(), w.CompareAdd(), w.Swap(), w.AtomicRKey()
+	default:
+		op.raddr, op.rkey = w.RemoteAddr(), w.RKey()
+	}
+	if qp.typ == QPTypeUD {
+		op.rqpn, op.qkey = w.RemoteQPN()&0xffffff, w.RemoteQKey()
+		if ah, ok := e.ahs[w.AHNum()]; ok && ah.PD == qp.pd {
+			op.dest = ah.AV.DMAC
+		} else {
+			op.dest = w.AVDMAC()
+		}
+		if int(op.length) > e.pmtu(qp) {
+			e.Stats.WQETooLong.Inc()
+			return WCLocLenErr
+		}
+	} else {
+		op.dest = qp.attr.AV.DMAC
+	}
+	if op.op == WRCmpSwap || op.op == WRFetchAdd {
+		if op.length != 8 {
+			e.Stats.WQEBadSGE.Inc()
+			return WCLocLenErr
+		}
+	}
+	if op.flags&sendFlagInline != 0 && !info.pull {
+		if op.length > qp.sqMaxInline || int(op.length) > qp.sq.ElemSize()-SendWQESize {
+			e.Stats.WQETooLong.Inc()
+			return WCLocLenErr
+		}
+		op.inline = true
+		op.inl = op.inl[:op.length]
+		if qp.sq.reg.read(mem, qp.sq.slotOff(seq)+SendWQESize, op.inl) != nil {
+			e.Stats.WQERead.Inc()
+			return WCLocQPOpErr
+		}
+		return WCSuccess
+	}
+	n := w.NumSGE()
+	if n > qp.sqMaxSGE || n > maxSGE {
+		e.Stats.WQEBadSGE.Inc()
+		return WCLocLenErr
+	}
+	var sb [SGESize]byte
+	total := uint64(0)
+	for i := range int(n) {
+		if qp.sq.reg.read(mem, qp.sq.slotOff(seq)+SendWQESize+uint64(i*SGESize), sb[:]) != nil {
+			e.Stats.WQERead.Inc()
+			return WCLocQPOpErr
+		}
+		s := SGE(sb[:])
+		if s.Len() == 0 {
+			continue
+		}
+		mr := e.lkeys[s.LKey()]
+		if mr == nil || mr.PD != qp.pd || mr.Access&info.access != info.access {
+			e.Stats.LocalProtErr.Inc()
+			return WCLocProtErr
+		}
+		off, ok := mr.span(s.Addr(), uint64(s.Len()))
+		if !ok {
+			e.Stats.LocalProtErr.Inc()
+			return WCLocProtErr
+		}
+		op.sges[op.nsge] = sgeEnt{mr: mr, off: off, n: s.Len(), addr: s.Addr(), lkey: s.LKey()}
+		op.nsge++
+		total += uint64(s.Len())
+	}
+	// The message length is what the SGEs add up to (librxe sets
+	// dma.length to that sum; a disagreeing WQE is malformed).
+	if total != uint64(op.length) || total > 1<<31 {
+		e.Stats.WQEBadSGE.Inc()
+		return WCLocLenErr
+	}
+	return WCSuccess
+}
+
+// gather copies message bytes [off, off+len(b)) of op into b.
+func (e *Engine) gather(op *sendOp, off uint32, b []byte) error {
+	if op.inline {
+		copy(b, op.inl[off:])
+		return nil
+	}
+	return e.sgeWalk(op.sges[:op.nsge], off, len(b), func(s *sgeEnt, at uint64, lo, hi int) error {
+		return s.mr.reg.read(e.cfg.Mem, at, b[lo:hi])
+	})
+}
+
+// scatter copies b to message bytes [off, ...) of the SGEs.
+func (e *Engine) scatter(sges []sgeEnt, off uint32, b []byte) error {
+	return e.sgeWalk(sges, off, len(b), func(s *sgeEnt, at uint64, lo, hi int) error {
+		return s.mr.reg.write(e.cfg.Mem, at, b[lo:hi])
+	})
+}
+
+func (e *Engine) sgeWalk(sges []sgeEnt, off uint32, n int, fn func(s *sgeEnt, at uint64, lo, hi int) error) error {
+	pos := uint64(0)
+	done := 0
+	for i := range sges {
+		s := &sges[i]
+		end := pos + uint64(s.n)
+		if uint64(off)+uint64(done) < end && done < n {
+			in := uint64(off) + uint64(done) - pos
+			c := min(n-done, int(uint64(s.n)-in))
+			if err := fn(s, s.off+in, done, done+c); err != nil {
+				return err
+			}
+			done += c
+		}
+		pos = end
+	}
+	if done != n {
+		return ErrBounds
+	}
+	return nil
+}
+
+var errNoConn = errors.New("verbs: connection not up yet")
+
+// submit pushes op's remaining transactions.
+func (e *Engine) submit(qp *QP, op *sendOp) error {
+	if op.conn == nil {
+		if e.cfg.Conns == nil {
+			return errNoConn
+		}
+		if qp.typ != QPTypeUD {
+			if qp.conn == nil {
+				qp.conn = e.cfg.Conns.Lookup(qp.attr.AV.DMAC)
+			}
+			op.conn = qp.conn
+		} else {
+			op.conn = e.cfg.Conns.Lookup(op.dest)
+		}
+		if op.conn == nil {
+			return errNoConn
+		}
+	}
+	c := op.conn
+	cs := e.connOf(c)
+	pmtu := uint32(e.pmtu(qp))
+	info := wrOps[op.op]
+	for op.sent < op.length || (op.length == 0 && op.segs == 0) {
+		n := min(pmtu, op.length-op.sent)
+		first, last := op.sent == 0, op.sent+n == op.length
+		f := wire.RDMAFields{DestQP: qp.attr.DestQPN, SN: cs.sn + 1}
+		if qp.typ == QPTypeUD {
+			f.DestQP = op.rqpn
+		}
+		if info.pull {
+			if !op.descDone {
+				if first {
+					qp.readMSN++
+				}
+				f.RMSN = qp.readMSN
+				sink := uint64(0)
+				if op.nsge > 0 {
+					sink = op.sges[0].addr + uint64(op.sent)
+				}
+				f.SinkVA = sink
+				if op.nsge > 0 {
+					f.SinkLKey = op.sges[0].lkey
+				}
+				switch op.op {
+				case WRRead:
+					f.Op, f.VA, f.RKey, f.DMALength = wire.OpReadRequest, op.raddr+uint64(op.sent), op.rkey, n
+				case WRCmpSwap:
+					f.Op, f.VA, f.RKey, f.Compare, f.SwapAdd = wire.OpCompareSwap, op.raddr, op.rkey, op.cmpAdd, op.swap
+				case WRFetchAdd:
+					f.Op, f.VA, f.RKey, f.SwapAdd = wire.OpFetchAdd, op.raddr, op.rkey, op.cmpAdd
+				}
+				e.pkt = wire.AppendRDMA(e.pkt[:0], &f)
+				if _, err := c.Push(cookie(qp, op.seq, true), e.pkt); err != nil {
+					if first && op.sent == 0 {
+						qp.readMSN--
+					}
+					return err
+				}
+				cs.sn++
+				e.Stats.TxPush.Inc()
+				op.descDone = true
+			}
+			respLen := wire.OpReadResponseOnly.HeaderLen() + int(n)
+			if op.op != WRRead {
+				respLen = wire.OpAtomicResponse.HeaderLen()
+			}
+			if _, err := c.Pull(cookie(qp, op.seq, false), respLen); err != nil {
+				return err
+			}
+			e.Stats.TxPull.Inc()
+			op.descDone = false
+		} else {
+			f.Op = segOpcode(qp.typ, op.op, first, last)
+			f.VA, f.RKey, f.DMALength = op.raddr+uint64(op.sent), op.rkey, op.length
+			f.Offset, f.Imm, f.QKey, f.SrcQP = op.sent, op.imm, op.qkey, qp.H
+			f.SE = last && op.flags&sendFlagSolic != 0
+			if f.Op != wire.OpWriteFirst && f.Op != wire.OpWriteMiddle && f.Op != wire.OpWriteLast && f.Op != wire.OpWriteOnly {
+				if first {
+					qp.sendMSN++
+				}
+				f.RMSN = qp.sendMSN
+			}
+			e.pkt = wire.AppendRDMA(e.pkt[:0], &f)
+			wire.RBTH(e.pkt).SetRNRRetry(qp.attr.RNRRetry)
+			hl := len(e.pkt)
+			e.pkt = e.pkt[:hl+int(n)]
+			if err := e.gather(op, op.sent, e.pkt[hl:]); err != nil {
+				e.Stats.LocalProtErr.Inc()
+				op.done, op.status = true, WCLocProtErr
+				return nil
+			}
+			if _, err := c.Push(cookie(qp, op.seq, false), e.pkt); err != nil {
+				if first && f.RMSN != 0 {
+					qp.sendMSN--
+				}
+				return err
+			}
+			e.Stats.TxPush.Inc()
+			e.Stats.TxBytes.Add(uint64(n))
+		}
+		cs.sn++
+		op.segs++
+		op.sent += n
+		if op.length == 0 {
+			break
+		}
+	}
+	return nil
+}
+
+// segOpcode picks the RBTH opcode of one segment.
+func segOpcode(typ uint8, wr uint32, first, last bool) wire.RDMAOpcode {
+	if typ == QPTypeUD {
+		if wr == WRSendImm {
+			return wire.OpUDSendOnlyImm
+		}
+		return wire.OpUDSendOnly
+	}
+	imm := wr == WRSendImm || wr == WRWriteImm
+	if wr == WRWrite || wr == WRWriteImm {
+		switch {
+		case first && last && imm:
+			return wire.OpWriteOnlyImm
+		case first && last:
+			return wire.OpWriteOnly
+		case first:
+			return wire.OpWriteFirst
+		case last && imm:
+			return wire.OpWriteLastImm
+		case last:
+			return wire.OpWriteLast
+		}
+		return wire.OpWriteMiddle
+	}
+	switch {
+	case first && last && imm:
+		return wire.OpSendOnlyImm
+	case first && last:
+		return wire.OpSendOnly
+	case first:
+		return wire.OpSendFirst
+	case last && imm:
+		return wire.OpSendLastImm
+	case last:
+		return wire.OpSendLast
+	}
+	return wire.OpSendMiddle
+}
+
+// OnCompletion is the falcon.ULP initiator callback.
+func (e *Engine) OnCompletion(c *falcon.Conn, cpl *falcon.Completion) {
+	qpn := uint32(cpl.Cookie >> 40)
+	gen := uint8(cpl.Cookie>>33) & 0x7f
+	desc := cpl.Cookie>>32&1 != 0
+	seq := uint32(cpl.Cookie)
+	qp := e.qps[qpn]
+	if qp == nil || qp.gen&0x7f != gen {
+		e.Stats.CplStale.Inc()
+		return
+	}
+	op := &qp.ops[seq&(uint32(len(qp.ops))-1)]
+	if !op.live || op.seq != seq || op.done || op.conn != c {
+		e.Stats.CplStale.Inc()
+		return
+	}
+	if cpl.Status != tl.CmplAck {
+		op.done, op.status = true, e.transportStatus(cpl)
+		e.complete(qp)
+		return
+	}
+	if desc {
+		return
+	}
+	if cpl.Kind == tl.Pull {
+		if st := e.landResponse(qp, op, cpl.Data); st != WCSuccess {
+			op.done, op.status = true, st
+			e.complete(qp)
+			return
+		}
+	}
+	op.acks++
+	if op.sent >= op.length && op.acks == op.segs && qp.cur != op {
+		op.done = true
+		e.complete(qp)
+	}
+}
+
+// transportStatus maps a failed transaction to a completion status.
+func (e *Engine) transportStatus(cpl *falcon.Completion) WCStatus {
+	switch cpl.Status {
+	case tl.CmplTargetNackCIE, tl.CmplTargetNackNRE:
+		e.Stats.CplRemoteErr.Inc()
+		return syndromeStatus(cpl.ULPCode)
+	case tl.CmplTargetNackCID:
+		e.Stats.CplRemoteErr.Inc()
+		return WCRemInvReqErr
+	case tl.CmplOpErr:
+		e.Stats.CplBadResponse.Inc()
+		return WCBadRespErr
+	}
+	e.Stats.CplRetryExc.Inc()
+	return WCRetryExcErr
+}
+
+// syndromeStatus maps a responder's IB syndrome to the requester's status.
+func syndromeStatus(s uint8) WCStatus {
+	switch s {
+	case wire.SyndromeRNR:
+		return WCRNRRetryExcErr
+	case wire.SyndromeRemoteAccess:
+		return WCRemAccessErr
+	case wire.SyndromeRemoteOp:
+		return WCRemOpErr
+	}
+	return WCRemInvReqErr
+}
+
+// landResponse places READ data or an atomic's original value.
+func (e *Engine) landResponse(qp *QP, op *sendOp, data []byte) WCStatus {
+	t := wire.TypePullData
+	r, err := wire.ParseRDMA(data, t)
+	if err != nil {
+		e.Stats.CplBadResponse.Inc()
+		return WCBadRespErr
+	}
+	if r.RBTH.CE() {
+		e.Stats.CplRemoteErr.Inc()
+		return syndromeStatus(r.RBTH.Syndrome())
+	}
+	if op.op == WRRead {
+		want := min(uint32(e.pmtu(qp)), op.length-op.rdOff)
+		if r.Op == wire.OpAtomicResponse || uint32(len(r.Data)) != want {
+			e.Stats.CplBadResponse.Inc()
+			return WCBadRespErr
+		}
+		if e.scatter(op.sges[:op.nsge], op.rdOff, r.Data) != nil {
+			e.Stats.LocalProtErr.Inc()
+			return WCLocProtErr
+		}
+		op.rdOff += want
+		return WCSuccess
+	}
+	orig, ok := r.AtomicAckETH()
+	if !ok {
+		e.Stats.CplBadResponse.Inc()
+		return WCBadRespErr
+	}
+	var b [8]byte
+	le.PutUint64(b[:], orig)
+	if e.scatter(op.sges[:op.nsge], 0, b[:]) != nil {
+		e.Stats.LocalProtErr.Inc()
+		return WCLocProtErr
+	}
+	return WCSuccess
+}
+
+// complete retires finished ops in SQ order; an error moves the QP to ERR.
+func (e *Engine) complete(qp *QP) {
+	mem := e.cfg.Mem
+	mask := uint32(len(qp.ops)) - 1
+	moved := false
+	for qp.sqDone != qp.sqNext {
+		op := &qp.ops[qp.sqDone&mask]
+		if !op.done || qp.cur == op {
+			break
+		}
+		failed := op.status != WCSuccess
+		e.retire(qp, op)
+		moved = true
+		if failed {
+			if mem != nil {
+				_ = qp.sq.SetConsumer(mem, qp.sqDone)
+			}
+			ev := EvQPReqErr
+			if op.status == WCRemAccessErr || op.status == WCLocProtErr {
+				ev = EvQPAccessErr
+			}
+			if op.status == WCRetryExcErr || op.status == WCRNRRetryExcErr || op.status == WCRemInvReqErr || op.status == WCRemOpErr {
+				ev = 0 // reported in the CQE; IB raises no async event
+			}
+			e.qpError(qp, ev)
+			return
+		}
+	}
+	if moved && mem != nil {
+		_ = qp.sq.SetConsumer(mem, qp.sqDone)
+		if !qp.pumping {
+			e.pump(qp)
+		}
+	}
+}
+
+// retire writes op's CQE (if signaled or failed) and frees its slot.
+func (e *Engine) retire(qp *QP, op *sendOp) {
+	qp.sqDone++
+	op.live = false
+	if op.status == WCFlushErr {
+		e.Stats.Flushed.Inc()
+	}
+	if op.flags&sendFlagSignal == 0 && op.status == WCSuccess {
+		return
+	}
+	c := Completion{WRID: op.wrID, Status: op.status, QPN: qp.H}
+	if op.op < numWROpcodes {
+		c.Opcode = wrOps[op.op].wc
+	}
+	if op.status == WCSuccess {
+		switch op.op {
+		case WRRead, WRCmpSwap, WRFetchAdd:
+			c.ByteLen = op.length
+		}
+	}
+	e.Stats.SendCQEs.Inc()
+	if !e.post(qp.scq, &c, false) && qp.state != QPSErr {
+		qp.state = QPSErr
+		e.Stats.QPErrors.Inc()
+		e.event(EvQPFatal, qp.H, 0)
+	}
+}
+
+// OnXon resumes QPs the transport refused.
+func (e *Engine) OnXon(c *falcon.Conn) {
+	for _, qp := range e.qps {
+		if qp.blocked {
+			e.pump(qp)
+		}
+	}
+}

@@ -1,0 +1,446 @@
+package verbs
+
+import (
+	"falconnic/falcon"
+	"falconnic/falcon/tl"
+	"falconnic/falcon/wire"
+)
+
+// The responder executes requests from the peer: WRITEs and SENDs arrive as
+// pushes (acknowledged only once placed, so a push the responder cannot take
+// is NACKed — RNR when no receive WQE is posted, complete-in-error with an
+// IB syndrome for access and protocol errors), READ and atomic descriptors
+// arrive as pushes followed by their pulls.
+
+// recvState is the receive WQE an incoming SEND is filling.
+type recvState struct {
+	active  bool
+	wrID    uint64
+	nsge    int
+	sges    [maxSGE]sgeEnt
+	cap     uint64
+	off     uint32
+	fromSRQ bool
+	badSGE  bool
+}
+
+// grhLen is the Global Route Header a UD receive buffer starts with.
+const grhLen = 40
+
+// OnRequest is the falcon.ULP target callback.
+func (e *Engine) OnRequest(c *falcon.Conn, r *falcon.Request) {
+	if r.Kind == tl.Pull {
+		e.onPull(c, r)
+		return
+	}
+	p := r.Payload
+	if len(p) < wire.RBTHLen {
+		e.Stats.RxParseErr.Inc()
+		_ = c.NackPush(r.RSN, wire.NackCIE, wire.SyndromeInvalidReq, 0)
+		return
+	}
+	ft := wire.TypePushData
+	if info, ok := wire.RBTH(p).Opcode().Info(); ok && info.Falcon == wire.TypePullRequest {
+		ft = wire.TypePullRequest // a READ/atomic descriptor
+	}
+	m, err := wire.ParseRDMA(p, ft)
+	if err != nil {
+		e.Stats.RxParseErr.Inc()
+		_ = c.NackPush(r.RSN, wire.NackCIE, wire.SyndromeInvalidReq, 0)
+		return
+	}
+	qp := e.qps[m.RBTH.DestQP()]
+	if qp == nil {
+		e.Stats.RxNoQP.Inc()
+		e.nack(c, r, m, wire.SyndromeInvalidReq)
+		return
+	}
+	ud := m.Op == wire.OpUDSendOnly || m.Op == wire.OpUDSendOnlyImm
+	if (qp.typ == QPTypeUD) != ud || (qp.state != QPSRTR && qp.state != QPSRTS && qp.state != QPSSQD) ||
+		(qp.typ == QPTypeUC && ft == wire.TypePullRequest) {
+		e.Stats.RxBadQPState.Inc()
+		e.nack(c, r, m, wire.SyndromeInvalidReq)
+		return
+	}
+	if !ud {
+		if qp.conn == nil && e.cfg.Conns != nil {
+			qp.conn = e.cfg.Conns.Lookup(qp.attr.AV.DMAC)
+		}
+		if qp.conn != c {
+			e.Stats.RxInvalidCID.Inc()
+			_ = c.NackPush(r.RSN, wire.NackInvalidCID, 0, 0)
+			return
+		}
+	}
+	switch {
+	case ft == wire.TypePullRequest:
+		cs := e.connOf(c)
+		if len(cs.descs) >= 1024 {
+			e.Stats.RxNoReadDesc.Inc()
+			e.nack(c, r, m, wire.SyndromeInvalidReq)
+			return
+		}
+		cs.descs = append(cs.descs, readDesc{f: m.Fields()})
+		_ = c.AckPush(r.RSN)
+	case ud:
+		e.recvUD(c, r, qp, &m)
+	case m.Ext.Has(wire.ExtRETH):
+		e.recvWrite(c, r, qp, &m)
+	default:
+		e.recvSend(c, r, qp, &m)
+	}
+}
+
+// nack completes a push in error with an IB syndrome; the requester's WQE
+// fails with the matching status. UC requests are acknowledged and dropped
+// (UC has no responder errors).
+func (e *Engine) nack(c *falcon.Conn, r *falcon.Request, m wire.RDMA, syn uint8) {
+	if qp := e.qps[m.RBTH.DestQP()]; qp != nil && qp.typ == QPTypeUC {
+		_ = c.AckPush(r.RSN)
+		return
+	}
+	_ = c.NackPush(r.RSN, wire.NackCIE, syn, 0)
+}
+
+// rkeyCheck finds the MR for a remote access and returns the MR-relative
+// offset, or the syndrome to fail with.
+func (e *Engine) rkeyCheck(qp *QP, rkey uint32, va, n uint64, access uint32) (*MR, uint64, bool) {
+	mr := e.rkeys[rkey]
+	if mr == nil || mr.PD != qp.pd || mr.Access&access != access || qp.attr.Access&access != access {
+		e.Stats.RxRKeyErr.Inc()
+		return nil, 0, false
+	}
+	off, ok := mr.span(va, n)
+	if !ok {
+		e.Stats.RxBounds.Inc()
+		return nil, 0, false
+	}
+	return mr, off, true
+}
+
+func (e *Engine) recvWrite(c *falcon.Conn, r *falcon.Request, qp *QP, m *wire.RDMA) {
+	h, _ := m.RETH()
+	imm := m.Op == wire.OpWriteLastImm || m.Op == wire.OpWriteOnlyImm
+	if imm && !e.peekRecv(c, r, qp, m) {
+		return
+	}
+	if len(m.Data) > 0 {
+		mr, off, ok := e.rkeyCheck(qp, h.RKey(), h.VA(), uint64(len(m.Data)), AccessRemoteWrite)
+		if !ok {
+			e.nack(c, r, *m, wire.SyndromeRemoteAccess)
+			e.qpError(qp, EvQPAccessErr)
+			return
+		}
+		if mr.reg.write(e.cfg.Mem, off, m.Data) != nil {
+			e.Stats.RxBounds.Inc()
+			e.nack(c, r, *m, wire.SyndromeRemoteAccess)
+			return
+		}
+		e.Stats.RxWriteBytes.Add(uint64(len(m.Data)))
+	}
+	if imm {
+		v, _ := m.ImmDt()
+		e.finishRecv(qp, &Completion{Opcode: WCRecvRDMAImm, Imm: v, Flags: WCFlagWithImm, ByteLen: h.Length()}, m.RBTH.SE())
+	}
+	_ = c.AckPush(r.RSN)
+}
+
+// peekRecv makes sure qp has a receive WQE for the message starting now,
+// taking one from its RQ or SRQ; otherwise it NACKs the push (RNR, or
+// complete-in-error once the requester's RNR retry count is spent).
+func (e *Engine) peekRecv(c *falcon.Conn, r *falcon.Request, qp *QP, m *wire.RDMA) bool {
+	if qp.recv.active {
+		return true
+	}
+	if e.takeRecv(qp) {
+		qp.rnrActive = false
+		return true
+	}
+	e.Stats.RxNoRecvWQE.Inc()
+	if qp.typ == QPTypeUC {
+		_ = c.AckPush(r.RSN) // UC drops the message
+		return false
+	}
+	rsn := uint32(r.RSN)
+	if qp.rnrActive && qp.rnrRSN == rsn {
+		qp.rnrCount++
+	} else {
+		qp.rnrActive, qp.rnrRSN, qp.rnrCount = true, rsn, 1
+	}
+	limit := m.RBTH.RNRRetry()
+	if limit != 7 && qp.rnrCount > limit {
+		e.Stats.RxRNRExhausted.Inc()
+		qp.rnrActive = false
+		_ = c.NackPush(r.RSN, wire.NackCIE, wire.SyndromeRNR, 0)
+		return false
+	}
+	_ = c.NackPush(r.RSN, wire.NackRNR, 0, qp.attr.MinRNRTimer)
+	return false
+}
+
+// takeRecv takes the next receive WQE from the QP's RQ or SRQ.
+func (e *Engine) takeRecv(qp *QP) bool {
+	mem := e.cfg.Mem
+	ring, cons, maxS := qp.rq, &qp.rqCons, qp.rqMaxSGE
+	if qp.srq != nil {
+		ring, cons, maxS = qp.srq.ring, &qp.srq.cons, qp.srq.maxSGE
+	}
+	if ring == nil || mem == nil {
+		return false
+	}
+	prod, err := ring.Producer(mem)
+	if err != nil || prod == *cons || prod-*cons > ring.slots {
+		return false
+	}
+	var hdr [RecvWQESize]byte
+	if ring.ReadSlot(mem, *cons, hdr[:]) != nil {
+		return false
+	}
+	w := RecvWQE(hdr[:])
+	rs := &qp.recv
+	*rs = recvState{active: true, wrID: w.WRID(), fromSRQ: qp.srq != nil}
+	n := w.NumSGE()
+	bad := n > maxS || n > maxSGE
+	var sb [SGESize]byte
+	for i := 0; !bad && i < int(n); i++ {
+		if ring.reg.read(mem, ring.slotOff(*cons)+RecvWQESize+uint64(i*SGESize), sb[:]) != nil {
+			bad = true
+			break
+		}
+		s := SGE(sb[:])
+		if s.Len() == 0 {
+			continue
+		}
+		mr := e.lkeys[s.LKey()]
+		if mr == nil || mr.PD != qp.pd || mr.Access&AccessLocalWrite == 0 {
+			bad = true
+			break
+		}
+		off, ok := mr.span(s.Addr(), uint64(s.Len()))
+		if !ok {
+			bad = true
+			break
+		}
+		rs.sges[rs.nsge] = sgeEnt{mr: mr, off: off, n: s.Len(), addr: s.Addr(), lkey: s.LKey()}
+		rs.nsge++
+		rs.cap += uint64(s.Len())
+	}
+	*cons++
+	_ = ring.SetConsumer(mem, *cons)
+	if qp.srq != nil && qp.srq.limit > 0 {
+		if p2, err := ring.Producer(mem); err == nil && p2-*cons < qp.srq.limit {
+			qp.srq.limit = 0
+			e.event(EvSRQLimit, qp.srq.H, 0)
+		}
+	}
+	if bad {
+		e.Stats.LocalProtErr.Inc()
+		rs.nsge, rs.cap = 0, 0
+		rs.badSGE = true
+	}
+	return true
+}
+
+// finishRecv writes the receive completion of the current message.
+func (e *Engine) finishRecv(qp *QP, c *Completion, solicited bool) {
+	rs := &qp.recv
+	c.WRID, c.QPN = rs.wrID, qp.H
+	if rs.badSGE && c.Status == WCSuccess {
+		c.Status = WCLocProtErr
+	}
+	rs.active = false
+	e.Stats.RecvCQEs.Inc()
+	if !e.post(qp.rcq, c, solicited) {
+		e.qpError(qp, EvQPFatal)
+		return
+	}
+	if c.Status != WCSuccess {
+		e.qpError(qp, EvQPFatal)
+	}
+}
+
+func (e *Engine) recvSend(c *falcon.Conn, r *falcon.Request, qp *QP, m *wire.RDMA) {
+	info, _ := m.Op.Info()
+	if info.First && !e.peekRecv(c, r, qp, m) {
+		return
+	}
+	rs := &qp.recv
+	if !rs.active {
+		e.Stats.RxParseErr.Inc()
+		e.nack(c, r, *m, wire.SyndromeInvalidReq)
+		return
+	}
+	oh, _ := m.OETH()
+	if oh.Offset() != rs.off {
+		e.Stats.RxParseErr.Inc()
+		e.nack(c, r, *m, wire.SyndromePSNSeqErr)
+		return
+	}
+	if uint64(rs.off)+uint64(len(m.Data)) > rs.cap || rs.badSGE {
+		e.Stats.RxLenErr.Inc()
+		st := WCLocLenErr
+		if rs.badSGE {
+			st = WCLocProtErr
+		}
+		e.finishRecv(qp, &Completion{Status: st, Opcode: WCRecv}, false)
+		e.nack(c, r, *m, wire.SyndromeInvalidReq)
+		return
+	}
+	if len(m.Data) > 0 && e.scatter(rs.sges[:rs.nsge], rs.off, m.Data) != nil {
+		e.Stats.RxBounds.Inc()
+		e.finishRecv(qp, &Completion{Status: WCLocProtErr, Opcode: WCRecv}, false)
+		e.nack(c, r, *m, wire.SyndromeRemoteOp)
+		return
+	}
+	rs.off += uint32(len(m.Data))
+	e.Stats.RxSendBytes.Add(uint64(len(m.Data)))
+	if info.Last {
+		cpl := Completion{Opcode: WCRecv, ByteLen: rs.off}
+		if v, ok := m.ImmDt(); ok {
+			cpl.Imm, cpl.Flags = v, WCFlagWithImm
+		}
+		e.finishRecv(qp, &cpl, m.RBTH.SE())
+	}
+	_ = c.AckPush(r.RSN)
+}
+
+func (e *Engine) recvUD(c *falcon.Conn, r *falcon.Request, qp *QP, m *wire.RDMA) {
+	d, _ := m.DETH()
+	// A UD message is acknowledged to the transport whatever happens to it:
+	// UD is unreliable to the application [IB 9.8].
+	defer func() { _ = c.AckPush(r.RSN) }()
+	if d.QKey() != qp.attr.QKey {
+		e.Stats.RxUDQKeyDrop.Inc()
+		return
+	}
+	if !e.takeRecv(qp) {
+		e.Stats.RxUDDrop.Inc()
+		return
+	}
+	rs := &qp.recv
+	if rs.badSGE || uint64(len(m.Data))+grhLen > rs.cap {
+		e.Stats.RxUDDrop.Inc()
+		st := WCLocLenErr
+		if rs.badSGE {
+			st = WCLocProtErr
+		}
+		e.finishRecv(qp, &Completion{Status: st, Opcode: WCRecv}, false)
+		return
+	}
+	var grh [grhLen]byte
+	grh[0] = 6 << 4 // IPv6 version nibble; the rest is zero (no GRH on this fabric)
+	if e.scatter(rs.sges[:rs.nsge], 0, grh[:]) != nil || e.scatter(rs.sges[:rs.nsge], grhLen, m.Data) != nil {
+		e.Stats.RxBounds.Inc()
+		e.finishRecv(qp, &Completion{Status: WCLocProtErr, Opcode: WCRecv}, false)
+		return
+	}
+	e.Stats.RxSendBytes.Add(uint64(len(m.Data)))
+	cpl := Completion{Opcode: WCRecv, ByteLen: uint32(len(m.Data)) + grhLen, SrcQP: d.SrcQP(), Flags: WCFlagGRH}
+	if v, ok := m.ImmDt(); ok {
+		cpl.Imm, cpl.Flags = v, cpl.Flags|WCFlagWithImm
+	}
+	e.finishRecv(qp, &cpl, m.RBTH.SE())
+}
+
+// onPull answers a pull with the READ data or the atomic's result, from the
+// descriptor that preceded it on this connection.
+func (e *Engine) onPull(c *falcon.Conn, r *falcon.Request) {
+	cs := e.connOf(c)
+	f := wire.RDMAFields{Op: wire.OpReadResponseOnly}
+	if len(cs.descs) == 0 {
+		e.Stats.RxNoReadDesc.Inc()
+		e.pullError(c, r, &f, wire.SyndromeInvalidReq)
+		return
+	}
+	d := cs.descs[0].f
+	copy(cs.descs, cs.descs[1:])
+	cs.descs = cs.descs[:len(cs.descs)-1]
+	f.SN, f.SinkVA, f.SinkLKey, f.DestQP = d.SN, d.SinkVA, d.SinkLKey, d.DestQP
+	qp := e.qps[d.DestQP]
+	if qp == nil || qp.typ != QPTypeRC || qp.conn != c {
+		e.Stats.RxNoQP.Inc()
+		e.pullError(c, r, &f, wire.SyndromeInvalidReq)
+		return
+	}
+	if d.Op == wire.OpReadRequest {
+		hl := wire.OpReadResponseOnly.HeaderLen()
+		if int(d.DMALength)+hl != int(r.Length) {
+			e.Stats.RxBadPull.Inc()
+			e.pullError(c, r, &f, wire.SyndromeInvalidReq)
+			return
+		}
+		e.pkt = wire.AppendRDMA(e.pkt[:0], &f)
+		if d.DMALength > 0 {
+			mr, off, ok := e.rkeyCheck(qp, d.RKey, d.VA, uint64(d.DMALength), AccessRemoteRead)
+			if !ok {
+				e.pullError(c, r, &f, wire.SyndromeRemoteAccess)
+				e.qpError(qp, EvQPAccessErr)
+				return
+			}
+			e.pkt = e.pkt[:hl+int(d.DMALength)]
+			if mr.reg.read(e.cfg.Mem, off, e.pkt[hl:]) != nil {
+				e.Stats.RxBounds.Inc()
+				e.pullError(c, r, &f, wire.SyndromeRemoteAccess)
+				return
+			}
+		}
+		e.Stats.ReadResponses.Inc()
+		_ = c.PullData(r.RSN, e.pkt)
+		return
+	}
+	f.Op = wire.OpAtomicResponse
+	if int(r.Length) != wire.OpAtomicResponse.HeaderLen() {
+		e.Stats.RxBadPull.Inc()
+		e.pullError(c, r, &f, wire.SyndromeInvalidReq)
+		return
+	}
+	if d.VA%8 != 0 {
+		e.Stats.RxBounds.Inc()
+		e.pullError(c, r, &f, wire.SyndromeInvalidReq)
+		return
+	}
+	mr, off, ok := e.rkeyCheck(qp, d.RKey, d.VA, 8, AccessRemoteAtomic)
+	if !ok {
+		e.pullError(c, r, &f, wire.SyndromeRemoteAccess)
+		e.qpError(qp, EvQPAccessErr)
+		return
+	}
+	var b [8]byte
+	if mr.reg.read(e.cfg.Mem, off, b[:]) != nil {
+		e.pullError(c, r, &f, wire.SyndromeRemoteAccess)
+		return
+	}
+	orig := le.Uint64(b[:])
+	nv := orig
+	if d.Op == wire.OpCompareSwap {
+		if orig == d.Compare {
+			nv = d.SwapAdd
+		}
+	} else {
+		nv = orig + d.SwapAdd
+	}
+	le.PutUint64(b[:], nv)
+	if mr.reg.write(e.cfg.Mem, off, b[:]) != nil {
+		e.pullError(c, r, &f, wire.SyndromeRemoteAccess)
+		return
+	}
+	e.Stats.AtomicsDone.Inc()
+	f.AtomicOrg = orig
+	e.pkt = wire.AppendRDMA(e.pkt[:0], &f)
+	_ = c.PullData(r.RSN, e.pkt)
+}
+
+// pullError answers a pull with a zero-data response, CE set and the
+// syndrome in the RBTH [digest §9.2].
+func (e *Engine) pullError(c *falcon.Conn, r *falcon.Request, f *wire.RDMAFields, syn uint8) {
+	if f.Op != wire.OpAtomicResponse {
+		f.Op = wire.OpReadResponseOnly
+	}
+	f.CE = true
+	e.pkt = wire.AppendRDMA(e.pkt[:0], f)
+	wire.RBTH(e.pkt).SetSyndrome(syn)
+	if len(e.pkt) > int(r.Length) {
+		e.pkt = e.pkt[:0]
+	}
+	_ = c.PullData(r.RSN, e.pkt)
+}
