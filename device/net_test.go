@@ -626,7 +626,7 @@ func TestModernGuestBehindLegacyFeaturesIsDetected(t *testing.T) {
 	up := &recorder{}
 	n := newTestNIC(t, "n", macA, 1)
 	n.SetUplink(up)
-	g := attach(t, n, 0) // SET_FEATURES 0x40000000
+	g := attach(t, n, 0)                                 // SET_FEATURES 0x40000000
 	g.acked = acked1 | vhostuser.FeatureProtocolFeatures // what the guest really uses
 	f := ethFrame(macB, macA, 0x0800, "modern guest")
 	g.send(0, f) // one descriptor: 12-byte header + frame
