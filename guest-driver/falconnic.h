@@ -112,6 +112,7 @@ struct fnic_dev {
 	bool			opened;
 
 	struct falconnic_device_attr nic_attr;
+	struct ib_device_attr	attrs;		/* what query_device reports */
 	u32			port_max_mtu;	/* IB_MTU_* from QUERY_PORT */
 
 	/* handle allocators (handles are ours, see the uapi) */

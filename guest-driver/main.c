@@ -154,6 +154,8 @@ static int fnic_add(const char *name, struct net_device *ndev, bool need_nic)
 	xa_init_flags(&fd->srqs, XA_FLAGS_LOCK_BH);
 	spin_lock_init(&fd->quarantine_lock);
 	INIT_LIST_HEAD(&fd->quarantine);
+	/* From here on ib_dealloc_device undoes everything (dealloc_driver). */
+	ib_set_device_ops(&fd->ib, &fnic_dev_ops);
 	fnic_chan_start(fd);
 
 	err = fnic_probe_nic(fd);
@@ -174,23 +176,19 @@ static int fnic_add(const char *name, struct net_device *ndev, bool need_nic)
 				  BIT_ULL(IB_USER_VERBS_CMD_POST_RECV) |
 				  BIT_ULL(IB_USER_VERBS_CMD_POST_SRQ_RECV) |
 				  BIT_ULL(IB_USER_VERBS_CMD_REQ_NOTIFY_CQ);
-	ib_set_device_ops(&fd->ib, &fnic_dev_ops);
 	err = ib_device_set_netdev(&fd->ib, ndev, 1);
 	if (err)
 		goto fail;
 	/* Virtual DMA (no dma_device): we hand the NIC page addresses ourselves. */
 	err = ib_register_device(&fd->ib, name, NULL);
-	if (err) {
-		/* The core already called dealloc_driver (fnic_dev_release). */
-		ib_dealloc_device(&fd->ib);
-		return err;
-	}
+	if (err)
+		goto fail;
+	/* Registered: from now on only the core frees fd (dealloc_driver). */
 	if (fd->nic_present)
 		fnic_ensure_open(fd);
 	return 0;
 fail:
-	fnic_dev_release(fd);
-	ib_dealloc_device(&fd->ib);
+	ib_dealloc_device(&fd->ib);	/* calls fnic_dev_release */
 	return err;
 }
 
@@ -198,6 +196,8 @@ static int fnic_newlink(const char *name, struct net_device *ndev)
 {
 	if (ndev->type != ARPHRD_ETHER)
 		return -EINVAL;
+	/* Let a running autoprobe of this netdev finish first (-EEXIST then). */
+	flush_workqueue(fnic_wq);
 	return fnic_add(name, ndev, false);
 }
 
@@ -326,17 +326,25 @@ static void __exit fnic_exit(void)
 	unregister_netdevice_notifier(&fnic_netdev_nb);
 	rdma_link_unregister(&fnic_link_ops);
 	destroy_workqueue(fnic_wq);	/* drains pending probes */
-	/* Only our devices: ib_unregister_driver(RXE) would take rdma_rxe's. */
+	/*
+	 * Only our devices: ib_unregister_driver(RXE) would take rdma_rxe's.
+	 * The core frees each device (dealloc_driver removes it from the
+	 * list); the device reference keeps fd valid across a concurrent
+	 * queued unregistration.
+	 */
 	for (;;) {
 		mutex_lock(&fnic_devs_lock);
 		fd = list_first_entry_or_null(&fnic_devs, struct fnic_dev, list);
 		if (fd)
-			list_del_init(&fd->list);
+			get_device(&fd->ib.dev);
 		mutex_unlock(&fnic_devs_lock);
 		if (!fd)
 			break;
 		ib_unregister_device(&fd->ib);
-		ib_dealloc_device(&fd->ib);
+		mutex_lock(&fnic_devs_lock);
+		list_del_init(&fd->list);	/* in case the core has not yet */
+		mutex_unlock(&fnic_devs_lock);
+		put_device(&fd->ib.dev);
 	}
 	pr_info("falconnic: unloaded\n");
 }

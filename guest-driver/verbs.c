@@ -46,11 +46,11 @@ static u32 fnic_lim(u32 nic, u32 def, u32 cap)
 	return min(v, cap);
 }
 
-/* fnic_fill_attrs sets ib.attrs from the PROBE reply (or our defaults). */
+/* fnic_fill_attrs sets fd->attrs from the PROBE reply (or our defaults). */
 void fnic_fill_attrs(struct fnic_dev *fd)
 {
 	const struct falconnic_device_attr *n = &fd->nic_attr;
-	struct ib_device_attr *a = &fd->ib.attrs;
+	struct ib_device_attr *a = &fd->attrs;
 	u32 caps = le32_to_cpu(n->cap_flags);
 	u64 mr_size = le64_to_cpu(n->max_mr_size);
 
@@ -118,7 +118,7 @@ static int fnic_query_device(struct ib_device *ibdev, struct ib_device_attr *att
 {
 	if (udata && (udata->inlen || udata->outlen))
 		return -EINVAL;
-	*attr = ibdev->attrs;
+	*attr = to_fdev(ibdev)->attrs;
 	return 0;
 }
 
@@ -139,7 +139,7 @@ static int fnic_query_port(struct ib_device *ibdev, u32 port,
 	attr->active_mtu = min_t(enum ib_mtu, mtu ? mtu : IB_MTU_256,
 				 attr->max_mtu);
 	attr->gid_tbl_len = FNIC_GID_TBL_LEN;
-	attr->port_cap_flags = IB_PORT_CM_SUP;
+	attr->port_cap_flags = 0;	/* no CM: see get_port_immutable */
 	attr->max_msg_sz = 0x80000000;
 	attr->pkey_tbl_len = 1;
 	attr->ip_gids = true;
@@ -158,8 +158,13 @@ static int fnic_get_port_immutable(struct ib_device *ibdev, u32 port,
 		return err;
 	imm->pkey_tbl_len = attr.pkey_tbl_len;
 	imm->gid_tbl_len = attr.gid_tbl_len;
-	imm->core_cap_flags = RDMA_CORE_PORT_IBA_ROCE_UDP_ENCAP;
-	imm->max_mad_size = 0;	/* no MADs */
+	/*
+	 * RoCEv2 without MAD/CM: GSI (QP1) would be a kernel QP, which the
+	 * NIC does not run, so the MAD, CM and rdma_cm clients skip the port.
+	 */
+	imm->core_cap_flags = RDMA_CORE_CAP_PROT_ROCE_UDP_ENCAP |
+			      RDMA_CORE_CAP_ETH_AH;
+	imm->max_mad_size = 0;
 	return 0;
 }
 
@@ -222,7 +227,7 @@ static int fnic_alloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
 	err = fnic_ensure_open(fd);
 	if (err)
 		return err;
-	id = fnic_handle_alloc(&fd->pd_ida, 1, fd->ib.attrs.max_pd);
+	id = fnic_handle_alloc(&fd->pd_ida, 1, fd->attrs.max_pd);
 	if (id < 0)
 		return id;
 	req.handle = cpu_to_le32(id);
@@ -272,7 +277,7 @@ static struct ib_mr *fnic_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 
 	if (access & ~(0x1f | IB_ACCESS_OPTIONAL))
 		return ERR_PTR(-EOPNOTSUPP);
-	if (!length || length > fd->ib.attrs.max_mr_size)
+	if (!length || length > fd->attrs.max_mr_size)
 		return ERR_PTR(-EINVAL);
 	mr = kzalloc(sizeof(*mr), GFP_KERNEL);
 	if (!mr)
@@ -295,7 +300,7 @@ static struct ib_mr *fnic_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 		err = -EFAULT;
 		goto free_pbl;
 	}
-	id = fnic_handle_alloc(&fd->mr_ida, 1, min_t(u32, fd->ib.attrs.max_mr,
+	id = fnic_handle_alloc(&fd->mr_ida, 1, min_t(u32, fd->attrs.max_mr,
 						     FNIC_MAX_HANDLE));
 	if (id < 0) {
 		err = id;
@@ -370,7 +375,7 @@ static int fnic_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr
 		return -EOPNOTSUPP;
 	if (attr->flags)
 		return -EOPNOTSUPP;
-	if (attr->cqe < 1 || attr->cqe > fd->ib.attrs.max_cqe)
+	if (attr->cqe < 1 || attr->cqe > fd->attrs.max_cqe)
 		return -EINVAL;
 	if (udata->outlen < sizeof(resp))
 		return -EINVAL;
@@ -381,7 +386,7 @@ static int fnic_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr
 	cq->buf = fnic_buf_alloc(slots, order_base_2(sizeof(struct ib_uverbs_wc)));
 	if (IS_ERR(cq->buf))
 		return PTR_ERR(cq->buf);
-	id = fnic_handle_alloc(&fd->cq_ida, 1, fd->ib.attrs.max_cq);
+	id = fnic_handle_alloc(&fd->cq_ida, 1, fd->attrs.max_cq);
 	if (id < 0) {
 		err = id;
 		goto put;
@@ -495,8 +500,8 @@ static int fnic_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,
 		return -EOPNOTSUPP;
 	if (init->srq_type != IB_SRQT_BASIC)
 		return -EOPNOTSUPP;
-	if (!a->max_wr || a->max_wr > fd->ib.attrs.max_srq_wr ||
-	    a->max_sge > fd->ib.attrs.max_srq_sge || a->srq_limit > a->max_wr)
+	if (!a->max_wr || a->max_wr > fd->attrs.max_srq_wr ||
+	    a->max_sge > fd->attrs.max_srq_sge || a->srq_limit > a->max_wr)
 		return -EINVAL;
 	if (udata->outlen < sizeof(resp))
 		return -EINVAL;
@@ -508,7 +513,7 @@ static int fnic_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,
 	srq->buf = fnic_buf_alloc(slots, fnic_recv_log2(sge));
 	if (IS_ERR(srq->buf))
 		return PTR_ERR(srq->buf);
-	id = fnic_handle_alloc(&fd->srq_ida, 1, fd->ib.attrs.max_srq);
+	id = fnic_handle_alloc(&fd->srq_ida, 1, fd->attrs.max_srq);
 	if (id < 0) {
 		err = id;
 		goto put;
@@ -692,7 +697,7 @@ static int fnic_create_ah(struct ib_ah *ibah, struct rdma_ah_init_attr *init,
 	err = fnic_ensure_open(fd);
 	if (err)
 		return err;
-	id = fnic_handle_alloc(&fd->ah_ida, 1, fd->ib.attrs.max_ah);
+	id = fnic_handle_alloc(&fd->ah_ida, 1, fd->attrs.max_ah);
 	if (id < 0)
 		return id;
 	req.ah = cpu_to_le32(id);
@@ -770,7 +775,7 @@ static int fnic_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 {
 	struct fnic_dev *fd = to_fdev(ibqp->device);
 	struct fnic_qp *qp = container_of(ibqp, struct fnic_qp, ibqp);
-	const struct ib_device_attr *da = &fd->ib.attrs;
+	const struct ib_device_attr *da = &fd->attrs;
 	struct ib_qp_cap *cap = &init->cap;
 	u32 max_inline = le32_to_cpu(fd->nic_attr.max_inline_data);
 	struct falconnic_create_qp req = {};
@@ -929,10 +934,10 @@ static int fnic_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr,
 	    (attr->path_mtu < IB_MTU_256 || attr->path_mtu > IB_MTU_4096))
 		goto out;
 	if ((mask & IB_QP_MAX_QP_RD_ATOMIC) &&
-	    attr->max_rd_atomic > fd->ib.attrs.max_qp_init_rd_atom)
+	    attr->max_rd_atomic > fd->attrs.max_qp_init_rd_atom)
 		goto out;
 	if ((mask & IB_QP_MAX_DEST_RD_ATOMIC) &&
-	    attr->max_dest_rd_atomic > fd->ib.attrs.max_qp_rd_atom)
+	    attr->max_dest_rd_atomic > fd->attrs.max_qp_rd_atom)
 		goto out;
 	req.qp = cpu_to_le32(qp->handle);
 	req.attr_mask = cpu_to_le32(mask & FNIC_QP_MASK);
