@@ -271,7 +271,7 @@ var nackHandlers = map[wire.NackCode]func(*Conn, wire.Nack, int, wire.PSN, *pdl.
 // nackResource: the receiver had no room; retransmit after an RTO (the RUE
 // heard about it and may cut ncwnd).
 func (c *Conn) nackResource(n wire.Nack, i int, psn wire.PSN, s *pdl.TxSlot, now time.Duration) {
-	s.Refused = true
+	s.Refused, s.Retries = true, 0 // the NACK proves the path works: no backoff
 	s.Deadline = now + c.rto
 	c.armRTO(s.Deadline)
 }
@@ -279,7 +279,7 @@ func (c *Conn) nackResource(n wire.Nack, i int, psn wire.PSN, s *pdl.TxSlot, now
 // nackRNR: the target ULP was not ready; resend after max(RTO, RNR timeout).
 func (c *Conn) nackRNR(n wire.Nack, i int, psn wire.PSN, s *pdl.TxSlot, now time.Duration) {
 	c.Stats.RNRWaits.Inc()
-	s.Refused = true
+	s.Refused, s.Retries = true, 0
 	d := max(c.rto, n.RNRTimeout())
 	s.Deadline = now + d
 	c.armRTO(s.Deadline)

@@ -51,7 +51,8 @@ package falcon
 //     the coalescer. Duplicates arm the timer (the spec's "drop and ACK");
 //     a duplicate with AR is acknowledged at once.
 //   - A resend asked for by a resource or RNR NACK is not an attempt: it
-//     neither backs off nor counts toward MaxRetries.
+//     neither backs off nor counts toward MaxRetries, and the NACK resets
+//     the packet's backoff (the receiver is reachable).
 //   - Retransmissions carry AR (the ACK that stops them should come soon);
 //     they are not gated by fcwnd/ncwnd (ORRC is kept but not enforced).
 //   - Max retransmissions follow [S §11]: Resync 0x3, then a fatal error if
