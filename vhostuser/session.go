@@ -513,10 +513,8 @@ func (s *Session) tryStart(q *Queue) {
 	}
 	q.signalledValid = false
 	q.pushed = false
-	if q.eventIdx {
-		store16(q.used, 4+8*int(q.size), q.lastAvail)
-		q.lastAvailPublishedEv = q.lastAvail
-	}
+	store16(q.used, 4+8*int(q.size), q.lastAvail)
+	q.lastAvailPublishedEv = q.lastAvail
 	q.done = make(chan struct{})
 	q.exited = make(chan struct{})
 	q.running = true

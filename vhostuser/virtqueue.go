@@ -180,8 +180,8 @@ func store16(b []byte, off int, v uint16) {
 
 // Pop returns the next valid chain. Invalid chains are counted by cause and
 // returned to the guest with length 0; a bad head or a runaway avail idx
-// breaks the queue until it is restarted. When Pop reports false under
-// EVENT_IDX it has armed avail_event, so the guest will kick for more.
+// breaks the queue until it is restarted. When Pop reports false it has
+// armed avail_event, so an EVENT_IDX guest will kick for more.
 func (q *Queue) Pop(c *Chain) bool {
 	if !q.Refresh() {
 		return false
@@ -200,9 +200,11 @@ func (q *Queue) Pop(c *Chain) bool {
 	for {
 		availIdx := load16(q.avail, 2)
 		if availIdx == q.lastAvail {
-			if !q.eventIdx {
-				return false
-			}
+			// avail_event is written even without EVENT_IDX: the 2 bytes
+			// belong to the used ring either way (virtio 1.2 §2.7, "6 +
+			// 8*Queue Size"), and a guest that uses EVENT_IDX although
+			// QEMU did not pass it on (a QEMU 7.2 reconnect quirk) then
+			// still kicks us.
 			q.setAvailEvent(q.lastAvail)
 			if load16(q.avail, 2) == q.lastAvail {
 				return false
