@@ -19,6 +19,9 @@ type LossBenchConfig struct {
 	Seed         int64         // link impairment seed (default 1)
 	GoBackN      *bool         // nil runs both modes; else only the one given
 	Limit        time.Duration // simulated-time cap per run (default 10 s)
+	// RACKTLP turns on RACK and TLP (Isekai Gen3) for the selective-repeat
+	// runs; Go-Back-N never has them.
+	RACKTLP bool
 }
 
 // LossBenchPoint is one run's outcome.
@@ -32,6 +35,7 @@ type LossBenchPoint struct {
 	TxPackets       uint64  `json:"tx_packets"`
 	Retransmissions uint64  `json:"retransmissions"`
 	Completed       bool    `json:"completed"`
+	RACKTLP         bool    `json:"rack_tlp"`
 }
 
 // LossBenchResult is what RunLossBench returns (JSON-ready).
@@ -123,7 +127,8 @@ func lossRun(cfg LossBenchConfig, loss float64, gbn bool) (LossBenchPoint, error
 	ub := &lossULP{}
 	p, err := NewPair(PairConfig{AB: mc(cfg.Seed), BA: mc(cfg.Seed + 1), ULPA: ua, ULPB: ub,
 		Conn: ConnConfig{SCID: 1, DCID: 2, Ordered: true, GoBackN: gbn, MTU: max(cfg.Size, 1),
-			InitFcwnd: 64 << 10, InitRTO: 200 * time.Microsecond, MinRTO: 50 * time.Microsecond, MaxRetries: 64}})
+			InitFcwnd: 64 << 10, InitRTO: 200 * time.Microsecond, MinRTO: 50 * time.Microsecond, MaxRetries: 64,
+			RACK: cfg.RACKTLP && !gbn, TLP: cfg.RACKTLP && !gbn}})
 	if err != nil {
 		return LossBenchPoint{}, err
 	}
@@ -137,7 +142,7 @@ func lossRun(cfg LossBenchConfig, loss float64, gbn bool) (LossBenchPoint, error
 		Bytes: int64(ua.done) * int64(cfg.Size), SimSeconds: sim, TxPackets: s.TxTxnPackets.Load(),
 		Retransmissions: s.RetxRTO.Load() + s.RetxEarly.Load() + s.RetxOWN.Load() + s.RetxRACK.Load() +
 			s.RetxTLP.Load() + s.RetxNack.Load() + s.RetxGBN.Load(),
-		Completed: ok}
+		Completed: ok, RACKTLP: cfg.RACKTLP && !gbn}
 	if gbn {
 		pt.Mode = "go-back-n"
 	}
