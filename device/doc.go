@@ -30,6 +30,14 @@
 // replays init and start with SET_VRING_BASE = the used idx, and traffic
 // resumes; frames in flight during the outage are lost or counted drops.
 //
+// QEMU 7.2 quirk: if the guest driver negotiates while no back-end is
+// connected, the reconnect's SET_FEATURES carries only PROTOCOL_FEATURES
+// (reproduced with a real guest). A legacy Linux guest always sends the
+// 10-byte header in its own descriptor, so a TX chain that does not is
+// proof of a modern guest: the NIC switches to the 12-byte header with
+// num_buffers (counted as HdrFixups), and vhostuser keeps avail_event
+// armed so such a guest keeps kicking.
+//
 // Invariants: every drop has a counter (NetCounters, plus the back-end's
 // vhostuser.Counters); frames and descriptors from a guest never reach
 // another NIC's memory: the only thing crossing NICs is a copied frame.
