@@ -30,7 +30,7 @@ func (c *Conn) sendAck(now time.Duration, byTimer bool) {
 	f.T1, f.T2 = c.lastT1, c.lastT2
 	f.CC = wire.CCInfo{RxBufferLevel: c.ep.rxBufferLevel(), RUEValue: c.flows[0].ccMetadata & (1<<22 - 1)}
 	f.OWNRequest, f.OWNData = c.rx[reqW].OWN(), c.rx[dataW].OWN()
-	eack := c.rx[reqW].NeedsEACK(c.cfg.RACK || c.cfg.TLP) || c.rx[dataW].NeedsEACK(c.cfg.RACK || c.cfg.TLP)
+	eack := c.rx[reqW].NeedsEACK(true) || c.rx[dataW].NeedsEACK(true)
 	var pkt []byte
 	if eack {
 		f.Req = wire.NewBitmap(wire.ReqBitmapBits)
@@ -271,7 +271,7 @@ var nackHandlers = map[wire.NackCode]func(*Conn, wire.Nack, int, wire.PSN, *pdl.
 // nackResource: the receiver had no room; retransmit after an RTO (the RUE
 // heard about it and may cut ncwnd).
 func (c *Conn) nackResource(n wire.Nack, i int, psn wire.PSN, s *pdl.TxSlot, now time.Duration) {
-	s.Refused, s.Retries = true, 0 // the NACK proves the path works: no backoff
+	s.Refused, s.Retries, s.Received = true, 0, false // the NACK proves the path works: no backoff
 	s.Deadline = now + c.rto
 	c.armRTO(s.Deadline)
 }
@@ -279,7 +279,7 @@ func (c *Conn) nackResource(n wire.Nack, i int, psn wire.PSN, s *pdl.TxSlot, now
 // nackRNR: the target ULP was not ready; resend after max(RTO, RNR timeout).
 func (c *Conn) nackRNR(n wire.Nack, i int, psn wire.PSN, s *pdl.TxSlot, now time.Duration) {
 	c.Stats.RNRWaits.Inc()
-	s.Refused, s.Retries = true, 0
+	s.Refused, s.Retries, s.Received = true, 0, false
 	d := max(c.rto, n.RNRTimeout())
 	s.Deadline = now + d
 	c.armRTO(s.Deadline)

@@ -60,6 +60,11 @@ type ConnConfig struct {
 	MinRTO     time.Duration // default 100 µs
 	MaxRTO     time.Duration // backoff cap, default 100 ms
 	MaxRetries uint8         // per packet before Resync 0x3 (default 16)
+	// ULPRTO paces resends of a packet the peer reported received but not
+	// yet acknowledged (Push Data waiting for its ULP ack): such resends do
+	// not count toward MaxRetries (Isekai's ULP-RTO, digest §5.6; default
+	// 5 ms, at least the RTO).
+	ULPRTO time.Duration
 	// PullTimeout is the TL's transaction timeout for pulls (kCmplLocalTO
 	// when the Pull Data never comes; default 1 s; negative disables).
 	PullTimeout time.Duration
@@ -117,6 +122,7 @@ func (c *ConnConfig) fill() {
 	defD(&c.MaxRTO, 100*time.Millisecond)
 	defD(&c.AckCoalesceTimeout, 8*time.Microsecond)
 	defD(&c.PullTimeout, time.Second)
+	defD(&c.ULPRTO, 5*time.Millisecond)
 	if c.MaxRetries == 0 {
 		c.MaxRetries = 16
 	}

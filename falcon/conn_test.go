@@ -99,7 +99,7 @@ B→A BACK rbase=0 dbase=301
 A: complete push rsn=1 ok len=0
 A→B PushData psn=301 rsn=2 ar=1 len=8
 B: deliver push rsn=2 len=8
-B→A BACK rbase=0 dbase=301
+B→A EACK rbase=0 dbase=301 req=0 dack=0 drx=0b1
 B→A BACK rbase=0 dbase=302
 A: complete push rsn=2 ok len=0
 `)
@@ -378,4 +378,26 @@ A→B PullRequest psn=100 rsn=1 ar=1 (lost)
 A→B PushData psn=300 rsn=2 ar=1 (lost)
 A→B PullRequest psn=101 rsn=3 ar=1 (lost)
 `)
+}
+
+// A push the target holds for its (slow) ULP is reported received in EACKs;
+// the initiator then resends it at the ULP-RTO pace without spending
+// retransmission attempts, so it completes fine when the ULP finally acks.
+func TestSlowULPDoesNotExhaust(t *testing.T) {
+	s := newScript(t, ConnConfig{SCID: 1, DCID: 2, MaxRetries: 2, InitRTO: 100 * time.Microsecond, ULPRTO: time.Millisecond})
+	var held wire.RSN
+	s.ub.onReq = func(c *Conn, r *Request) { held = r.RSN }
+	s.ca.Push(1, nil)
+	for i := 0; i < 40; i++ { // 40 ms of a ULP that does not answer
+		s.settle()
+		s.wait(time.Millisecond)
+	}
+	if s.ca.Stats.RetryExhausted.Load() != 0 || len(s.ua.cpls) != 0 {
+		t.Fatalf("exhausted %d, completions %+v", s.ca.Stats.RetryExhausted.Load(), s.ua.cpls)
+	}
+	s.cb.AckPush(held)
+	s.settle()
+	if len(s.ua.cpls) != 1 || s.ua.cpls[0].Status != tl.CmplAck {
+		t.Fatalf("completions %+v", s.ua.cpls)
+	}
 }

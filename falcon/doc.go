@@ -45,6 +45,10 @@ package falcon
 //   - Receiver window check uses PSN < base + size (§C.6). The transmitter
 //     never sends beyond min(fcwnd, receiver window); OWN and EACK-OWN cover
 //     misbehaving or misconfigured peers.
+//   - An ACK is an EACK whenever any receive state lies beyond the bases
+//     (EACK is always legal; the spec requires it only for holes): the
+//     transmitter then learns which pushes wait for their ULP ack and resends
+//     those at the ULP-RTO pace without spending attempts.
 //   - ACK coalescing counts as Isekai does (admitted 2, push awaiting its
 //     ULP ack 1, duplicate or out-of-window 2; threshold 10, timeout 8 µs).
 //     A NACK or an outgoing packet that carries all receive state resets
