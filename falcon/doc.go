@@ -25,6 +25,15 @@
 //	                  ▼
 //	             TL target table (tl.Target) ─OnRequest─▶ ULP
 //
+// The API in short: New(Config) an Endpoint; Connect(ConnConfig) per
+// connection (Close tears it down); feed frames to Receive (it matches
+// link.Receiver); call OnTimer(now) at NextDeadline; submit with Conn.Push
+// and Conn.Pull (ErrXoff until ULP.OnXon); answer ULP.OnRequest with
+// AckPush/NackPush or PullData/NackPull; completions arrive in
+// ULP.OnCompletion with a tl.Status. Counters: Endpoint.Stats, Conn.Stats,
+// Endpoint.Snapshot. Pair is the two-endpoint test peer; RunLossBench is
+// the loss experiment behind "falconnic bench loss".
+//
 // Congestion control is behind the RUE seam (package rue): the PDL posts
 // events (ACK, NACK, retransmit) with its measurements and enforces the
 // response's fcwnd, ncwnd, inter-packet gap and RTO.
