@@ -224,11 +224,12 @@ func (s *Session) setFeatures(m *Msg) ([]byte, []int, error) {
 	if v&^offered != 0 {
 		return nil, nil, ErrBadFeatures
 	}
-	// Latest wins; rings that run with other ring features restart.
+	// Latest wins. QEMU repeats the same value (no-op); a different value
+	// restarts running rings so ring and device layouts follow it.
 	old := s.features
 	s.features = v
-	const ringBits = FeatureEventIdx | FeatureIndirectDesc
-	if (old^v)&ringBits != 0 {
+	s.dev.SetFeatures(v)
+	if old != v {
 		for _, q := range s.queues {
 			if q.running {
 				s.stopQueue(q)
@@ -236,7 +237,6 @@ func (s *Session) setFeatures(m *Msg) ([]byte, []int, error) {
 			}
 		}
 	}
-	s.dev.SetFeatures(v)
 	return nil, nil, nil
 }
 
