@@ -9,7 +9,6 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -488,11 +487,6 @@ func (s *Session) tryStart(q *Queue) {
 	q.indirect = s.features&FeatureIndirectDesc != 0
 	q.mem = nil
 	if !q.Refresh() {
-		q.release()
-		return
-	}
-	if uintptr(unsafe.Pointer(&q.desc[0]))%16 != 0 || uintptr(unsafe.Pointer(&q.avail[0]))%2 != 0 || uintptr(unsafe.Pointer(&q.used[0]))%4 != 0 {
-		s.c.BadRingAddr.Inc()
 		q.release()
 		return
 	}

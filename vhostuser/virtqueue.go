@@ -137,6 +137,14 @@ func (q *Queue) Refresh() bool {
 		q.broken = true
 		return false
 	}
+	// Ring words are accessed with 32-bit atomics: the host addresses must
+	// keep the ring alignment (a region mapped at an odd file offset would not).
+	if uintptr(unsafe.Pointer(&q.desc[0]))%16 != 0 || uintptr(unsafe.Pointer(&q.avail[0]))%2 != 0 || uintptr(unsafe.Pointer(&q.used[0]))%4 != 0 {
+		q.c.BadRingAddr.Inc()
+		q.desc, q.avail, q.used = nil, nil, nil
+		q.broken = true
+		return false
+	}
 	q.broken = false
 	return true
 }
