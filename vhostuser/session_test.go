@@ -747,3 +747,29 @@ func TestSimulatorReplaysQEMUTwoPairSequence(t *testing.T) {
 		t.Fatal("pair 1's ADD_MEM_REG not taken as a duplicate")
 	}
 }
+
+// A base that disagrees with the ring's used idx (the ring was not stopped
+// cleanly) resumes from the used idx, as libvhost-user does for in-order
+// devices.
+func TestRingResumesFromUsedIdxWhenBaseDisagrees(t *testing.T) {
+	dev := &echoDev{features: vhostuser.FeatureVersion1, queues: 1}
+	r := newRig(t, dev, vhostusertest.OneRegion(1<<20), 0, 16)
+	fe := r.fe
+	fe.Proto = vhostuser.ProtoReplyAck
+	must(t, fe.SetU64(vhostuser.ReqSetProtocolFeatures, fe.Proto))
+	must(t, fe.SetU64(vhostuser.ReqSetFeatures, vhostuser.FeatureVersion1|vhostuser.FeatureProtocolFeatures))
+	p, fds := r.mem.MemTablePayload()
+	must(t, fe.Set(vhostuser.ReqSetMemTable, true, p, fds...))
+	closeFDs(fds)
+	q := r.qs[0]
+	post(t, q, []byte("first"))
+	q.Publish()
+	must(t, fe.RingSetup(q, 5)) // used idx in guest memory is 0
+	must(t, fe.Enable(0, true))
+	if !q.WaitUsed(1, 5*time.Second) {
+		t.Fatal("chain at avail 0 skipped")
+	}
+	if r.counters()["ResumedFromUsed"] != 1 {
+		t.Fatal("resume not counted")
+	}
+}
