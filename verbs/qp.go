@@ -57,6 +57,7 @@ const (
 // Linux ib_modify_qp_is_ok].
 type transition struct {
 	req, opt [5]uint32 // indexed by QP type (RC=2, UC=3, UD=4)
+	notRC    bool      // SQE exists only for UC and UD
 }
 
 var (
@@ -81,7 +82,7 @@ var (
 		{QPSSQD, QPSSQD}: {
 			opt: rcUC(AttrAV|AttrTimeout|AttrRetryCnt|AttrRNRRetry|AttrAccessFlags|AttrMinRNRTimer|AttrMaxQPRdAtomic|AttrMaxDestRdAtom,
 				AttrAV|AttrAccessFlags, AttrQKey|AttrPKeyIndex)},
-		{QPSSQE, QPSRTS}: {
+		{QPSSQE, QPSRTS}: {notRC: true,
 			opt: rcUC(0, AttrCurState|AttrAccessFlags, AttrCurState|AttrQKey)},
 	}
 )
@@ -96,7 +97,7 @@ func TransitionOK(typ uint8, cur, next QPState, mask uint32) bool {
 		return mask&^attrAlwaysOptional == 0
 	}
 	t, ok := qpTransitions[[2]QPState{cur, next}]
-	if !ok {
+	if !ok || (t.notRC && typ == QPTypeRC) {
 		return false
 	}
 	req, opt := t.req[typ], t.opt[typ]
