@@ -231,14 +231,15 @@ func (c *Conn) onTimer(now time.Duration) {
 }
 
 // flush sends what became sendable and a standalone ACK if one is due.
+// It ends by lowering the endpoint's cached next deadline (touch).
 func (c *Conn) flush(now time.Duration) {
-	if c.dead || c.inCB {
-		return
+	if !c.dead && !c.inCB {
+		c.pump(now)
+		if c.co.Due(now) {
+			c.sendAck(now, false)
+		}
 	}
-	c.pump(now)
-	if c.co.Due(now) {
-		c.sendAck(now, false)
-	}
+	c.touch()
 }
 
 func (c *Conn) flushTimer(now time.Duration) {

@@ -74,6 +74,9 @@ type Endpoint struct {
 	ctl   []byte // scratch for ACK/NACK frames
 	rng   interface{ Uint32() uint32 }
 	nXoff int
+	// Cached earliest connection deadline (see NextDeadline).
+	nextAt time.Duration
+	nextOK bool
 	Stats EndpointCounters
 }
 
@@ -166,24 +169,35 @@ func (e *Endpoint) Conns() []*Conn { return e.list }
 func (e *Endpoint) Now() time.Duration { return e.clk.Now() }
 
 // NextDeadline returns the earliest time OnTimer has work, if any.
-func (e *Endpoint) NextDeadline() (time.Duration, bool) {
-	var best time.Duration
-	ok := false
-	for _, c := range e.list {
-		if d, has := c.deadline(); has && (!ok || d < best) {
-			best, ok = d, true
-		}
-	}
-	return best, ok
-}
+// It is O(1): every entry point that can arm a connection timer lowers the
+// endpoint's cached minimum (Conn.touch), and OnTimer recomputes it. The
+// cache may be early (a timer was pushed back), never late.
+func (e *Endpoint) NextDeadline() (time.Duration, bool) { return e.nextAt, e.nextOK }
 
 // OnTimer runs every deadline due at now (normally the clock's reading at
-// NextDeadline).
+// NextDeadline) and recomputes the next one.
 func (e *Endpoint) OnTimer(now time.Duration) {
+	if !e.nextOK || now < e.nextAt {
+		return
+	}
 	for _, c := range e.list {
 		if d, has := c.deadline(); has && d <= now {
 			c.onTimer(now)
 		}
+	}
+	e.nextOK = false
+	for _, c := range e.list {
+		if d, has := c.deadline(); has && (!e.nextOK || d < e.nextAt) {
+			e.nextAt, e.nextOK = d, true
+		}
+	}
+}
+
+// touch lowers the endpoint's cached next deadline to c's.
+func (c *Conn) touch() {
+	e := c.ep
+	if d, has := c.deadline(); has && (!e.nextOK || d < e.nextAt) {
+		e.nextAt, e.nextOK = d, true
 	}
 }
 

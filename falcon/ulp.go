@@ -193,5 +193,6 @@ func (c *Conn) NackPull(rsn wire.RSN, rnrCode uint8) error {
 	s.State = tl.TRNRWait
 	s.Deadline = c.ep.clk.Now() + wire.RNRTimeout(rnrCode)
 	c.armRNR(s.Deadline)
+	c.touch()
 	return nil
 }
