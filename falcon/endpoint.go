@@ -77,7 +77,7 @@ type Endpoint struct {
 	// Cached earliest connection deadline (see NextDeadline).
 	nextAt time.Duration
 	nextOK bool
-	Stats EndpointCounters
+	Stats  EndpointCounters
 }
 
 // New returns an endpoint.
