@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -485,6 +486,10 @@ func TestStatusReportsSessionQueuesAndCounters(t *testing.T) {
 	}
 	if s.Counters["TxNoUplink"] != 1 {
 		t.Fatalf("counters %v", s.Counters)
+	}
+	b, err := json.Marshal(n.StatusJSON())
+	if err != nil || !bytes.Contains(b, []byte(`"session":"running"`)) || !bytes.Contains(b, []byte(`"last_avail":1`)) {
+		t.Fatalf("status JSON %s (%v)", b, err)
 	}
 }
 

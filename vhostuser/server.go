@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 )
@@ -60,6 +61,9 @@ func (s *Server) Serve(ctx context.Context) error {
 }
 
 func (s *Server) serveListen(ctx context.Context) error {
+	if err := os.MkdirAll(filepath.Dir(s.Path), 0o755); err != nil {
+		return err
+	}
 	if fi, err := os.Lstat(s.Path); err == nil && fi.Mode()&os.ModeSocket != 0 {
 		// Remove a stale socket, but never one somebody still serves.
 		if c, err := net.Dial("unix", s.Path); err == nil {
