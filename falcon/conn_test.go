@@ -401,3 +401,31 @@ func TestSlowULPDoesNotExhaust(t *testing.T) {
 		t.Fatalf("completions %+v", s.ua.cpls)
 	}
 }
+
+// A Pull Request carries the ULP's request headers to the target, also on
+// redelivery after RNR.
+func TestPullHeader(t *testing.T) {
+	s := newScript(t, ConnConfig{SCID: 1, DCID: 2, Ordered: true})
+	var seen []string
+	s.ub.onReq = func(c *Conn, r *Request) {
+		seen = append(seen, string(r.Payload))
+		if len(seen) == 1 {
+			c.NackPull(r.RSN, 1)
+			return
+		}
+		c.PullData(r.RSN, r.Payload) // echo the header back as data
+	}
+	if _, err := s.ca.PullHeader(7, 16, []byte("RETH:va=1,rkey=2")); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 5; i++ {
+		s.settle()
+		s.wait(20 * time.Microsecond)
+	}
+	if len(seen) != 2 || seen[0] != "RETH:va=1,rkey=2" || seen[1] != seen[0] {
+		t.Fatalf("target saw %q", seen)
+	}
+	if len(s.ua.cpls) != 1 || string(s.ua.cpls[0].Data) != "RETH:va=1,rkey=2" {
+		t.Fatalf("completions %+v", s.ua.cpls)
+	}
+}

@@ -98,7 +98,7 @@ func (c *ConnCounters) Set() stats.Set {
 		{Name: "rx_drop_stale_nack", Help: "NACK for a PSN not outstanding", Counter: &c.RxStaleNack},
 		{Name: "rx_drop_dup_nack", Help: "NACK repeated for a packet already resynced", Counter: &c.RxDupNack},
 		{Name: "rx_drop_nack_bad_code", Help: "NACK with a reserved code", Counter: &c.RxNackBadCode},
-		{Name: "rx_drop_too_long", Help: "Push Data longer than the connection MTU", Counter: &c.RxTooLong},
+		{Name: "rx_drop_too_long", Help: "Push Data or Pull Request headers longer than the connection MTU", Counter: &c.RxTooLong},
 		{Name: "rx_txn_packets", Help: "transaction packets received", Counter: &c.RxTxnPackets},
 		{Name: "tx_txn_packets", Help: "transaction packets sent (incl. retransmissions)", Counter: &c.TxTxnPackets},
 		{Name: "rx_back", Help: "BACKs received", Counter: &c.RxBACK},

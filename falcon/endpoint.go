@@ -21,7 +21,7 @@ type Link interface {
 type Request struct {
 	Kind    tl.Kind
 	RSN     wire.RSN
-	Payload []byte // Push data
+	Payload []byte // Push data, or a Pull Request's ULP headers
 	Length  uint32 // Pull: bytes of Pull Data expected
 }
 

@@ -153,6 +153,10 @@ func (c *Conn) admitPullRequest(t wire.Txn, i int, now time.Duration) {
 		return
 	}
 	rsn, psn := t.RSN(), t.PSN()
+	if len(t.Payload()) > c.cfg.MTU {
+		c.Stats.RxTooLong.Inc()
+		return
+	}
 	if !c.ep.res.RxNet.Take(1, c.hol(rsn)) {
 		c.Stats.RxNoResource.Inc()
 		c.sendNack(now, i, psn, wire.NackInsufficientResources, 0, 0)
@@ -165,7 +169,12 @@ func (c *Conn) admitPullRequest(t wire.Txn, i int, now time.Duration) {
 	if t.AR() {
 		c.wantAck(now)
 	}
-	c.deliver(rsn, s, nil)
+	hdr := t.Payload()
+	if len(hdr) > 0 {
+		// Kept for RNR redelivery and PullData reuses the buffer after.
+		s.Payload = append(s.Payload[:0], hdr...)
+	}
+	c.deliver(rsn, s, hdr)
 }
 
 // admitPullData completes a pull at the initiator. Pull Data is never refused
@@ -264,9 +273,6 @@ func (c *Conn) hand(rsn wire.RSN, s *tl.TTxn, payload []byte) {
 	s.State = tl.TDelivered
 	c.Stats.Delivered.Inc()
 	c.req = Request{Kind: s.Kind, RSN: rsn, Payload: payload, Length: s.Length}
-	if s.Kind == tl.Pull {
-		c.req.Payload = nil
-	}
 	if u := c.ep.cfg.ULP; u != nil {
 		in := c.inCB
 		c.inCB = true

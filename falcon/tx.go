@@ -89,8 +89,8 @@ func (c *Conn) sendRequest(rsn wire.RSN, t *tl.ITxn, i int, now time.Duration) {
 		}
 		s.Type = wire.TypePullRequest
 		f.RequestLength = uint16(t.Length)
-		reserve(s, wire.PullRequestLen)
-		s.Buf = []byte(wire.AppendPullRequest(s.Buf[:0], &f))
+		reserve(s, wire.PullRequestLen+len(t.Payload))
+		s.Buf = []byte(wire.AppendTxn(s.Buf[:0], wire.TypePullRequest, &f, t.Payload))
 	}
 	t.State, t.PSN = tl.ISent, psn
 	c.transmit(i, psn, s, now, false)
@@ -446,7 +446,7 @@ func (c *Conn) rnrScan(now time.Duration) {
 			continue
 		}
 		if s.Deadline <= now {
-			c.hand(rsn, s, nil)
+			c.hand(rsn, s, s.Payload)
 			continue
 		}
 		c.armRNR(s.Deadline)

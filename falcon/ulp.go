@@ -33,10 +33,17 @@ func (c *Conn) Push(cookie uint64, payload []byte) (wire.RSN, error) {
 // Pull submits a pull transaction for length bytes of Pull Data. The Rx
 // space for the data is reserved now [S §8.2].
 func (c *Conn) Pull(cookie uint64, length int) (wire.RSN, error) {
+	return c.PullHeader(cookie, length, nil)
+}
+
+// PullHeader is Pull with ULP request headers carried in the Pull Request
+// (RDMA READ's RBTH+RETH+..., NVMe's Write Data Request NBTH); the target
+// sees them as Request.Payload. hdr is copied.
+func (c *Conn) PullHeader(cookie uint64, length int, hdr []byte) (wire.RSN, error) {
 	if c.dead {
 		return 0, ErrDead
 	}
-	if length < 0 || length > c.cfg.MTU {
+	if length < 0 || length > c.cfg.MTU || len(hdr) > c.cfg.MTU {
 		return 0, ErrTooLong
 	}
 	res := c.ep.res
@@ -50,6 +57,7 @@ func (c *Conn) Pull(cookie uint64, length int) (wire.RSN, error) {
 	}
 	rsn, t := c.ini.Add(tl.Pull, cookie)
 	t.Cells, t.RxCells, t.Length = 1, rx, uint32(length)
+	t.Payload = append(t.Payload[:0], hdr...)
 	c.txHeld++
 	c.Stats.TxnSubmitted.Inc()
 	c.flush(c.ep.clk.Now())
