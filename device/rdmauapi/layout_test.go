@@ -52,6 +52,13 @@ func cFacts(t *testing.T) map[string]int {
 		name := "FALCONNIC_OP_" + Table[o].Name
 		fmt.Fprintf(&c, "\tP(%q, %s);\n", name, name)
 	}
+	for _, r := range rxeFields {
+		fmt.Fprintf(&c, "\tP(%q, offsetof(struct %s, %s));\n", r.c+"."+r.field, r.c, r.field)
+		fmt.Fprintf(&c, "\tP(%q, sizeof(((struct %s *)0)->%s));\n", r.c+"."+r.field+".size", r.c, r.field)
+	}
+	for _, x := range rxeConsts {
+		fmt.Fprintf(&c, "\tP(%q, %s);\n", x.c, x.c)
+	}
 	for s := StatusOK; int(s) < len(statusNames); s++ {
 		name := "FALCONNIC_ST_" + s.String()
 		fmt.Fprintf(&c, "\tP(%q, %s);\n", name, name)
