@@ -172,7 +172,8 @@ func (m Machine) Args() ([]string, error) {
 				"-netdev", "vhost-user,id="+id+",chardev=c"+id,
 				// vectors=0: QEMU 7.2 segfaults on vhost-user-net with
 				// MSI-X under TCG (notes/qemu-vhost-user.md §0).
-				"-device", "virtio-net-pci,netdev="+id+",mac="+mac+",vectors=0")
+				// romfile=: no iPXE option ROM, which only slows the boot.
+				"-device", "virtio-net-pci,netdev="+id+",mac="+mac+",vectors=0,romfile=")
 		case n.Stream != "":
 			if unsafeOpt(n.Stream) {
 				return nil, fmt.Errorf("NIC %d: socket path %q has a comma or space", i, n.Stream)
@@ -183,7 +184,7 @@ func (m Machine) Args() ([]string, error) {
 			}
 			a = append(a,
 				"-netdev", "stream,id="+id+",server="+server+",addr.type=unix,addr.path="+n.Stream,
-				"-device", "virtio-net-pci,netdev="+id+",mac="+mac)
+				"-device", "virtio-net-pci,netdev="+id+",mac="+mac+",romfile=")
 		default:
 			return nil, fmt.Errorf("NIC %d: neither a vhost-user socket nor a stream link", i)
 		}

@@ -45,7 +45,7 @@ func TestArgsVhostUserNICHasVectorsZeroAndReconnect(t *testing.T) {
 	for _, want := range []string{
 		"-chardev socket,id=cn0,path=/run/fn/a0.sock,reconnect=1",
 		"-netdev vhost-user,id=n0,chardev=cn0",
-		"-device virtio-net-pci,netdev=n0,mac=52:54:00:00:00:0a,vectors=0",
+		"-device virtio-net-pci,netdev=n0,mac=52:54:00:00:00:0a,vectors=0,romfile=",
 		"falconnic.net=52:54:00:00:00:0a,10.0.0.1/24,mtu=9000",
 	} {
 		if !strings.Contains(got, want) {

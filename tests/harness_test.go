@@ -233,31 +233,52 @@ func ping(t *testing.T, from *vm, ip string) {
 var xferLine = regexp.MustCompile(`bytes=(\d+) sha256=([0-9a-f]{64}) Mbit/s=([0-9.]+)`)
 
 // transfer sends n deterministic bytes over TCP from one guest to another
-// and checks that the receiver's SHA-256 equals the sender's.
+// and checks that the receiver's SHA-256 equals the sender's. The sender
+// starts once the receiver says it listens (a loaded host can take long).
 func transfer(t *testing.T, from, to *vm, toIP string, n int) {
 	t.Helper()
-	type result struct {
-		out string
-		err error
-	}
-	recv := make(chan result, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	go func() {
-		out, err := to.tryExec(ctx, "xfer", "recv", "-l", ":5001")
-		recv <- result{out, err}
-	}()
-	sent := from.exec(t, "xfer", "send", "-n", fmt.Sprint(n), toIP+":5001")
-	r := <-recv
-	if r.err != nil {
-		t.Fatalf("xfer recv on %s: %v\n%s", to.name, r.err, r.out)
+	cmd := exec.CommandContext(ctx, binPath, "vm", "exec", to.name, "--state", to.state, "--", "xfer", "recv", "-l", ":5001")
+	var stdout bytes.Buffer
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = &stdout, pw
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
 	}
-	s, g := xferLine.FindStringSubmatch(sent), xferLine.FindStringSubmatch(r.out)
+	listening := make(chan struct{})
+	var stderr syncBuffer
+	go func() {
+		sc := bufio.NewScanner(pr)
+		seen := false
+		for sc.Scan() {
+			stderr.Write([]byte(sc.Text() + "\n"))
+			if !seen && strings.Contains(sc.Text(), "listening on") {
+				seen = true
+				close(listening)
+			}
+		}
+	}()
+	recvDone := make(chan error, 1)
+	go func() { err := cmd.Wait(); pw.Close(); recvDone <- err }()
+	select {
+	case <-listening:
+	case err := <-recvDone:
+		t.Fatalf("xfer recv on %s ended before listening: %v\n%s", to.name, err, stderr.String())
+	case <-time.After(5 * time.Minute):
+		t.Fatalf("xfer recv on %s not listening after 5 minutes:\n%s", to.name, stderr.String())
+	}
+	sent := from.exec(t, "xfer", "send", "-n", fmt.Sprint(n), toIP+":5001")
+	if err := <-recvDone; err != nil {
+		t.Fatalf("xfer recv on %s: %v\n%s%s", to.name, err, stdout.String(), stderr.String())
+	}
+	got := stdout.String()
+	s, g := xferLine.FindStringSubmatch(sent), xferLine.FindStringSubmatch(got)
 	if s == nil || g == nil {
-		t.Fatalf("xfer output not understood:\nsend: %s\nrecv: %s", sent, r.out)
+		t.Fatalf("xfer output not understood:\nsend: %s\nrecv: %s", sent, got)
 	}
 	if s[1] != fmt.Sprint(n) || g[1] != s[1] || g[2] != s[2] {
-		t.Fatalf("transfer %s → %s corrupted:\nsend: %s\nrecv: %s", from.name, to.name, sent, r.out)
+		t.Fatalf("transfer %s → %s corrupted:\nsend: %s\nrecv: %s", from.name, to.name, sent, got)
 	}
 	t.Logf("transfer %s → %s: %s bytes, sha256 %s…, %s Mbit/s (receiver)", from.name, to.name, g[1], g[2][:16], g[3])
 }
