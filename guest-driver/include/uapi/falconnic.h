@@ -37,7 +37,10 @@
  *   request after falconnic.cmd_timeout_ms (module parameter, default 1000)
  *   and fails the verb with -ETIMEDOUT; late replies are dropped.
  *   Events are sent by the NIC with FALCONNIC_F_EVENT, req_id 0, and a
- *   struct falconnic_event body.
+ *   struct falconnic_event body, with the open instance in hdr.instance
+ *   (EV_PORT may also be sent before any OPEN, with instance 0).  A frame
+ *   with an unknown magic, version, flags or instance is dropped and counted
+ *   by the receiver; requests are answered per FALCONNIC_ST_*.
  *
  * Instances and cleanup
  *   hdr.instance is a random 64-bit id the driver picks when it binds a
@@ -90,6 +93,18 @@
  *   (each followed by max_sge struct rxe_sge or max_inline bytes), CQ
  *   elements struct ib_uverbs_wc.  For an SQ/RQ/SRQ the user is the producer
  *   and the NIC the consumer; for a CQ the NIC is the producer.
+ *
+ *   What the NIC writes, as rxe does (librxe and applications rely on it):
+ *   - a CQE is written into the slot at the CQ's producer index, then the
+ *     producer index is advanced (a release store); a CQ found full is an
+ *     overrun: EV_CQ_ERR, and the QPs using it go to ERR;
+ *   - a UD receive puts a 40-byte GRH area first in the receive buffer: for
+ *     IPv6 the IPv6 header, for IPv4 20 zero bytes then the IPv4 header; the
+ *     CQE then has IB_WC_GRH in wc_flags and byte_len includes the 40 bytes;
+ *   - send WQEs carry ah_num (an AH handle) for UD; rxe_av in the WQE is
+ *     informational;
+ *   - the consumer index of an SQ/RQ/SRQ is advanced by the NIC when it is
+ *     done with a WQE (librxe uses it to find free slots).
  *
  * Doorbells
  *   librxe posts send WQEs into the SQ ring and kicks with a zero-WR
