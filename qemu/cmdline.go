@@ -34,6 +34,9 @@ type NIC struct {
 	MAC          string // empty: derived from the machine name and index
 	CIDR         string // guest address, e.g. 10.0.0.1/24; empty: none
 	MTU          int    // 0: the device default
+	// Queues is the number of vhost-user queue pairs (0 or 1: one); more
+	// turns on virtio-net multiqueue (the guest uses at most one per CPU).
+	Queues int
 }
 
 // Disk is one guest disk.
@@ -167,13 +170,21 @@ func (m Machine) Args() ([]string, error) {
 			if unsafeOpt(n.VhostUser) {
 				return nil, fmt.Errorf("NIC %d: socket path %q has a comma or space", i, n.VhostUser)
 			}
+			if n.Queues < 0 || n.Queues > 16 {
+				return nil, fmt.Errorf("NIC %d: %d queue pairs out of range 1..16", i, n.Queues)
+			}
+			netdev, mq := "vhost-user,id="+id+",chardev=c"+id, ""
+			if n.Queues > 1 {
+				netdev += ",queues=" + strconv.Itoa(n.Queues)
+				mq = ",mq=on"
+			}
 			a = append(a,
 				"-chardev", "socket,id=c"+id+",path="+n.VhostUser+",reconnect=1",
-				"-netdev", "vhost-user,id="+id+",chardev=c"+id,
+				"-netdev", netdev,
 				// vectors=0: QEMU 7.2 segfaults on vhost-user-net with
 				// MSI-X under TCG (notes/qemu-vhost-user.md §0).
 				// romfile=: no iPXE option ROM, which only slows the boot.
-				"-device", "virtio-net-pci,netdev="+id+",mac="+mac+",vectors=0,romfile=")
+				"-device", "virtio-net-pci,netdev="+id+",mac="+mac+mq+",vectors=0,romfile=")
 		case n.Stream != "":
 			if unsafeOpt(n.Stream) {
 				return nil, fmt.Errorf("NIC %d: socket path %q has a comma or space", i, n.Stream)

@@ -54,6 +54,30 @@ func TestArgsVhostUserNICHasVectorsZeroAndReconnect(t *testing.T) {
 	}
 }
 
+func TestArgsMultiqueueNIC(t *testing.T) {
+	m := base()
+	m.CPUs = 2
+	m.NICs = []NIC{{VhostUser: "/run/fn/a0.sock", MAC: "52:54:00:00:00:0a", Queues: 2}}
+	a, err := m.Args()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(a, " ")
+	for _, want := range []string{
+		"-netdev vhost-user,id=n0,chardev=cn0,queues=2",
+		"-device virtio-net-pci,netdev=n0,mac=52:54:00:00:00:0a,mq=on,vectors=0,romfile=",
+		"-smp 2",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("args lack %q:\n%s", want, got)
+		}
+	}
+	m.NICs[0].Queues = 17
+	if _, err := m.Args(); err == nil {
+		t.Error("17 queue pairs accepted")
+	}
+}
+
 func TestArgsStreamLinkAndBigMemory(t *testing.T) {
 	m := base()
 	m.MemMiB = 3072
