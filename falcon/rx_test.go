@@ -300,3 +300,23 @@ func TestSnapshotSumsConnections(t *testing.T) {
 		t.Errorf("snapshot %v", m)
 	}
 }
+
+func TestConnectValidation(t *testing.T) {
+	e, _, _ := newLone(t)
+	if _, err := e.Connect(ConnConfig{SCID: 5}); err != ErrCIDInUse {
+		t.Errorf("duplicate CID: %v", err)
+	}
+	if _, err := e.Connect(ConnConfig{SCID: 1 << 24}); err != ErrBadCID {
+		t.Errorf("25-bit CID: %v", err)
+	}
+	var a, b ConnConfig
+	e.RandomPSNs(&a)
+	e.RandomPSNs(&b)
+	if a.TxReqPSN == b.TxReqPSN && a.TxDataPSN == b.TxDataPSN {
+		t.Error("RandomPSNs repeats itself")
+	}
+	m := Mirror(ConnConfig{SCID: 1, DCID: 2, TxReqPSN: 3, RxReqPSN: 4, TxDataPSN: 5, RxDataPSN: 6, TxRSN: 7, RxRSN: 8})
+	if m.SCID != 2 || m.DCID != 1 || m.TxReqPSN != 4 || m.RxReqPSN != 3 || m.TxDataPSN != 6 || m.RxDataPSN != 5 || m.TxRSN != 8 || m.RxRSN != 7 {
+		t.Errorf("mirror %+v", m)
+	}
+}
