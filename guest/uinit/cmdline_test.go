@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net"
 	"reflect"
 	"testing"
 )
@@ -25,4 +26,22 @@ func TestParseCmdlineReportsBadValues(t *testing.T) {
 	if len(errs) != 3 || len(c.nics) != 0 {
 		t.Fatalf("got %+v with errors %v; want 3 errors and no NICs", c, errs)
 	}
+}
+
+func FuzzParseCmdline(f *testing.F) {
+	f.Add("console=ttyS0 falconnic.hostname=A falconnic.net=52:54:00:00:00:0a,10.0.0.1/24,mtu=9000")
+	f.Add("falconnic.ip=10.0.0.1/24 falconnic.net=zz")
+	f.Fuzz(func(t *testing.T, s string) {
+		c, _ := parseCmdline(s)
+		for _, n := range c.nics {
+			if n.mac == "" && n.cidr == "" {
+				t.Fatalf("NIC with neither MAC nor address from %q", s)
+			}
+			if n.cidr != "" {
+				if _, _, err := net.ParseCIDR(n.cidr); err != nil {
+					t.Fatalf("accepted bad CIDR %q", n.cidr)
+				}
+			}
+		}
+	})
 }
