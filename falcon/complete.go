@@ -1,0 +1,104 @@
+package falcon
+
+import (
+	"time"
+
+	"falconnic/falcon/tl"
+	"falconnic/falcon/wire"
+)
+
+// txnScan completes pulls whose transaction timeout passed with
+// kCmplLocalTO; Pull Data arriving later is acknowledged and discarded.
+func (c *Conn) txnScan(now time.Duration) {
+	c.txnArmed = false
+	for rsn := c.ini.Base; rsn != c.ini.SendNext; rsn = rsn.Add(1) {
+		t := c.ini.Slot(rsn)
+		if t.Kind != tl.Pull || t.State != tl.ISent {
+			continue
+		}
+		if t.Deadline <= now {
+			c.finish(rsn, t, tl.CmplLocalTO, 0, nil)
+			continue
+		}
+		c.armTxn(t.Deadline)
+	}
+}
+
+// rnrScan redelivers pulls whose RNR delay passed.
+func (c *Conn) rnrScan(now time.Duration) {
+	c.rnrArmed = false
+	for rsn, n := c.tgt.Base, uint32(0); n < c.tgt.Cap(); rsn, n = rsn.Add(1), n+1 {
+		s := c.tgt.Slot(rsn)
+		if s.State != tl.TRNRWait {
+			continue
+		}
+		if s.Deadline <= now {
+			c.hand(rsn, s, s.Payload)
+			continue
+		}
+		c.armRNR(s.Deadline)
+	}
+}
+
+// finish records an initiator transaction's outcome and completes it: now on
+// an unordered connection, in RSN order on an ordered one (holding a copy of
+// Pull Data meanwhile).
+func (c *Conn) finish(rsn wire.RSN, t *tl.ITxn, st tl.Status, ulp uint8, data []byte) {
+	t.State, t.Status, t.ULPCode = tl.IDone, st, ulp
+	if t.RxCells > 0 {
+		c.ep.res.RxReq.Give(t.RxCells)
+		t.RxCells = 0
+	}
+	if !c.cfg.Ordered {
+		c.reportOne(rsn, t, st, ulp, data)
+		c.ini.Advance()
+		c.ep.xonScan()
+		return
+	}
+	if rsn != c.cplNext {
+		t.Data = append(t.Data[:0], data...)
+		return
+	}
+	c.reportOne(rsn, t, st, ulp, data)
+	c.cplNext = rsn.Add(1)
+	for c.cplNext != c.ini.Next {
+		h := c.ini.Slot(c.cplNext)
+		if h.State != tl.IDone {
+			break
+		}
+		r := c.cplNext
+		c.cplNext = r.Add(1)
+		c.reportOne(r, h, h.Status, h.ULPCode, h.Data)
+	}
+	c.ini.Advance()
+	c.ep.xonScan()
+}
+
+// reportOne hands one completion to the ULP and frees its Tx resources.
+func (c *Conn) reportOne(rsn wire.RSN, t *tl.ITxn, st tl.Status, ulp uint8, data []byte) {
+	res := c.ep.res
+	if t.Cells > 0 {
+		res.TxReq.Give(t.Cells)
+		t.Cells = 0
+		c.txHeld--
+	}
+	if t.RxCells > 0 {
+		res.RxReq.Give(t.RxCells)
+		t.RxCells = 0
+	}
+	t.State = tl.ICompleted
+	c.Stats.Completed.Inc()
+	if st != tl.CmplAck {
+		c.Stats.CompletedError.Inc()
+	}
+	if t.Kind == tl.Push {
+		data = nil
+	}
+	c.cpl = Completion{Kind: t.Kind, RSN: rsn, Cookie: t.Cookie, Status: st, ULPCode: ulp, Data: data}
+	if u := c.ep.cfg.ULP; u != nil {
+		in := c.inCB
+		c.inCB = true
+		u.OnCompletion(c, &c.cpl)
+		c.inCB = in
+	}
+}

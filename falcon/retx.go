@@ -1,0 +1,237 @@
+package falcon
+
+import (
+	"time"
+
+	"falconnic/falcon/pdl"
+	"falconnic/falcon/rue"
+	"falconnic/falcon/tl"
+	"falconnic/falcon/wire"
+)
+
+// rtoScan retransmits every packet whose deadline passed [S §9.1.1] and
+// re-arms the RTO timer at the earliest remaining deadline.
+func (c *Conn) rtoScan(now time.Duration) {
+	c.rtoArmed = false
+	if c.cfg.Ordered && !c.cfg.GoBackN {
+		c.rtoScanOrdered(now)
+		return
+	}
+	for i := range c.tx {
+		w := &c.tx[i]
+		for psn := w.Base(); psn != w.Next(); psn = psn.Add(1) {
+			s := w.Slot(psn)
+			if s.State != pdl.SlotInflight && s.State != pdl.SlotHeld {
+				continue
+			}
+			if s.Deadline <= now {
+				if c.cfg.GoBackN {
+					if s.Retries < c.cfg.MaxRetries {
+						s.Retries++
+					}
+					c.goBack(i, psn, now)
+					break
+				}
+				c.rtoFire(i, psn, s, now)
+				if c.dead {
+					return
+				}
+			}
+			c.armRTO(s.Deadline)
+		}
+	}
+}
+
+// live reports whether s waits for an ACK (and so has a deadline).
+func live(s *pdl.TxSlot) bool { return s.State == pdl.SlotInflight || s.State == pdl.SlotHeld }
+
+// rtoScanOrdered is rtoScan for an ordered connection: expired requests
+// (Pull Requests in the request window, Push Data in the data window) are
+// resent in RSN order across both windows, the UR deadlock rule [S §8.1];
+// target-generated Pull Data goes as met. Each window is already in RSN
+// order, so this merges the two.
+func (c *Conn) rtoScanOrdered(now time.Duration) {
+	rq, dt := &c.tx[reqW], &c.tx[dataW]
+	i, j := rq.Base(), dt.Base()
+	for !c.dead {
+		for ; i != rq.Next(); i = i.Add(1) {
+			s := rq.Slot(i)
+			if live(s) && s.Deadline <= now {
+				break
+			}
+			if live(s) {
+				c.armRTO(s.Deadline)
+			}
+		}
+		for ; j != dt.Next() && !c.dead; j = j.Add(1) {
+			s := dt.Slot(j)
+			if live(s) && s.Deadline <= now {
+				if s.Request {
+					break
+				}
+				c.rtoFire(dataW, j, s, now)
+			}
+			if live(s) {
+				c.armRTO(s.Deadline)
+			}
+		}
+		ri, rj := i != rq.Next(), j != dt.Next()
+		switch {
+		case c.dead || !ri && !rj:
+			return
+		case ri && (!rj || rq.Slot(i).RSN.Less(dt.Slot(j).RSN)):
+			c.rtoFire(reqW, i, rq.Slot(i), now)
+			i = i.Add(1)
+		default:
+			c.rtoFire(dataW, j, dt.Slot(j), now)
+			j = j.Add(1)
+		}
+	}
+}
+
+// rtoFire handles one expired packet: retransmit, or after MaxRetries turn it
+// into a Resync (code 0x3), or fail the connection when a Resync exhausts
+// its attempts [S §11].
+func (c *Conn) rtoFire(i int, psn wire.PSN, s *pdl.TxSlot, now time.Duration) {
+	if s.Refused {
+		// The receiver saw it and asked for a later resend (resource or RNR
+		// NACK): not a lost attempt, no backoff.
+		s.Refused = false
+		c.Stats.RetxNack.Inc()
+		c.retransmit(i, psn, s, now)
+		return
+	}
+	if s.Received && !s.Resync {
+		// The peer holds it and waits for its ULP: poke at the ULP-RTO pace
+		// (the resend draws a fresh ACK) without spending an attempt.
+		c.Stats.RetxRTO.Inc()
+		c.retransmit(i, psn, s, now)
+		s.Deadline = now + max(c.cfg.ULPRTO, c.rto)
+		c.armRTO(s.Deadline)
+		return
+	}
+	if s.Retries >= c.cfg.MaxRetries {
+		if s.Resync {
+			c.fail(now)
+			return
+		}
+		c.Stats.RetryExhausted.Inc()
+		if (s.Type == wire.TypePushData || s.Type == wire.TypePullRequest) && c.ini.Contains(s.RSN) {
+			c.ini.Slot(s.RSN).Status = tl.CmplLocalTO
+		}
+		c.toResync(i, psn, s, wire.ResyncRetransmitError, now)
+		return
+	}
+	s.Retries++
+	c.Stats.RetxRTO.Inc()
+	c.retransmit(i, psn, s, now)
+	c.rueEvent(now, s.Flow, rue.EventRetx, 0, 0, 0, wire.TimestampAt(now), 0, 0, 0, false, false, s.Retries, rue.RetxRTO)
+}
+
+// goBack resends every unacknowledged packet from psn on (Go-Back-N). Only
+// the RTO path counts an attempt (for the timed-out packet).
+func (c *Conn) goBack(i int, from wire.PSN, now time.Duration) {
+	w := &c.tx[i]
+	for psn := from; w.Contains(psn); psn = psn.Add(1) {
+		s := w.Slot(psn)
+		if s.State == pdl.SlotInflight || s.State == pdl.SlotHeld {
+			c.Stats.RetxGBN.Inc()
+			c.retransmit(i, psn, s, now)
+		}
+	}
+}
+
+// early reports whether s may be retransmitted early now: not acked or
+// received, under the cap, and not (re)sent within the last RTT.
+func (c *Conn) early(s *pdl.TxSlot, now time.Duration) bool {
+	return s.State == pdl.SlotInflight && !s.Received && s.Early < c.cfg.EarlyRetxCap &&
+		now-s.SentAt > c.rtt.Or(0)
+}
+
+// oooRetx presumes lost every unreceived packet more than OOODistance below
+// the highest received one [S §9.1.4].
+func (c *Conn) oooRetx(i int, base wire.PSN, highest int, now time.Duration) {
+	w := &c.tx[i]
+	limit := highest - int(c.cfg.OOODistance)
+	for n := 0; n < limit; n++ {
+		psn := base.Add(uint32(n))
+		if !w.Contains(psn) {
+			continue
+		}
+		if s := w.Slot(psn); c.early(s, now) {
+			s.Early++
+			c.Stats.RetxEarly.Inc()
+			c.retransmit(i, psn, s, now)
+			c.rueEvent(now, s.Flow, rue.EventRetx, 0, 0, 0, wire.TimestampAt(now), 0, 0, 0, false, false, s.Early, rue.RetxEarly)
+		}
+	}
+}
+
+// ownRetx resends what the receiver dropped beyond its window (EACK-OWN),
+// at most once per RTT per packet [S §9.1.4].
+func (c *Conn) ownRetx(i int, now time.Duration) {
+	w := &c.tx[i]
+	for psn := w.Base(); psn != w.Next(); psn = psn.Add(1) {
+		if s := w.Slot(psn); c.early(s, now) {
+			s.Early++
+			c.Stats.RetxOWN.Inc()
+			c.retransmit(i, psn, s, now)
+		}
+	}
+}
+
+// rackScan is RACK (digest §5.7): an unreceived packet sent before the newest
+// acknowledged one, and older than RTT plus a quarter-RTT reorder window, is
+// lost.
+func (c *Conn) rackScan(now time.Duration) {
+	rtt := c.rtt.Or(c.rto)
+	wait := rtt + rtt/4
+	if wait > c.rto {
+		return
+	}
+	for i := range c.tx {
+		w := &c.tx[i]
+		for psn := w.Base(); psn != w.Next(); psn = psn.Add(1) {
+			s := w.Slot(psn)
+			if s.State == pdl.SlotInflight && !s.Received && s.SentAt < c.rackXmit && now-s.SentAt >= wait &&
+				s.Early < c.cfg.EarlyRetxCap {
+				s.Early++
+				c.Stats.RetxRACK.Inc()
+				c.retransmit(i, psn, s, now)
+			}
+		}
+	}
+}
+
+// rearmTLP sets the tail-loss probe timer: PTO = max(2·RTT + coalescing
+// timeout, 50 µs) (digest §5.7).
+func (c *Conn) rearmTLP(now time.Duration) {
+	if !c.cfg.TLP {
+		return
+	}
+	c.tlpFired = false
+	if c.tx[reqW].Outstanding() == 0 && c.tx[dataW].Outstanding() == 0 {
+		c.tlpArmed = false
+		return
+	}
+	pto := max(2*c.rtt.Or(c.rto/2)+c.cfg.AckCoalesceTimeout, 50*time.Microsecond)
+	c.tlpAt, c.tlpArmed = now+pto, true
+}
+
+// tlpProbe retransmits the oldest unreceived packet, once until an ACK
+// re-arms the probe.
+func (c *Conn) tlpProbe(now time.Duration) {
+	c.tlpFired = true
+	for i := range c.tx {
+		w := &c.tx[i]
+		for psn := w.Base(); psn != w.Next(); psn = psn.Add(1) {
+			s := w.Slot(psn)
+			if s.State == pdl.SlotInflight && !s.Received && s.Early < c.cfg.EarlyRetxCap {
+				s.Early++
+				c.Stats.RetxTLP.Inc()
+				c.retransmit(i, psn, s, now)
+				return
+			}
+		}
+	}
+}
