@@ -1,0 +1,94 @@
+package device
+
+import (
+	"encoding/binary"
+	"errors"
+)
+
+// Connection-manager messages (fabric kind KindCM) set up one ordered
+// Falcon connection between two NICs on different daemons [ARCHITECTURE
+// §5 CM]. The initiator sends REQ with its CID and initial sequence
+// numbers; the NIC with the destination MAC answers REP with its own (or
+// REJ when it has no such NIC). All integers are big-endian.
+//
+//	0  magic "FNCM"          4  version (1) | type | reserved 2
+//	8  source NIC MAC (6)   14  destination NIC MAC (6)
+//	20 sender's CID         24  receiver's CID (0 in REQ)
+//	28 sender's initial request-window PSN
+//	32 sender's initial data-window PSN
+//	36 sender's initial RSN 40  reserved 8
+const cmMsgLen = 48
+
+// cmMagic marks a CM message.
+const cmMagic = 0x464e434d // "FNCM"
+
+// cmVersion is the CM message version.
+const cmVersion = 1
+
+// cmType is a CM message type.
+type cmType uint8
+
+// CM message types.
+const (
+	cmREQ cmType = 1
+	cmREP cmType = 2
+	cmREJ cmType = 3
+)
+
+// cmMsg is a decoded CM message.
+type cmMsg struct {
+	typ            cmType
+	src, dst       [6]byte
+	srcCID, dstCID uint32
+	reqPSN         uint32
+	dataPSN        uint32
+	rsn            uint32
+}
+
+// CM decode errors.
+var (
+	errCMShort   = errors.New("cm: message too short")
+	errCMMagic   = errors.New("cm: bad magic")
+	errCMVersion = errors.New("cm: unsupported version")
+	errCMType    = errors.New("cm: unknown message type")
+	errCMCID     = errors.New("cm: CID does not fit 24 bits")
+)
+
+func (m *cmMsg) append(b []byte) []byte {
+	var x [cmMsgLen]byte
+	be := binary.BigEndian
+	be.PutUint32(x[0:], cmMagic)
+	x[4], x[5] = cmVersion, byte(m.typ)
+	copy(x[8:], m.src[:])
+	copy(x[14:], m.dst[:])
+	be.PutUint32(x[20:], m.srcCID)
+	be.PutUint32(x[24:], m.dstCID)
+	be.PutUint32(x[28:], m.reqPSN)
+	be.PutUint32(x[32:], m.dataPSN)
+	be.PutUint32(x[36:], m.rsn)
+	return append(b, x[:]...)
+}
+
+func decodeCM(b []byte) (cmMsg, error) {
+	be := binary.BigEndian
+	if len(b) < cmMsgLen {
+		return cmMsg{}, errCMShort
+	}
+	if be.Uint32(b) != cmMagic {
+		return cmMsg{}, errCMMagic
+	}
+	if b[4] != cmVersion {
+		return cmMsg{}, errCMVersion
+	}
+	m := cmMsg{typ: cmType(b[5]), srcCID: be.Uint32(b[20:]), dstCID: be.Uint32(b[24:]),
+		reqPSN: be.Uint32(b[28:]), dataPSN: be.Uint32(b[32:]), rsn: be.Uint32(b[36:])}
+	if m.typ < cmREQ || m.typ > cmREJ {
+		return cmMsg{}, errCMType
+	}
+	if m.srcCID >= 1<<24 || m.dstCID >= 1<<24 || (m.typ != cmREJ && m.srcCID == 0) {
+		return cmMsg{}, errCMCID
+	}
+	copy(m.src[:], b[8:])
+	copy(m.dst[:], b[14:])
+	return m, nil
+}
