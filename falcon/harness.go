@@ -99,3 +99,16 @@ func (p *Pair) RunUntil(done func() bool, limit time.Duration) bool {
 	}
 	return true
 }
+
+// Connect adds another connection between A and B (A's view; B gets the
+// mirror).
+func (p *Pair) Connect(cc ConnConfig) (a, b *Conn, err error) {
+	if a, err = p.A.Connect(cc); err != nil {
+		return nil, nil, err
+	}
+	if b, err = p.B.Connect(Mirror(cc)); err != nil {
+		p.A.Close(cc.SCID)
+		return nil, nil, err
+	}
+	return a, b, nil
+}

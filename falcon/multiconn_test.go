@@ -49,11 +49,7 @@ func TestPropertyManyConnections(t *testing.T) {
 		for k := uint32(2); k <= 4; k++ {
 			cc := ConnConfig{SCID: k, DCID: 100 + k, Ordered: k%2 == 1, MaxTxns: 32, MaxRetries: 40, PullTimeout: -1,
 				TxDataPSN: wire.PSN(k * 1000), TxRSN: wire.RSN(k << 20)}
-			ca, err := p.A.Connect(cc)
-			if err != nil {
-				t.Fatal(err)
-			}
-			cb, err := p.B.Connect(Mirror(cc))
+			ca, cb, err := p.Connect(cc)
 			if err != nil {
 				t.Fatal(err)
 			}
