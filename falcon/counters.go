@@ -136,7 +136,8 @@ func (c *ConnCounters) Set() stats.Set {
 }
 
 // Snapshot returns the endpoint's counters plus every connection's, summed
-// by name (for status displays).
+// by name (for status displays). It walks the connection table, so call it
+// on the endpoint's goroutine; the counters themselves may be read anywhere.
 func (e *Endpoint) Snapshot() map[string]uint64 {
 	m := e.Stats.Set().Snapshot()
 	for _, c := range e.list {
