@@ -43,8 +43,9 @@ type Conn struct {
 	rtt       pdl.RTT
 	remote    wire.Timestamp // replay check state [S §9.2.2.2]
 	remoteSet bool
-	rxFlow    uint32      // flow label of the latest frame: ACKs reflect it
-	gbnExp    [2]wire.PSN // Go-Back-N: PSN last NACKed as expected
+	remoteAt  time.Duration // local time c.remote was last raised
+	rxFlow    uint32        // flow label of the latest frame: ACKs reflect it
+	gbnExp    [2]wire.PSN   // Go-Back-N: PSN last NACKed as expected
 	gbnOK     [2]bool
 
 	// Enforcement (set by RUE responses).

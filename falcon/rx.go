@@ -13,15 +13,19 @@ import (
 func (c *Conn) receive(p wire.Packet, iv wire.Timestamp, flow uint32, now time.Duration) {
 	if !c.remoteSet {
 		// No CM time exchange: adopt the peer's clock from its first frame.
-		c.remote, c.remoteSet = iv, true
+		c.remote, c.remoteAt, c.remoteSet = iv, now, true
 	}
+	// The peer's time now is at least its newest IV plus the time elapsed
+	// here since (same tick rate), so an idle connection neither wraps the
+	// 32-bit comparison nor lets a stale frame in after a long pause.
+	proj := uint32(c.remote) + uint32(wire.TimestampAt(now-c.remoteAt))
 	margin := uint32(wire.TimestampAt(c.ep.cfg.ReplayMargin))
-	if int32(uint32(iv)-(uint32(c.remote)-margin)) <= 0 {
+	if int32(uint32(iv)-(proj-margin)) <= 0 {
 		c.Stats.RxReplay.Inc()
 		return
 	}
 	if int32(uint32(iv)-uint32(c.remote)) > 0 {
-		c.remote = iv
+		c.remote, c.remoteAt = iv, now
 	}
 	c.rxFlow = flow
 	switch p.Type() {

@@ -320,3 +320,27 @@ func TestConnectValidation(t *testing.T) {
 		t.Errorf("mirror %+v", m)
 	}
 }
+
+// After a long idle period (longer than half the 32-bit IV timestamp wrap,
+// ≈ 281 s) a fresh frame is still accepted and a stale one refused.
+func TestReplayAcrossLongIdle(t *testing.T) {
+	e, c, _ := newLone(t)
+	e.cfg.ULP.(*recULP).onReq = func(c *Conn, r *Request) { c.AckPush(r.RSN) }
+	clk := e.cfg.Clock.(*clock.Manual)
+	frame := func(psn wire.PSN, iv wire.Timestamp) []byte {
+		f := wire.TxnFields{CID: 5, Protocol: wire.ProtoRDMA, PSN: psn, RSN: wire.RSN(psn - 2000)}
+		return seal(wire.AppendPushData(make([]byte, 0, 64), &f, []byte("x")), iv)
+	}
+	peer := 7 * time.Second // the peer's clock reading
+	e.Receive(frame(2000, wire.TimestampAt(peer)), 0)
+	clk.Advance(400 * time.Second)
+	peer += 400 * time.Second
+	e.Receive(frame(2001, wire.TimestampAt(peer-2*time.Second)), 0) // stale by 2 s
+	if c.Stats.RxReplay.Load() != 1 {
+		t.Fatal("a frame 2 s stale after a long idle was accepted")
+	}
+	e.Receive(frame(2001, wire.TimestampAt(peer)), 0)
+	if c.Stats.RxReplay.Load() != 1 || c.rx[dataW].Base() != 2002 {
+		t.Errorf("a fresh frame after 400 s idle was refused (replay %d)", c.Stats.RxReplay.Load())
+	}
+}
