@@ -22,7 +22,7 @@ func init() {
 }
 
 const vmUsage = `usage:
-  falconnic vm run --name NAME [--nic SOCK[,mac=M][,ip=CIDR][,mtu=N]]...
+  falconnic vm run --name NAME [--nic SOCK[,mac=M][,ip=CIDR][,mtu=N][,queues=Q]]...
                    [--net-stream SOCK[,mac=M][,ip=CIDR][,server=on|off]]...
                    [--vsock SOCK[,uds=BRIDGE]] [--mem 1G] [--cpus 1] [--timeout 3m]
                    [-- CMD ARGS...]
@@ -115,6 +115,12 @@ func (n nicFlag) Set(s string) error {
 				return fmt.Errorf("bad mtu %q", v)
 			}
 			nic.MTU = m
+		case k == "queues" && !n.stream:
+			q, err := strconv.Atoi(v)
+			if err != nil {
+				return fmt.Errorf("bad queues %q", v)
+			}
+			nic.Queues = q
 		case k == "server" && n.stream:
 			nic.StreamServer, serverSet = v == "on", true
 		default:
@@ -154,7 +160,7 @@ func vmRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	timeout := f.fs.Duration("timeout", 3*time.Minute, "how long to wait for the guest to be ready")
 	var nics []qemu.NIC
 	vsock := f.fs.String("vsock", "", "vhost-user-vsock device: SOCK[,uds=BRIDGE] (the daemon's; with uds, vm exec uses vsock)")
-	f.fs.Var(nicFlag{&nics, false}, "nic", "falconnic NIC: vhost-user SOCK[,mac=M][,ip=CIDR][,mtu=N] (repeatable)")
+	f.fs.Var(nicFlag{&nics, false}, "nic", "falconnic NIC: vhost-user SOCK[,mac=M][,ip=CIDR][,mtu=N][,queues=Q] (repeatable)")
 	f.fs.Var(nicFlag{&nics, true}, "net-stream", "plain QEMU stream link SOCK[,mac=M][,ip=CIDR][,server=on|off] (repeatable)")
 	if err := f.parse(args); err != nil {
 		return err
