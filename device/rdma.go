@@ -144,8 +144,15 @@ func (r *RDMAFunc) enqueue(w rdmaWork, full *stats.Counter) {
 	}
 }
 
-// Do runs fn on the owning goroutine (tests, the connection manager).
+// Do queues fn to run on the owning goroutine (the connection manager).
 func (r *RDMAFunc) Do(fn func(*RDMAFunc)) { r.work <- rdmaWork{fn: fn} }
+
+// Call runs fn on the owning goroutine and waits for it (status, tests).
+func (r *RDMAFunc) Call(fn func(*RDMAFunc)) {
+	done := make(chan struct{})
+	r.work <- rdmaWork{fn: func(r *RDMAFunc) { fn(r); close(done) }}
+	<-done
+}
 
 // Run is the owning goroutine: it handles work and the endpoint's timers
 // until ctx is done.
