@@ -46,8 +46,7 @@
 // Resync that exhausts its attempts kills the connection (kCmplDeadConn for
 // everything outstanding). CIE/NRE/invalid-CID NACKs make the initiator
 // resync the PSN and complete in error once the Resync is acknowledged.
-package falcon
-
+//
 // Design decisions where the spec is silent or ambiguous (see the digest's
 // §C for the open questions):
 //
@@ -97,3 +96,4 @@ package falcon
 //   - NextDeadline is O(1) (a cached minimum every entry point lowers);
 //     OnTimer scans the connection list when a deadline is due. A deadline
 //     heap is the next step for NICs with very many connections.
+package falcon
