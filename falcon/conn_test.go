@@ -429,3 +429,30 @@ func TestPullHeader(t *testing.T) {
 		t.Fatalf("completions %+v", s.ua.cpls)
 	}
 }
+
+// Transactions are at most one MTU [S §6.1].
+func TestMTULimit(t *testing.T) {
+	s := newScript(t, ConnConfig{SCID: 1, DCID: 2, MTU: 1000})
+	s.ub.onReq = func(c *Conn, r *Request) {
+		if r.Kind == tl.Pull {
+			if err := c.PullData(r.RSN, make([]byte, 1001)); !errors.Is(err, ErrTooLong) {
+				t.Errorf("oversized Pull Data: %v", err)
+			}
+			c.PullData(r.RSN, make([]byte, 1000))
+			return
+		}
+		c.AckPush(r.RSN)
+	}
+	if _, err := s.ca.Push(0, make([]byte, 1001)); !errors.Is(err, ErrTooLong) {
+		t.Errorf("oversized push: %v", err)
+	}
+	if _, err := s.ca.Pull(0, 1001); !errors.Is(err, ErrTooLong) {
+		t.Errorf("oversized pull: %v", err)
+	}
+	s.ca.Push(1, make([]byte, 1000))
+	s.ca.Pull(2, 1000)
+	s.settle()
+	if len(s.ua.cpls) != 2 || len(s.ua.cpls[1].Data) != 1000 {
+		t.Fatalf("completions %+v", s.ua.cpls)
+	}
+}
