@@ -56,6 +56,7 @@ type Daemon struct {
 	sw     *Switch
 	fabric *Fabric // nil without a fabric section
 	nics   []*daemonNIC
+	rdma   rdmaDaemon
 
 	ctl   *control.Server
 	ctlLn net.Listener
@@ -146,6 +147,7 @@ func NewDaemon(cfg *Config, opts DaemonOptions) (_ *Daemon, err error) {
 			return nil, fmt.Errorf("nic %s: %w", spec.Name, err)
 		}
 		port.Connect(nic)
+		d.attachRDMA(nic)
 		d.nics = append(d.nics, &daemonNIC{spec: spec, port: port, nic: nic})
 	}
 	return d, nil
@@ -197,6 +199,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 			}
 		}()
 	}
+	d.runRDMA(ctx, &wg)
 	sweep := d.startSweeper()
 	d.log.Info("falconnic daemon serving", "control", d.cfg.Control, "nics", len(d.nics), "fabric", d.fabricAddr())
 

@@ -51,6 +51,7 @@ type NIC struct {
 	srv      *vhostuser.Server
 	uplink   atomic.Pointer[uplinkBox]
 	control  atomic.Pointer[ControlHandler]
+	rdma     atomic.Pointer[RDMAFunc]
 	counters NetCounters
 
 	small, large chan []byte   // free NIC buffers (the on-NIC RX pool)
@@ -265,6 +266,11 @@ func (n *NIC) Status() NICStatus {
 	}
 	for k, v := range n.srv.Counters.Set().Snapshot() {
 		st.Counters["vhost."+k] = v
+	}
+	if r := n.rdma.Load(); r != nil {
+		for k, v := range r.Status() {
+			st.Counters["rdma."+k] = v
+		}
 	}
 	for _, q := range ss.Queues {
 		qs := NICQueueStatus{Index: q.Index, Size: q.Size, LastAvail: q.LastAvail, Enabled: q.Enabled, Running: q.Running}
