@@ -150,6 +150,13 @@ func TestVMRunExecListStop(t *testing.T) {
 	if !strings.Contains(string(ls), "stopped") {
 		t.Fatalf("vm ls after stop:\n%s", ls)
 	}
+	if out, err := exec.Command(bin, "vm", "stop", "S", "--state", state).CombinedOutput(); err != nil {
+		t.Fatalf("vm stop of a stopped VM: %v\n%s", err, out)
+	}
+	ls, _ = exec.Command(bin, "vm", "ls", "--state", state).CombinedOutput()
+	if strings.Contains(string(ls), "S ") {
+		t.Fatalf("vm ls still lists S after it was forgotten:\n%s", ls)
+	}
 }
 
 var bwLine = regexp.MustCompile(`(?m)^\s*65536\s+1000\s+([0-9.]+)\s+([0-9.]+)`)

@@ -20,7 +20,7 @@ func init() {
 
 func runImage(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] != "build" {
-		return fmt.Errorf("%w: falconnic image build [--cache DIR] [--src DIR] [--extra SRC:DST]... [--force]", errUsage)
+		return fmt.Errorf("%w: falconnic image build [--cache DIR] [--src DIR] [--extra SRC:DST]... [--extra-module KO]... [--force]", errUsage)
 	}
 	fs := flag.NewFlagSet("image build", flag.ContinueOnError)
 	fs.SetOutput(stderr)

@@ -29,7 +29,7 @@ const vmUsage = `usage:
       boot, wait until ready; with CMD run it in the guest, print its output
       and power off; without CMD keep running until interrupted
   falconnic vm ls                      list VMs
-  falconnic vm stop NAME               stop a VM
+  falconnic vm stop NAME               stop a VM (a stopped one: forget it)
   falconnic vm exec NAME [--stdin] [--timeout D] [--via serial|vsock] -- CMD ARGS...
       run a command in a running VM
 common flags: --cache DIR (guest image cache), --state DIR (VM state)`
@@ -265,7 +265,12 @@ func vmStop(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if _, alive := vm.Pid(); !alive {
-		return fmt.Errorf("vm %s is not running", vm.Name)
+		// Already stopped: forget it, so vm ls stops listing it.
+		if err := os.RemoveAll(vm.Dir); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "vm %s was not running; removed its state\n", vm.Name)
+		return nil
 	}
 	return vm.Stop()
 }
