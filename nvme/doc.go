@@ -1,0 +1,54 @@
+// Package nvme is falconnic's NVMe upper-layer protocol over Falcon
+// (notes/falcon-spec.md §9.3, [N]): the target that exports namespaces
+// and the initiator that turns host block commands into NVMe-over-Falcon
+// transactions. Like package falcon it is sans-I/O: an Engine is the
+// falcon.ULP of its connections and runs on the goroutine that owns the
+// endpoint; namespaces are served through the Backend interface (memory
+// here; files and block devices in package device).
+//
+// Command model: Read, Write, Flush, Write Zeroes, Dataset Management
+// (deallocate) and Identify Namespace, with NVMe completion statuses end
+// to end (Status, KnownStatuses).
+//
+// Mapping [N]: every path to a peer uses unordered connections. A host
+// command (iCMD, ≤ 1 MiB) is split into 4 KiB nCMDs, one Falcon
+// transaction each, carrying the NBTH with the initiator's nCMD tag, the
+// iCMD id and NCNT total/offset:
+//
+//	read:  initiator ─push Read Request (NBTH+cmd)──────────▶ target
+//	       initiator ◀─push Read Response (NBTH+status+data)── target
+//	write: initiator ─push Write Request (NBTH+cmd)─────────▶ target
+//	       initiator ◀─pull Write Data Request──────────────── target
+//	       initiator ─pull data: Write Data Response (NBTH+data)▶ target
+//	       initiator ◀─push Write Completion (NBTH+status)──── target
+//
+// Flush, Write Zeroes and Dataset Management travel as Write Requests that
+// pull nothing; Identify as a Read Request answered with 4096 bytes. The
+// command's SLBA/NLB describe the whole iCMD; NCNT Offset picks the nCMD.
+// Statuses are the NVMe ones: a write beyond the namespace fails with LBA
+// Out of Range, one to a read-only export with Namespace Is Write
+// Protected, and neither touches the backend.
+//
+// Wire extensions (ext.go): the spec defines only reads and writes, so
+// the opcode of other commands rides in the command's reserved C7 bits;
+// Read and Write keep 0 there.
+//
+// Pull sequence. [N] puts the NBTH in the Write Data Request so the
+// initiator knows which write's data the target pulls. Package falcon's
+// Pull carries no ULP header (Conn.Pull has no payload; a delivered pull
+// has only its RSN and length), so each path uses two connections: cmd
+// for every push in both directions, and pull for the targets' pulls
+// only. The initiator numbers its write nCMDs (NBTH W4, reserved in [N])
+// and the target issues their pulls strictly in that order, so the k-th
+// pull on the pull connection (its RSN minus the peer's initial RSN) is
+// write k. A write the target refuses is pulled with length 0, keeping
+// the numbering. MaxWrites bounds the numbers in flight. When falcon's
+// pulls carry the NBTH this collapses to one connection and a tag lookup.
+//
+// Invariants: every delivered push is acknowledged or NACKed exactly
+// once; a response is checked against a live nCMD (tag with generation,
+// iCMD id, offset, type, length) before it touches host memory; every
+// drop has its counter (Counters, NamespaceCounters). Backends are called
+// synchronously on the endpoint's goroutine (a 4 KiB read or write of
+// page cache or memory); an asynchronous backend queue is future work.
+package nvme

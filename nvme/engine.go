@@ -1,0 +1,195 @@
+package nvme
+
+import (
+	"errors"
+
+	"falconnic/falcon"
+	"falconnic/falcon/tl"
+	"falconnic/falcon/wire"
+)
+
+// Sizes and limits.
+const (
+	// ChunkSize is the size of one nCMD: one Falcon transaction [N].
+	ChunkSize = 4096
+	// MaxChunks is the number of nCMDs of one iCMD (NCNT Total is 8 bits).
+	MaxChunks = 256
+	// MaxTransfer is the largest data command.
+	MaxTransfer = MaxChunks * ChunkSize
+	// MaxBlocks is the largest block count of one command (NLB is 16 bits).
+	MaxBlocks = 1 << 16
+	// MaxWrites is the pull-sequence window: write nCMDs a path may have
+	// between Write Request and Write Completion (doc.go, "Pull sequence").
+	MaxWrites = 1024
+
+	maxICMDs   = 1024 // per path; tags: 10 bits index + 14 bits generation
+	maxNCMDs   = 4096 // per path; tags: 12 bits index + 12 bits generation
+	maxTargets = 8192 // per engine: target nCMD state (target tags)
+	rnrRetry   = 1    // RNR code when the target table is full (short wait)
+)
+
+// Config configures an Engine.
+type Config struct {
+	// Function is the Initiator Function this NIC puts in its NBTHs.
+	Function uint32
+	// OnComplete is called (on the endpoint's goroutine) when a submitted
+	// Command finishes; cmd.Status holds the result.
+	OnComplete func(cmd *Command)
+}
+
+// Engine is one NIC's NVMe-over-Falcon function: the target for the
+// namespaces it exports and the initiator towards remote NICs. It is the
+// falcon.ULP of those connections and, like the endpoint, is driven by the
+// one goroutine that owns the endpoint.
+type Engine struct {
+	cfg     Config
+	ns      map[uint16]*Namespace
+	paths   map[*falcon.Conn]*Path
+	tslots  []tslot
+	tfree   []int32
+	scratch []byte
+	Stats   Counters
+}
+
+// NewEngine returns an engine with no namespaces and no paths.
+func NewEngine(cfg Config) *Engine {
+	e := &Engine{cfg: cfg, ns: make(map[uint16]*Namespace), paths: make(map[*falcon.Conn]*Path),
+		tslots: make([]tslot, maxTargets), scratch: make([]byte, 0, wire.NBTHLen+wire.NVMeCmdLen+IdentifyLen)}
+	e.tfree = make([]int32, maxTargets)
+	for i := range e.tfree {
+		e.tfree[i] = int32(maxTargets - 1 - i)
+	}
+	return e
+}
+
+// SetOnComplete sets the completion callback.
+func (e *Engine) SetOnComplete(f func(*Command)) { e.cfg.OnComplete = f }
+
+// AddNamespace exports ns.
+func (e *Engine) AddNamespace(ns *Namespace) error {
+	if _, ok := e.ns[ns.cfg.NSID]; ok {
+		return ErrNSExists
+	}
+	e.ns[ns.cfg.NSID] = ns
+	return nil
+}
+
+// Namespace returns the exported namespace nsid.
+func (e *Engine) Namespace(nsid uint16) *Namespace { return e.ns[nsid] }
+
+// Path errors.
+var (
+	ErrPathConns = errors.New("nvme: a path needs two distinct, unused NVMe connections")
+	ErrInvalid   = errors.New("nvme: invalid command")
+	ErrPathDown  = errors.New("nvme: path is down")
+)
+
+// AddPath binds a pair of unordered Falcon connections to one peer NIC
+// (doc.go, "Pull sequence", says why two). Both ends must pass them in the same roles.
+func (e *Engine) AddPath(cmd, pull *falcon.Conn) (*Path, error) {
+	if cmd == nil || pull == nil || cmd == pull || e.paths[cmd] != nil || e.paths[pull] != nil {
+		return nil, ErrPathConns
+	}
+	p := newPath(e, cmd, pull)
+	e.paths[cmd], e.paths[pull] = p, p
+	return p, nil
+}
+
+// RemovePath forgets the path of conn (after the connections closed);
+// its commands complete with an internal path error.
+func (e *Engine) RemovePath(p *Path) {
+	p.fail()
+	delete(e.paths, p.cmd)
+	delete(e.paths, p.pull)
+}
+
+// Cookie layout of this engine's Falcon transactions.
+const (
+	ckIniPush uint64 = 1 << 56 // initiator Read/Write Request; low bits: nCMD tag
+	ckTgtPush uint64 = 2 << 56 // target Read Response / Write Completion
+	ckTgtPull uint64 = 3 << 56 // target Write Data Request; low bits: target slot
+	ckKind    uint64 = 0xff << 56
+)
+
+// OnRequest implements falcon.ULP: a request from the peer.
+func (e *Engine) OnRequest(c *falcon.Conn, r *falcon.Request) {
+	p := e.paths[c]
+	if p == nil {
+		e.Stats.RxUnknownConn.Inc()
+		refuse(c, r)
+		return
+	}
+	if r.Kind == tl.Pull {
+		if c != p.pull {
+			e.Stats.RxPullOnCmdConn.Inc()
+			refuse(c, r)
+			return
+		}
+		p.onWriteDataRequest(r.RSN, int(r.Length))
+		return
+	}
+	if c != p.cmd {
+		e.Stats.RxPushOnPullConn.Inc()
+		refuse(c, r)
+		return
+	}
+	n, err := wire.ParseNVMe(r.Payload, wire.TypePushData)
+	if err != nil {
+		e.Stats.RxBadHeader.Inc()
+		refuse(c, r)
+		return
+	}
+	switch n.Type {
+	case wire.NVMeReadRequest, wire.NVMeWriteRequest:
+		e.onCommand(p, r.RSN, &n)
+	case wire.NVMeReadResponse, wire.NVMeWriteCompletion:
+		p.onResponse(&n)
+		_ = c.AckPush(r.RSN)
+	default:
+		e.Stats.RxBadHeader.Inc()
+		refuse(c, r)
+	}
+}
+
+// refuse answers a request this engine cannot use: a push is acknowledged
+// and dropped (counted by the caller), a pull gets empty data.
+func refuse(c *falcon.Conn, r *falcon.Request) {
+	if r.Kind == tl.Pull {
+		_ = c.PullData(r.RSN, nil)
+		return
+	}
+	_ = c.AckPush(r.RSN)
+}
+
+// OnCompletion implements falcon.ULP: one of our transactions ended.
+func (e *Engine) OnCompletion(c *falcon.Conn, cpl *falcon.Completion) {
+	p := e.paths[c]
+	if p == nil {
+		e.Stats.RxUnknownConn.Inc()
+		return
+	}
+	if cpl.Status != tl.CmplAck {
+		e.Stats.TxnFailed.Inc()
+	}
+	switch cpl.Cookie & ckKind {
+	case ckIniPush:
+		if cpl.Status != tl.CmplAck {
+			p.onPushFailed(uint32(cpl.Cookie))
+		}
+	case ckTgtPush:
+		// The response is delivered (or lost with its connection); the
+		// target state was freed when it was handed to Falcon.
+	case ckTgtPull:
+		e.onWriteData(p, int32(uint32(cpl.Cookie)), cpl)
+	}
+	if c.Dead() {
+		p.fail()
+	}
+}
+
+// OnXon implements falcon.ULP: the connection takes submissions again.
+func (e *Engine) OnXon(c *falcon.Conn) {
+	if p := e.paths[c]; p != nil {
+		p.resume()
+	}
+}

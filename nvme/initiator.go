@@ -1,0 +1,414 @@
+package nvme
+
+import (
+	"falconnic/falcon"
+	"falconnic/falcon/wire"
+)
+
+// nCMD states at the initiator.
+const (
+	nFree   uint8 = iota
+	nQueued       // waiting for Falcon room (Xoff)
+	nSent         // request pushed; waiting for the response/completion
+)
+
+type ncmd struct {
+	gen    uint16
+	state  uint8
+	pulled bool
+	off    uint8 // index in the iCMD
+	icmd   int32
+	seq    uint32 // pull sequence (writes)
+}
+
+type icmd struct {
+	cmd    *Command
+	gen    uint16
+	info   OpInfo
+	n      int // nCMDs
+	done   int
+	status Status
+	bytes  int
+}
+
+// Path is the NVMe state towards one peer NIC: the initiator's command
+// tables and the target's pull sequencing for that peer.
+type Path struct {
+	e         *Engine
+	cmd, pull *falcon.Conn
+	down      bool
+
+	// initiator
+	icmds    []icmd
+	icmdFree []int32
+	ncmds    []ncmd
+	ncmdFree []int32
+	backlog  []*Command // waiting for table room
+	txQ      []int32    // nCMDs refused by Falcon (Xoff), in order
+	seqRing  []int32    // pull sequence → nCMD index+1
+	seqNext  uint32
+	pullQ    []pendingPull // Write Data Responses refused (Xoff)
+
+	// target
+	pullRing []int32 // pull sequence → target slot+1
+	nextPull uint32
+	respQ    []int32 // target responses refused (Xoff)
+}
+
+type pendingPull struct {
+	rsn    wire.RSN
+	length int
+}
+
+func newPath(e *Engine, cmd, pull *falcon.Conn) *Path {
+	p := &Path{e: e, cmd: cmd, pull: pull, icmds: make([]icmd, maxICMDs), ncmds: make([]ncmd, maxNCMDs),
+		seqRing: make([]int32, MaxWrites), pullRing: make([]int32, MaxWrites)}
+	p.icmdFree = make([]int32, maxICMDs)
+	for i := range p.icmdFree {
+		p.icmdFree[i] = int32(maxICMDs - 1 - i)
+	}
+	p.ncmdFree = make([]int32, maxNCMDs)
+	for i := range p.ncmdFree {
+		p.ncmdFree[i] = int32(maxNCMDs - 1 - i)
+	}
+	return p
+}
+
+// Conns returns the path's command and pull connections.
+func (p *Path) Conns() (cmd, pull *falcon.Conn) { return p.cmd, p.pull }
+
+// Outstanding returns the commands submitted and not yet completed.
+func (p *Path) Outstanding() int { return maxICMDs - len(p.icmdFree) + len(p.backlog) }
+
+func nTag(i int32, gen uint16) uint32 { return uint32(i) | uint32(gen&0xfff)<<12 }
+func iTag(i int32, gen uint16) uint32 { return uint32(i) | uint32(gen&0x3fff)<<10 }
+
+// chunks returns the number of nCMDs of cmd (its data in 4 KiB pieces).
+func chunks(info OpInfo, bytes int) int {
+	if !info.Data {
+		return 1
+	}
+	return (bytes + ChunkSize - 1) / ChunkSize
+}
+
+// validate checks a host command before it takes any state.
+func validate(c *Command) (OpInfo, int, bool) {
+	info, ok := c.Op.Info()
+	if !ok {
+		return info, 0, false
+	}
+	bytes := dataLen(c.Data)
+	switch {
+	case info.Data:
+		if c.Blocks == 0 || c.Blocks > MaxBlocks || bytes == 0 || bytes > MaxTransfer || bytes%512 != 0 {
+			return info, 0, false
+		}
+	case c.Op == OpIdentify:
+		if bytes != IdentifyLen {
+			return info, 0, false
+		}
+	case c.Op == OpFlush:
+		if c.Blocks != 0 || bytes != 0 {
+			return info, 0, false
+		}
+	default: // Write Zeroes, DSM
+		if c.Blocks == 0 || c.Blocks > MaxBlocks || bytes != 0 {
+			return info, 0, false
+		}
+	}
+	return info, bytes, true
+}
+
+// Submit starts a host command towards the peer. It returns ErrInvalid for
+// a malformed command (nothing is sent) and ErrPathDown once the path
+// failed; otherwise cmd completes through Config.OnComplete. Commands
+// beyond the tables' room wait in order.
+func (p *Path) Submit(c *Command) error {
+	if _, _, ok := validate(c); !ok {
+		p.e.Stats.SubmitInvalid.Inc()
+		return ErrInvalid
+	}
+	if p.down {
+		return ErrPathDown
+	}
+	p.e.Stats.Submitted.Inc()
+	p.backlog = append(p.backlog, c)
+	p.start()
+	return nil
+}
+
+// start moves backlog commands into the tables while there is room.
+func (p *Path) start() {
+	for len(p.backlog) > 0 && !p.down {
+		c := p.backlog[0]
+		info, bytes, _ := validate(c)
+		n := chunks(info, bytes)
+		if len(p.icmdFree) == 0 || len(p.ncmdFree) < n {
+			p.e.Stats.TableFull.Inc()
+			return
+		}
+		if c.Op == OpWrite {
+			for k := 0; k < n; k++ {
+				if p.seqRing[(p.seqNext+uint32(k))%MaxWrites] != 0 {
+					p.e.Stats.PullWindowFull.Inc()
+					return
+				}
+			}
+		}
+		p.backlog[0] = nil
+		p.backlog = p.backlog[1:]
+		ii := p.icmdFree[len(p.icmdFree)-1]
+		p.icmdFree = p.icmdFree[:len(p.icmdFree)-1]
+		ic := &p.icmds[ii]
+		ic.gen++
+		ic.cmd, ic.info, ic.n, ic.done, ic.status, ic.bytes = c, info, n, 0, StatusSuccess, bytes
+		c.slot = ii
+		for k := 0; k < n; k++ {
+			ni := p.ncmdFree[len(p.ncmdFree)-1]
+			p.ncmdFree = p.ncmdFree[:len(p.ncmdFree)-1]
+			nc := &p.ncmds[ni]
+			nc.gen++
+			nc.state, nc.pulled, nc.off, nc.icmd = nQueued, false, uint8(k), ii
+			if c.Op == OpWrite {
+				nc.seq = p.seqNext
+				p.seqRing[p.seqNext%MaxWrites] = ni + 1
+				p.seqNext++
+			}
+			p.txQ = append(p.txQ, ni)
+		}
+		p.flushTx()
+	}
+}
+
+// flushTx pushes queued nCMDs until Falcon says Xoff.
+func (p *Path) flushTx() {
+	for len(p.txQ) > 0 {
+		ni := p.txQ[0]
+		nc := &p.ncmds[ni]
+		if nc.state == nQueued {
+			if !p.sendNCMD(ni, nc) {
+				return
+			}
+		}
+		p.txQ = p.txQ[1:]
+	}
+	p.txQ = p.txQ[:0]
+}
+
+// sendNCMD builds and pushes one Read/Write Request; false means Xoff.
+func (p *Path) sendNCMD(ni int32, nc *ncmd) bool {
+	ic := &p.icmds[nc.icmd]
+	c := ic.cmd
+	t := wire.NVMeWriteRequest
+	if ic.info.Read {
+		t = wire.NVMeReadRequest
+	}
+	f := wire.NVMeFields{Type: t, InitiatorFunction: p.e.cfg.Function, NCNTTotal: uint8(ic.n - 1),
+		InitiatorTag: nTag(ni, nc.gen), NCNTOffset: nc.off, ICMD: iTag(nc.icmd, ic.gen)}
+	b, n := wire.AppendNVMe(p.e.scratch[:0], &f)
+	cmd := n.Cmd
+	cmd.SetInitiatorNSID(c.NSID)
+	cmd.SetTargetNSID(c.NSID)
+	cmd.SetSLBA(c.SLBA)
+	if c.Blocks > 0 {
+		cmd.SetNLB(uint16(c.Blocks - 1))
+	}
+	x := cmdExt(cmd)
+	x.SetOpcode(c.Op)
+	if c.Op == OpWriteZeroes && c.Deallocate {
+		x.SetFlags(flagDeallocate)
+	}
+	if c.Op == OpWrite {
+		nbthExt(n.NBTH).SetPullSeq(nc.seq)
+	}
+	_, err := p.cmd.Push(ckIniPush|uint64(nTag(ni, nc.gen)), b)
+	switch err {
+	case nil:
+		nc.state = nSent
+		p.e.Stats.NCMDsSent.Inc()
+		return true
+	case falcon.ErrXoff:
+		p.e.Stats.TxXoff.Inc()
+		return false
+	default:
+		nc.state = nSent
+		p.finishNCMD(ni, StatusInternalPathError)
+		return true
+	}
+}
+
+// lookup returns the live nCMD a response names, or -1.
+func (p *Path) lookup(tag, icmdTag uint32, off uint8) int32 {
+	ni := int32(tag & 0xfff)
+	nc := &p.ncmds[ni]
+	if nc.state != nSent || nTag(ni, nc.gen) != tag || iTag(nc.icmd, p.icmds[nc.icmd].gen) != icmdTag || nc.off != off {
+		return -1
+	}
+	return ni
+}
+
+// chunkLen returns the bytes of nCMD off of an iCMD.
+func (ic *icmd) chunkLen(off uint8) int {
+	if !ic.info.Data {
+		if ic.cmd.Op == OpIdentify {
+			return IdentifyLen
+		}
+		return 0
+	}
+	return min(ChunkSize, ic.bytes-int(off)*ChunkSize)
+}
+
+// onResponse handles a Read Response or Write Completion.
+func (p *Path) onResponse(n *wire.NVMe) {
+	h := n.NBTH
+	ni := p.lookup(h.InitiatorTag(), h.ICMD(), h.NCNTOffset())
+	if ni < 0 {
+		p.e.Stats.RxStaleTag.Inc()
+		return
+	}
+	nc := &p.ncmds[ni]
+	ic := &p.icmds[nc.icmd]
+	if ic.info.Read != (n.Type == wire.NVMeReadResponse) {
+		p.e.Stats.RxWrongResponse.Inc()
+		return
+	}
+	st := Status(n.Status)
+	if n.Type == wire.NVMeReadResponse {
+		p.e.Stats.ReadResponses.Inc()
+		want := ic.chunkLen(nc.off)
+		switch {
+		case st.OK() && len(n.Data) != want:
+			p.e.Stats.RxBadLength.Inc()
+			st = StatusDataTransferError
+		case st.OK():
+			copyTo(ic.cmd.Data, int(nc.off)*ChunkSize, n.Data)
+		}
+	} else {
+		p.e.Stats.WriteCompletions.Inc()
+	}
+	p.finishNCMD(ni, st)
+}
+
+// onPushFailed fails the nCMD whose request Falcon could not deliver.
+func (p *Path) onPushFailed(tag uint32) {
+	ni := int32(tag & 0xfff)
+	if nc := &p.ncmds[ni]; nc.state == nSent && nTag(ni, nc.gen) == tag {
+		p.finishNCMD(ni, StatusInternalPathError)
+	}
+}
+
+// finishNCMD ends one nCMD and, with its last, the iCMD.
+func (p *Path) finishNCMD(ni int32, st Status) {
+	nc := &p.ncmds[ni]
+	ic := &p.icmds[nc.icmd]
+	if ic.cmd.Op == OpWrite && p.seqRing[nc.seq%MaxWrites] == ni+1 {
+		p.seqRing[nc.seq%MaxWrites] = 0
+	}
+	nc.state = nFree
+	p.ncmdFree = append(p.ncmdFree, ni)
+	ic.done++
+	if !st.OK() && ic.status.OK() {
+		ic.status = st
+	}
+	if ic.done < ic.n {
+		return
+	}
+	c := ic.cmd
+	ic.cmd = nil
+	p.icmdFree = append(p.icmdFree, nc.icmd)
+	c.Status = ic.status
+	c.slot = -1
+	p.e.Stats.Completed.Inc()
+	if !c.Status.OK() {
+		p.e.Stats.CompletedInError.Inc()
+	}
+	if f := p.e.cfg.OnComplete; f != nil {
+		f(c)
+	}
+	p.start()
+}
+
+// onWriteDataRequest answers the target's pull for a write nCMD's data.
+// The pull carries no NBTH on this Falcon engine, so its RSN names the
+// write (doc.go, "Pull sequence").
+func (p *Path) onWriteDataRequest(rsn wire.RSN, length int) {
+	if !p.answerPull(rsn, length) {
+		p.e.Stats.TxXoff.Inc()
+		p.pullQ = append(p.pullQ, pendingPull{rsn, length})
+	}
+}
+
+// answerPull sends the Write Data Response; false means Xoff.
+func (p *Path) answerPull(rsn wire.RSN, length int) bool {
+	seq := uint32(rsn) - uint32(p.pull.Config().RxRSN)
+	b := p.e.scratch[:0]
+	ni := p.seqRing[seq%MaxWrites] - 1
+	if length == 0 {
+		// The target refused the write: it pulls nothing but the sequence.
+		p.e.Stats.PullsSkipped.Inc()
+	} else if ni < 0 || p.ncmds[ni].state != nSent || p.ncmds[ni].seq != seq || length < wire.NBTHLen {
+		p.e.Stats.RxPullUnknown.Inc()
+		if length >= wire.NBTHLen {
+			f := wire.NVMeFields{Type: wire.NVMeWriteDataResponse, InitiatorFunction: p.e.cfg.Function, INV: true}
+			b, _ = wire.AppendNVMe(b, &f)
+		}
+	} else {
+		nc := &p.ncmds[ni]
+		ic := &p.icmds[nc.icmd]
+		f := wire.NVMeFields{Type: wire.NVMeWriteDataResponse, InitiatorFunction: p.e.cfg.Function,
+			NCNTTotal: uint8(ic.n - 1), InitiatorTag: nTag(ni, nc.gen), NCNTOffset: nc.off, ICMD: iTag(nc.icmd, ic.gen)}
+		var n wire.NVMe
+		b, n = wire.AppendNVMe(b, &f)
+		want := ic.chunkLen(nc.off)
+		if length < wire.NBTHLen+want {
+			p.e.Stats.RxPullShort.Inc()
+			n.NBTH.SetINV(true)
+		} else {
+			b = appendFrom(b, ic.cmd.Data, int(nc.off)*ChunkSize, want)
+			nc.pulled = true
+			p.e.Stats.WriteDataSent.Inc()
+		}
+	}
+	err := p.pull.PullData(rsn, b)
+	return err != falcon.ErrXoff
+}
+
+// resume retries everything Falcon refused, then admits new commands.
+func (p *Path) resume() {
+	for len(p.pullQ) > 0 {
+		pp := p.pullQ[0]
+		if !p.answerPull(pp.rsn, pp.length) {
+			return
+		}
+		p.pullQ = p.pullQ[1:]
+	}
+	p.e.flushResponses(p)
+	p.e.drainPulls(p)
+	p.flushTx()
+	p.start()
+}
+
+// fail completes everything outstanding with an internal path error (the
+// connections died or the path was removed).
+func (p *Path) fail() {
+	if p.down {
+		return
+	}
+	p.down = true
+	for i := range p.ncmds {
+		if p.ncmds[i].state != nFree {
+			p.ncmds[i].state = nSent
+			p.finishNCMD(int32(i), StatusInternalPathError)
+		}
+	}
+	for _, c := range p.backlog {
+		c.Status = StatusInternalPathError
+		p.e.Stats.Completed.Inc()
+		p.e.Stats.CompletedInError.Inc()
+		if f := p.e.cfg.OnComplete; f != nil {
+			f(c)
+		}
+	}
+	p.backlog, p.txQ, p.pullQ = nil, nil, nil
+	p.e.dropTargets(p)
+}

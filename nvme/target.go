@@ -1,0 +1,366 @@
+package nvme
+
+import (
+	"falconnic/falcon"
+	"falconnic/falcon/tl"
+	"falconnic/falcon/wire"
+)
+
+// Target nCMD states.
+const (
+	tFree    uint8 = iota
+	tPulling       // write waiting for its pull (sequence) or its data
+	tRespond       // response ready (queued if Falcon said Xoff)
+)
+
+// tslot is the target's state for one nCMD (its Target Tag).
+type tslot struct {
+	state  uint8
+	gen    uint16
+	path   *Path
+	nbth   [wire.NBTHLen]byte
+	op     Opcode
+	rtype  wire.NVMePacketType // response type
+	ns     *Namespace
+	lba    uint64 // first block of this nCMD (data) or of the command
+	blocks uint64
+	bytes  int
+	flags  uint8
+	status Status
+}
+
+func (s *tslot) tag(i int32) uint32 { return uint32(i) | uint32(s.gen&0x7ff)<<13 }
+
+// decoded is a Read/Write Request as the target understands it.
+type decoded struct {
+	op     Opcode
+	ns     *Namespace
+	lba    uint64
+	blocks uint64
+	bytes  int
+	flags  uint8
+	status Status
+}
+
+// decodeCommand validates a Read or Write Request against the exported
+// namespaces [NVMe Base 2.0 §4.6.1.2 order: opcode, namespace, fields,
+// range, protection]. The request bytes are hostile.
+func (e *Engine) decodeCommand(n *wire.NVMe) decoded {
+	var d decoded
+	x := cmdExt(n.Cmd)
+	op, ok := x.Opcode(n.Type)
+	info, known := op.Info()
+	d.op, d.flags = op, x.Flags()
+	if !ok || !known {
+		e.Stats.BadOpcode.Inc()
+		d.status = StatusInvalidOpcode
+		return d
+	}
+	if info.Read != (n.Type == wire.NVMeReadRequest) {
+		e.Stats.BadField.Inc()
+		d.status = StatusInvalidField
+		return d
+	}
+	ns := e.ns[n.Cmd.TargetNSID()]
+	if ns == nil {
+		e.Stats.BadNamespace.Inc()
+		d.status = StatusInvalidNamespace
+		return d
+	}
+	d.ns = ns
+	h := n.NBTH
+	total, off := int(h.NCNTTotal())+1, int(h.NCNTOffset())
+	if off >= total {
+		e.Stats.BadField.Inc()
+		d.status = StatusInvalidField
+		return d
+	}
+	bs := uint64(ns.cfg.BlockSize)
+	switch {
+	case op == OpIdentify:
+		if total != 1 || d.flags != 0 {
+			e.Stats.BadField.Inc()
+			d.status = StatusInvalidField
+		}
+		return d
+	case op == OpFlush:
+		if total != 1 {
+			e.Stats.BadField.Inc()
+			d.status = StatusInvalidField
+		}
+		return d
+	}
+	nlb := uint64(n.Cmd.NLB()) + 1
+	slba := n.Cmd.SLBA()
+	if info.Data {
+		per := ChunkSize / bs
+		if nlb*bs > MaxTransfer || (nlb*bs+ChunkSize-1)/ChunkSize != uint64(total) {
+			e.Stats.BadField.Inc()
+			d.status = StatusInvalidField
+			return d
+		}
+		d.lba = slba + uint64(off)*per
+		d.blocks = min(per, nlb-uint64(off)*per)
+		d.bytes = int(d.blocks * bs)
+	} else {
+		if total != 1 {
+			e.Stats.BadField.Inc()
+			d.status = StatusInvalidField
+			return d
+		}
+		d.lba, d.blocks = slba, nlb
+	}
+	if slba >= ns.cfg.Blocks || nlb > ns.cfg.Blocks-slba {
+		ns.Stats.OutOfRange.Inc()
+		d.status = StatusLBAOutOfRange
+		return d
+	}
+	if info.Writes && ns.cfg.ReadOnly {
+		ns.Stats.WriteProtected.Inc()
+		d.status = StatusWriteProtected
+	}
+	return d
+}
+
+// onCommand takes a Read or Write Request from path p.
+func (e *Engine) onCommand(p *Path, rsn wire.RSN, n *wire.NVMe) {
+	if len(e.tfree) == 0 {
+		e.Stats.TargetBusy.Inc()
+		_ = p.cmd.NackPush(rsn, wire.NackRNR, 0, rnrRetry)
+		return
+	}
+	e.Stats.Commands.Inc()
+	d := e.decodeCommand(n)
+	si := e.tfree[len(e.tfree)-1]
+	s := &e.tslots[si]
+	if d.op == OpWrite && n.Type == wire.NVMeWriteRequest {
+		seq := nbthExt(n.NBTH).PullSeq()
+		if seq-p.nextPull >= MaxWrites {
+			e.Stats.PullSeqOutOfWindow.Inc()
+			d.status = StatusInvalidField
+		} else if p.pullRing[seq%MaxWrites] != 0 {
+			e.Stats.PullSeqDuplicate.Inc()
+			d.status = StatusInvalidField
+		} else {
+			e.tfree = e.tfree[:len(e.tfree)-1]
+			s.fill(p, n, &d, wire.NVMeWriteCompletion)
+			s.state = tPulling
+			p.pullRing[seq%MaxWrites] = si + 1
+			_ = p.cmd.AckPush(rsn)
+			e.drainPulls(p)
+			return
+		}
+	}
+	e.tfree = e.tfree[:len(e.tfree)-1]
+	rt := wire.NVMeWriteCompletion
+	if n.Type == wire.NVMeReadRequest {
+		rt = wire.NVMeReadResponse
+	}
+	s.fill(p, n, &d, rt)
+	_ = p.cmd.AckPush(rsn)
+	if s.status.OK() && !opTable[s.op].Read {
+		s.status = e.execute(s)
+	}
+	s.state = tRespond
+	e.respond(si)
+}
+
+func (s *tslot) fill(p *Path, n *wire.NVMe, d *decoded, rt wire.NVMePacketType) {
+	s.gen++
+	s.path, s.op, s.rtype, s.ns = p, d.op, rt, d.ns
+	s.lba, s.blocks, s.bytes, s.flags, s.status = d.lba, d.blocks, d.bytes, d.flags, d.status
+	copy(s.nbth[:], n.NBTH)
+}
+
+// execute runs a command without read data against the backend.
+func (e *Engine) execute(s *tslot) Status {
+	ns := s.ns
+	bs := int64(ns.cfg.BlockSize)
+	off, n := int64(s.lba)*bs, int64(s.blocks)*bs
+	var err error
+	switch s.op {
+	case OpFlush:
+		ns.Stats.Flushes.Inc()
+		err = ns.cfg.Backend.Flush()
+	case OpWriteZeroes:
+		ns.Stats.WriteZeroes.Inc()
+		err = ns.cfg.Backend.WriteZeroes(off, n, s.flags&flagDeallocate != 0)
+	case OpDSM:
+		ns.Stats.Discards.Inc()
+		err = ns.cfg.Backend.Discard(off, n)
+	default:
+		return StatusInvalidOpcode
+	}
+	if err != nil {
+		ns.Stats.BackendErrors.Inc()
+		return StatusWriteFault
+	}
+	return StatusSuccess
+}
+
+// drainPulls issues the pulls of path p's writes in pull-sequence order.
+func (e *Engine) drainPulls(p *Path) {
+	for !p.down {
+		si := p.pullRing[p.nextPull%MaxWrites] - 1
+		if si < 0 {
+			return
+		}
+		s := &e.tslots[si]
+		length := 0
+		if s.status.OK() {
+			length = wire.NBTHLen + s.bytes
+		}
+		_, err := p.pull.Pull(ckTgtPull|uint64(si), length)
+		if err == falcon.ErrXoff {
+			e.Stats.TxXoff.Inc()
+			return
+		}
+		p.pullRing[p.nextPull%MaxWrites] = 0
+		p.nextPull++
+		if err != nil {
+			s.status = StatusDataTransferError
+			s.state = tRespond
+			e.respond(si)
+			continue
+		}
+		e.Stats.PullsSent.Inc()
+	}
+}
+
+// onWriteData receives a Write Data Response (the pull's data) and writes it.
+func (e *Engine) onWriteData(p *Path, si int32, cpl *falcon.Completion) {
+	if si < 0 || int(si) >= len(e.tslots) {
+		return
+	}
+	s := &e.tslots[si]
+	if s.state != tPulling || s.path != p {
+		e.Stats.RxStaleTag.Inc()
+		return
+	}
+	s.state = tRespond
+	if s.status.OK() {
+		s.status = e.writeData(s, cpl)
+	}
+	e.respond(si)
+}
+
+func (e *Engine) writeData(s *tslot, cpl *falcon.Completion) Status {
+	if cpl.Status != tl.CmplAck {
+		return StatusDataTransferError
+	}
+	n, err := wire.ParseNVMe(cpl.Data, wire.TypePullData)
+	want := wire.NBTH(s.nbth[:])
+	switch {
+	case err != nil || n.Type != wire.NVMeWriteDataResponse:
+		e.Stats.RxBadHeader.Inc()
+		return StatusDataTransferError
+	case n.NBTH.INV():
+		e.Stats.RxWriteDataInvalid.Inc()
+		return StatusDataTransferError
+	case n.NBTH.InitiatorTag() != want.InitiatorTag() || n.NBTH.ICMD() != want.ICMD() ||
+		n.NBTH.NCNTOffset() != want.NCNTOffset():
+		e.Stats.RxWriteDataMismatch.Inc()
+		return StatusDataTransferError
+	case len(n.Data) != s.bytes:
+		e.Stats.RxBadLength.Inc()
+		return StatusDataTransferError
+	}
+	ns := s.ns
+	ns.Stats.Writes.Inc()
+	if _, err := ns.cfg.Backend.WriteAt(n.Data, int64(s.lba)*int64(ns.cfg.BlockSize)); err != nil {
+		ns.Stats.BackendErrors.Inc()
+		return StatusWriteFault
+	}
+	ns.Stats.WriteBytes.Add(uint64(len(n.Data)))
+	return StatusSuccess
+}
+
+// respond pushes slot si's Read Response or Write Completion; on Xoff it
+// waits in the path's response queue. The slot is freed once Falcon has
+// the packet.
+func (e *Engine) respond(si int32) {
+	s := &e.tslots[si]
+	p := s.path
+	if len(p.respQ) > 0 {
+		p.respQ = append(p.respQ, si)
+		return
+	}
+	if !e.sendResponse(si) {
+		p.respQ = append(p.respQ, si)
+	}
+}
+
+func (e *Engine) flushResponses(p *Path) {
+	for len(p.respQ) > 0 {
+		if !e.sendResponse(p.respQ[0]) {
+			return
+		}
+		p.respQ = p.respQ[1:]
+	}
+	p.respQ = p.respQ[:0]
+}
+
+// sendResponse builds and pushes one response; false means Xoff.
+func (e *Engine) sendResponse(si int32) bool {
+	s := &e.tslots[si]
+	p := s.path
+	h := wire.NBTH(s.nbth[:])
+	st := s.status
+	f := wire.NVMeFields{Type: s.rtype, InitiatorFunction: h.InitiatorFunction(), TargetTag: s.tag(si),
+		NCNTTotal: h.NCNTTotal(), InitiatorTag: h.InitiatorTag(), NCNTOffset: h.NCNTOffset(), ICMD: h.ICMD()}
+	b := e.scratch[:0]
+	if s.rtype == wire.NVMeReadResponse && st.OK() {
+		var hdrLen int
+		f.Status = uint16(st)
+		b, _ = wire.AppendNVMe(b, &f)
+		hdrLen = len(b)
+		if s.op == OpIdentify {
+			s.ns.Stats.Identifies.Inc()
+			b = s.ns.Info().AppendIdentify(b)
+		} else {
+			ns := s.ns
+			b = b[:hdrLen+s.bytes]
+			ns.Stats.Reads.Inc()
+			if _, err := ns.cfg.Backend.ReadAt(b[hdrLen:], int64(s.lba)*int64(ns.cfg.BlockSize)); err != nil {
+				ns.Stats.BackendErrors.Inc()
+				st = StatusUnrecoveredRead
+			} else {
+				ns.Stats.ReadBytes.Add(uint64(s.bytes))
+			}
+		}
+	}
+	if !st.OK() || s.rtype == wire.NVMeWriteCompletion {
+		f.Status = uint16(st)
+		b, _ = wire.AppendNVMe(b[:0], &f)
+	}
+	if !st.OK() {
+		e.Stats.ErrorResponses.Inc()
+	}
+	_, err := p.cmd.Push(ckTgtPush|uint64(si), b)
+	if err == falcon.ErrXoff {
+		e.Stats.TxXoff.Inc()
+		return false
+	}
+	if err == nil {
+		e.Stats.Responses.Inc()
+	}
+	e.freeTarget(si)
+	return true
+}
+
+func (e *Engine) freeTarget(si int32) {
+	s := &e.tslots[si]
+	s.state, s.path, s.ns = tFree, nil, nil
+	e.tfree = append(e.tfree, si)
+}
+
+// dropTargets frees every target slot of a failed path.
+func (e *Engine) dropTargets(p *Path) {
+	for i := range e.tslots {
+		if s := &e.tslots[i]; s.state != tFree && s.path == p {
+			e.freeTarget(int32(i))
+		}
+	}
+	p.respQ = nil
+	clear(p.pullRing)
+}
