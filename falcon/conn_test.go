@@ -456,3 +456,30 @@ func TestMTULimit(t *testing.T) {
 		t.Fatalf("completions %+v", s.ua.cpls)
 	}
 }
+
+// Resending requests is gated by ORRC < ncwnd [S §9.1.2]: after the RUE
+// shrinks ncwnd to one, only one lost request is resent at a time.
+func TestRetransmitGatedByORRC(t *testing.T) {
+	s := newScript(t, ConnConfig{SCID: 1, DCID: 2, InitRTO: 100 * time.Microsecond})
+	s.ub.onReq = func(c *Conn, r *Request) { c.AckPush(r.RSN) }
+	s.autoLose = func(dir, desc string) bool { return true }
+	for i := 0; i < 3; i++ {
+		s.ca.Push(uint64(i), nil)
+	}
+	s.a.ApplyRUE(rue.Response{Conn: 1, Fcwnd: 32 * rue.One, Ncwnd: 1, RTO: 100 * time.Microsecond})
+	s.wait(110 * time.Microsecond)
+	if got := s.ca.Stats.RetxRTO.Load(); got != 1 {
+		t.Errorf("%d resends with ncwnd 1, want 1", got)
+	}
+	if s.ca.Stats.RetxDeferred.Load() != 2 {
+		t.Errorf("deferred %d, want 2", s.ca.Stats.RetxDeferred.Load())
+	}
+	s.autoLose = nil
+	for i := 0; i < 40 && len(s.ua.cpls) < 3; i++ {
+		s.settle()
+		s.wait(100 * time.Microsecond)
+	}
+	if len(s.ua.cpls) != 3 {
+		t.Fatalf("completions %d", len(s.ua.cpls))
+	}
+}

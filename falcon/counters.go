@@ -69,6 +69,7 @@ type ConnCounters struct {
 	RetxRTO, RetxEarly, RetxOWN, RetxRACK stats.Counter
 	RetxTLP, RetxNack, RetxGBN            stats.Counter
 	RetryExhausted, Fatal                 stats.Counter
+	RetxDeferred                          stats.Counter
 
 	// Transactions.
 	TxnSubmitted, Delivered, Completed, CompletedError stats.Counter
@@ -120,6 +121,7 @@ func (c *ConnCounters) Set() stats.Set {
 		{Name: "retx_tlp", Help: "TLP probes", Counter: &c.RetxTLP},
 		{Name: "retx_nack", Help: "retransmissions prompted by a NACK", Counter: &c.RetxNack},
 		{Name: "retx_gbn", Help: "Go-Back-N retransmissions", Counter: &c.RetxGBN},
+		{Name: "retx_deferred", Help: "request resends held back by ORRC ≥ ncwnd", Counter: &c.RetxDeferred},
 		{Name: "retry_exhausted", Help: "packets that hit max retransmissions (Resync 0x3)", Counter: &c.RetryExhausted},
 		{Name: "fatal", Help: "connection failed (Resync exhausted)", Counter: &c.Fatal},
 		{Name: "txn_submitted", Help: "transactions accepted from the ULP", Counter: &c.TxnSubmitted},

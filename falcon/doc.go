@@ -65,8 +65,9 @@
 //   - A resend asked for by a resource or RNR NACK is not an attempt: it
 //     neither backs off nor counts toward MaxRetries, and the NACK resets
 //     the packet's backoff (the receiver is reachable).
-//   - Retransmissions carry AR (the ACK that stops them should come soon);
-//     they are not gated by fcwnd/ncwnd (ORRC is kept but not enforced).
+//   - Retransmissions carry AR (the ACK that stops them should come soon).
+//     Request resends are gated by ORRC < ncwnd; fcwnd does not hold them
+//     back (their PSNs are below base + fcwnd unless the window shrank).
 //   - Max retransmissions follow [S §11]: Resync 0x3, then a fatal error if
 //     the Resync exhausts too (§C.12). RTO backs off exponentially, capped.
 //   - An out-of-window NACK (code 5, Isekai's window drop) resends that

@@ -93,6 +93,12 @@ func (c *Conn) rtoScanOrdered(now time.Duration) {
 // into a Resync (code 0x3), or fail the connection when a Resync exhausts
 // its attempts [S §11].
 func (c *Conn) rtoFire(i int, psn wire.PSN, s *pdl.TxSlot, now time.Duration) {
+	if c.retxGated(i, s) {
+		c.Stats.RetxDeferred.Inc()
+		s.Deadline = now + max(c.rto/4, time.Microsecond)
+		c.armRTO(s.Deadline)
+		return
+	}
 	if s.Refused {
 		// The receiver saw it and asked for a later resend (resource or RNR
 		// NACK): not a lost attempt, no backoff.
@@ -141,6 +147,13 @@ func (c *Conn) goBack(i int, from wire.PSN, now time.Duration) {
 	}
 }
 
+// retxGated reports whether resending request s must wait: a request not
+// yet counted in ORRC while ORRC ≥ ncwnd [S §9.1.2] (this bites when the
+// RUE shrank ncwnd below what is outstanding).
+func (c *Conn) retxGated(i int, s *pdl.TxSlot) bool {
+	return s.Request && !s.Retx && !s.Resync && uint32(c.tx[i].ORRC) >= c.ncwnd
+}
+
 // early reports whether s may be retransmitted early now: not acked or
 // received, under the cap, and not (re)sent within the last RTT.
 func (c *Conn) early(s *pdl.TxSlot, now time.Duration) bool {
@@ -158,7 +171,7 @@ func (c *Conn) oooRetx(i int, base wire.PSN, highest int, now time.Duration) {
 		if !w.Contains(psn) {
 			continue
 		}
-		if s := w.Slot(psn); c.early(s, now) {
+		if s := w.Slot(psn); c.early(s, now) && !c.retxGated(i, s) {
 			s.Early++
 			c.Stats.RetxEarly.Inc()
 			c.retransmit(i, psn, s, now)
@@ -172,7 +185,7 @@ func (c *Conn) oooRetx(i int, base wire.PSN, highest int, now time.Duration) {
 func (c *Conn) ownRetx(i int, now time.Duration) {
 	w := &c.tx[i]
 	for psn := w.Base(); psn != w.Next(); psn = psn.Add(1) {
-		if s := w.Slot(psn); c.early(s, now) {
+		if s := w.Slot(psn); c.early(s, now) && !c.retxGated(i, s) {
 			s.Early++
 			c.Stats.RetxOWN.Inc()
 			c.retransmit(i, psn, s, now)
@@ -194,7 +207,7 @@ func (c *Conn) rackScan(now time.Duration) {
 		for psn := w.Base(); psn != w.Next(); psn = psn.Add(1) {
 			s := w.Slot(psn)
 			if s.State == pdl.SlotInflight && !s.Received && s.SentAt < c.rackXmit && now-s.SentAt >= wait &&
-				s.Early < c.cfg.EarlyRetxCap {
+				s.Early < c.cfg.EarlyRetxCap && !c.retxGated(i, s) {
 				s.Early++
 				c.Stats.RetxRACK.Inc()
 				c.retransmit(i, psn, s, now)
@@ -226,7 +239,7 @@ func (c *Conn) tlpProbe(now time.Duration) {
 		w := &c.tx[i]
 		for psn := w.Base(); psn != w.Next(); psn = psn.Add(1) {
 			s := w.Slot(psn)
-			if s.State == pdl.SlotInflight && !s.Received && s.Early < c.cfg.EarlyRetxCap {
+			if s.State == pdl.SlotInflight && !s.Received && s.Early < c.cfg.EarlyRetxCap && !c.retxGated(i, s) {
 				s.Early++
 				c.Stats.RetxTLP.Inc()
 				c.retransmit(i, psn, s, now)
