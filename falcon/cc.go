@@ -51,6 +51,13 @@ func (c *Conn) applyRUE(r *rue.Response) {
 	f.ccMetadata = r.CCMetadata
 	f.fcwnd = max(r.Fcwnd, 1)
 	c.sumFcwnd()
+	if r.RandomizePath {
+		// PLB [S §10.4]: new random entropy in the flow label's upper 18
+		// bits; the low 2 bits keep the flow id.
+		id := uint32(r.Flow) % uint32(c.cfg.Flows)
+		c.cfg.FlowLabels[id] = (c.ep.rng.Uint32()<<2 | id) & (1<<20 - 1)
+		c.Stats.Repath.Inc()
+	}
 	c.ncwnd = max(r.Ncwnd, 1)
 	c.ipg = max(r.IPG, 0)
 	if r.RTO > 0 {

@@ -483,3 +483,21 @@ func TestRetransmitGatedByORRC(t *testing.T) {
 		t.Fatalf("completions %d", len(s.ua.cpls))
 	}
 }
+
+// PLB: an RUE response with randomize_path gives that flow a new label whose
+// low 2 bits still name the flow [S §10.4, digest §7].
+func TestPLBRepath(t *testing.T) {
+	e, _, _ := newLone(t)
+	var labels []uint32
+	c, _ := e.Connect(ConnConfig{SCID: 7, DCID: 1, Flows: 2, FlowLabels: [4]uint32{0x11110, 0x22221},
+		Peer: linkFunc(func(_ []byte, flow uint32) { labels = append(labels, flow) })})
+	e.ApplyRUE(rue.Response{Conn: 7, Flow: 1, Fcwnd: 8 * rue.One, Ncwnd: 8, RandomizePath: true})
+	c.Push(0, nil)
+	c.Push(1, nil)
+	if len(labels) != 2 || labels[0] != 0x11110 || labels[1] == 0x22221 || labels[1]&3 != 1 || labels[1] >= 1<<20 {
+		t.Errorf("labels %x", labels)
+	}
+	if c.Stats.Repath.Load() != 1 {
+		t.Error("repath not counted")
+	}
+}

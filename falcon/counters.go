@@ -77,6 +77,7 @@ type ConnCounters struct {
 
 	// Congestion control seam.
 	RUEEvents, RUEResponses, RUESuppressed stats.Counter
+	Repath                                 stats.Counter
 }
 
 // Set lists the connection counters with help text.
@@ -133,6 +134,7 @@ func (c *ConnCounters) Set() stats.Set {
 		{Name: "xon", Help: "Xon signals to the ULP", Counter: &c.Xon},
 		{Name: "rue_events", Help: "events posted to the RUE", Counter: &c.RUEEvents},
 		{Name: "rue_responses", Help: "RUE responses applied", Counter: &c.RUEResponses},
+		{Name: "plb_repath", Help: "flow labels re-randomised on the RUE's request (PLB)", Counter: &c.Repath},
 		{Name: "rue_suppressed", Help: "events folded into an outstanding one", Counter: &c.RUESuppressed},
 	}
 }
