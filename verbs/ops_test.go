@@ -317,3 +317,35 @@ func TestRetryExhaustionMovesQPToError(t *testing.T) {
 		t.Fatalf("QP %v", s)
 	}
 }
+
+// Indices wrap the way librxe keeps them (masked): many more WQEs and
+// CQEs than slots go through the rings.
+func TestRingsWrap(t *testing.T) {
+	w, qa, qb := rcPair(t, QPTypeRC, 7)
+	src := w.ga.reg(1, 64, AccessLocalWrite)
+	rb := w.gb.reg(1, 64, AccessLocalWrite)
+	fill(w.ga.bytes(src), 1)
+	got := 0
+	for round := range 20 {
+		for i := range 10 {
+			qb.postRecv(uint64(round*10+i), rb)
+			qa.postSend(wqe{id: uint64(round*10 + i), op: WRSend, sges: []buf{src}})
+		}
+		w.run()
+		for _, wc := range qa.scq.poll() {
+			if wc.Status() != WCSuccess || wc.WRID() != uint64(got) {
+				t.Fatalf("CQE %d: status %v id %d", got, wc.Status(), wc.WRID())
+			}
+			got++
+		}
+		if n := len(qb.rcq.poll()); n != 10 {
+			t.Fatalf("round %d: %d receive CQEs", round, n)
+		}
+	}
+	if got != 200 {
+		t.Fatalf("%d send CQEs", got)
+	}
+	if qa.sq.prod() >= qa.sq.slots || qa.sq.cons() != qa.sq.prod() {
+		t.Fatalf("SQ indices prod %d cons %d", qa.sq.prod(), qa.sq.cons())
+	}
+}

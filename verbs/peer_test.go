@@ -86,7 +86,7 @@ func (r *gring) post(fill func(b []byte)) {
 	b := r.slot(r.prod())
 	clear(b)
 	fill(b)
-	r.setU32(ringProducerOff, r.prod()+1)
+	r.setU32(ringProducerOff, (r.prod()+1)&(r.slots-1)) // librxe's advance_producer
 }
 
 // poll takes every CQE the NIC produced.
@@ -96,7 +96,7 @@ func (r *gring) poll() []WC {
 		w := make([]byte, WCSize)
 		copy(w, r.slot(r.cons()))
 		out = append(out, WC(w))
-		r.setU32(ringConsumerOff, r.cons()+1)
+		r.setU32(ringConsumerOff, (r.cons()+1)&(r.slots-1)) // librxe's advance_consumer
 	}
 	return out
 }

@@ -407,10 +407,7 @@ func (e *Engine) flush(qp *QP) {
 		e.retire(qp, op)
 	}
 	if prod, err := qp.sq.Producer(mem); err == nil {
-		n := prod - qp.sqNext
-		if n > qp.sq.slots {
-			n = 0
-		}
+		n := qp.sq.Pending(prod, qp.sqNext)
 		var w [8]byte
 		for range n {
 			if qp.sq.ReadSlot(mem, qp.sqNext, w[:]) != nil {
@@ -440,10 +437,7 @@ func (e *Engine) flushRQ(qp *QP) {
 	if err != nil {
 		return
 	}
-	n := prod - qp.rqCons
-	if n > qp.rq.slots {
-		return
-	}
+	n := qp.rq.Pending(prod, qp.rqCons)
 	var w [8]byte
 	for range n {
 		if qp.rq.ReadSlot(mem, qp.rqCons, w[:]) != nil {

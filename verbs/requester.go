@@ -122,13 +122,8 @@ func (e *Engine) pump(qp *QP) {
 	for qp.state == QPSRTS {
 		if qp.cur == nil {
 			prod, err := qp.sq.Producer(mem)
-			if err != nil || qp.sqNext == prod {
+			if err != nil || qp.sq.Pending(prod, qp.sqNext) == 0 {
 				break
-			}
-			if prod-qp.sqDone > qp.sq.slots {
-				e.Stats.WQERead.Inc()
-				e.qpError(qp, EvQPFatal)
-				return
 			}
 			if qp.sqNext-qp.sqDone >= uint32(len(qp.ops)) {
 				break

@@ -189,7 +189,7 @@ func (e *Engine) takeRecv(qp *QP) bool {
 		return false
 	}
 	prod, err := ring.Producer(mem)
-	if err != nil || prod == *cons || prod-*cons > ring.slots {
+	if err != nil || ring.Pending(prod, *cons) == 0 {
 		return false
 	}
 	var hdr [RecvWQESize]byte
@@ -228,7 +228,7 @@ func (e *Engine) takeRecv(qp *QP) bool {
 	*cons++
 	_ = ring.SetConsumer(mem, *cons)
 	if qp.srq != nil && qp.srq.limit > 0 {
-		if p2, err := ring.Producer(mem); err == nil && p2-*cons < qp.srq.limit {
+		if p2, err := ring.Producer(mem); err == nil && ring.Pending(p2, *cons) < qp.srq.limit {
 			qp.srq.limit = 0
 			e.event(EvSRQLimit, qp.srq.H, 0)
 		}

@@ -6,7 +6,9 @@ import "errors"
 // (log2_elem_size, index_mask, producer_index @128, consumer_index @256)
 // then slots elements of 1<<log2 bytes. The NIC trusts only its own slot
 // count and element size (from the create request), never the header's.
-// Indices are free-running and masked by slots-1; the ring is full when
+// librxe keeps both indices masked (0..slots-1) and so does the NIC when it
+// writes one; the NIC compares indices modulo the slot count, so a peer
+// that lets them run free works too. The ring is full when
 // ((producer+1)&mask) == (consumer&mask), as librxe computes it.
 type Ring struct {
 	reg   region
@@ -77,11 +79,19 @@ func (r *Ring) Producer(mem Memory) (uint32, error) { return r.index(mem, ringPr
 // Consumer reads consumer_index.
 func (r *Ring) Consumer(mem Memory) (uint32, error) { return r.index(mem, ringConsumerOff) }
 
-// SetProducer writes producer_index.
-func (r *Ring) SetProducer(mem Memory, v uint32) error { return r.setIndex(mem, ringProducerOff, v) }
+// SetProducer writes producer_index (masked).
+func (r *Ring) SetProducer(mem Memory, v uint32) error {
+	return r.setIndex(mem, ringProducerOff, v&(r.slots-1))
+}
 
-// SetConsumer writes consumer_index.
-func (r *Ring) SetConsumer(mem Memory, v uint32) error { return r.setIndex(mem, ringConsumerOff, v) }
+// SetConsumer writes consumer_index (masked).
+func (r *Ring) SetConsumer(mem Memory, v uint32) error {
+	return r.setIndex(mem, ringConsumerOff, v&(r.slots-1))
+}
+
+// Pending returns how many elements lie between the index from and the
+// producer index prod, modulo the slot count.
+func (r *Ring) Pending(prod, from uint32) uint32 { return (prod - from) & (r.slots - 1) }
 
 func (r *Ring) slotOff(i uint32) uint64 {
 	return RingHdrSize + uint64(i&(r.slots-1))<<r.log2
