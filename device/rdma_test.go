@@ -267,7 +267,7 @@ func (v *vm) pollCQ(gpa uint64) verbs.WC {
 			cons = binary.LittleEndian.Uint32(v.at(gpa+256, 4))
 		})
 		if prod != cons {
-			w := append(verbs.WC(nil), v.at(gpa+384+uint64(cons&63)*48, 48)...)
+			w := append(verbs.WC(nil), v.at(gpa+384+uint64(cons&63)<<6, 48)...)
 			binary.LittleEndian.PutUint32(v.at(gpa+256, 4), (cons+1)&63) // librxe masks indices
 			return w
 		}
