@@ -24,19 +24,31 @@ func (c *Conn) txnScan(now time.Duration) {
 	}
 }
 
-// rnrScan redelivers pulls whose RNR delay passed.
+// rnrScan runs the target's pull timers: it redelivers pulls whose RNR
+// delay passed and reclaims delivered pulls the ULP never answered.
 func (c *Conn) rnrScan(now time.Duration) {
 	c.rnrArmed = false
+	reclaimed := false
 	for rsn, n := c.tgt.Base, uint32(0); n < c.tgt.Cap(); rsn, n = rsn.Add(1), n+1 {
 		s := c.tgt.Slot(rsn)
-		if s.State != tl.TRNRWait {
+		waiting := s.State == tl.TRNRWait
+		if !waiting && (s.State != tl.TDelivered || s.Kind != tl.Pull || c.cfg.PullReclaim <= 0) {
 			continue
 		}
-		if s.Deadline <= now {
+		switch {
+		case s.Deadline > now:
+			c.armRNR(s.Deadline)
+		case waiting:
 			c.hand(rsn, s, s.Payload)
-			continue
+		default:
+			c.Stats.PullReclaimed.Inc()
+			c.releaseTarget(s)
+			s.State = tl.TFinished
+			reclaimed = true
 		}
-		c.armRNR(s.Deadline)
+	}
+	if reclaimed {
+		c.tgt.Advance()
 	}
 }
 

@@ -68,6 +68,10 @@ type ConnConfig struct {
 	// PullTimeout is the TL's transaction timeout for pulls (kCmplLocalTO
 	// when the Pull Data never comes; default 1 s; negative disables).
 	PullTimeout time.Duration
+	// PullReclaim is the target's soft-state reclaim for a delivered pull
+	// its ULP never answers (F-TL-6; default 2 × PullTimeout, much longer
+	// than the initiator's timeout; negative disables).
+	PullReclaim time.Duration
 
 	AckCoalesceCount   int           // default 10
 	AckCoalesceTimeout time.Duration // default 8 µs
@@ -123,6 +127,9 @@ func (c *ConnConfig) fill() {
 	defD(&c.AckCoalesceTimeout, 8*time.Microsecond)
 	defD(&c.PullTimeout, time.Second)
 	defD(&c.ULPRTO, 5*time.Millisecond)
+	if c.PullReclaim == 0 && c.PullTimeout > 0 {
+		c.PullReclaim = 2 * c.PullTimeout
+	}
 	if c.MaxRetries == 0 {
 		c.MaxRetries = 16
 	}

@@ -211,7 +211,7 @@ func TestPacingBelowOnePacket(t *testing.T) {
 // out by the TL with kCmplLocalTO; Pull Data that turns up later is acked
 // and discarded.
 func TestPullTimeout(t *testing.T) {
-	s := newScript(t, ConnConfig{SCID: 1, DCID: 2, PullTimeout: 500 * time.Microsecond})
+	s := newScript(t, ConnConfig{SCID: 1, DCID: 2, PullTimeout: 500 * time.Microsecond, PullReclaim: -1})
 	var rsn wire.RSN
 	s.ub.onReq = func(c *Conn, r *Request) { rsn = r.RSN }
 	s.ca.Pull(1, 16)
@@ -224,6 +224,26 @@ func TestPullTimeout(t *testing.T) {
 	s.settle()
 	if s.ca.Stats.RxLatePullData.Load() != 1 || !s.ca.Idle() || !s.cb.Idle() {
 		t.Errorf("late data %d, idle %v/%v", s.ca.Stats.RxLatePullData.Load(), s.ca.Idle(), s.cb.Idle())
+	}
+}
+
+// The target reclaims a delivered pull its ULP never answers (soft state,
+// F-TL-6): the slot and its resources return; a late answer is refused.
+func TestPullReclaim(t *testing.T) {
+	s := newScript(t, ConnConfig{SCID: 1, DCID: 2, PullTimeout: 500 * time.Microsecond, PullReclaim: 2 * time.Millisecond})
+	var rsn wire.RSN
+	s.ub.onReq = func(c *Conn, r *Request) { rsn = r.RSN }
+	s.ca.Pull(1, 16)
+	s.settle()
+	s.wait(3 * time.Millisecond)
+	if s.cb.Stats.PullReclaimed.Load() != 1 || s.b.Resources().RxNet.Pkt.Used != 0 {
+		t.Fatalf("reclaimed %d, rx-net used %d", s.cb.Stats.PullReclaimed.Load(), s.b.Resources().RxNet.Pkt.Used)
+	}
+	if err := s.cb.PullData(rsn, nil); !errors.Is(err, ErrNoSuchTxn) {
+		t.Errorf("late answer: %v", err)
+	}
+	if len(s.ua.cpls) != 1 || s.ua.cpls[0].Status != tl.CmplLocalTO {
+		t.Errorf("completions %+v", s.ua.cpls)
 	}
 }
 

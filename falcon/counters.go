@@ -74,6 +74,7 @@ type ConnCounters struct {
 	// Transactions.
 	TxnSubmitted, Delivered, Completed, CompletedError stats.Counter
 	RNRWaits, Xoff, Xon                                stats.Counter
+	PullReclaimed                                      stats.Counter
 
 	// Congestion control seam.
 	RUEEvents, RUEResponses, RUESuppressed stats.Counter
@@ -130,6 +131,7 @@ func (c *ConnCounters) Set() stats.Set {
 		{Name: "txn_completed", Help: "completions to the initiator ULP", Counter: &c.Completed},
 		{Name: "txn_completed_error", Help: "completions with a non-ok status", Counter: &c.CompletedError},
 		{Name: "rnr_waits", Help: "RNR delays taken (push retransmit or pull redelivery)", Counter: &c.RNRWaits},
+		{Name: "pull_reclaimed", Help: "delivered pulls reclaimed because the target ULP never answered", Counter: &c.PullReclaimed},
 		{Name: "xoff", Help: "submissions refused (Xoff to the ULP)", Counter: &c.Xoff},
 		{Name: "xon", Help: "Xon signals to the ULP", Counter: &c.Xon},
 		{Name: "rue_events", Help: "events posted to the RUE", Counter: &c.RUEEvents},

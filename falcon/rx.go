@@ -275,6 +275,10 @@ func (c *Conn) deliverHeld() {
 
 func (c *Conn) hand(rsn wire.RSN, s *tl.TTxn, payload []byte) {
 	s.State = tl.TDelivered
+	if s.Kind == tl.Pull && c.cfg.PullReclaim > 0 {
+		s.Deadline = c.ep.clk.Now() + c.cfg.PullReclaim
+		c.armRNR(s.Deadline)
+	}
 	c.Stats.Delivered.Inc()
 	c.req = Request{Kind: s.Kind, RSN: rsn, Payload: payload, Length: s.Length}
 	if u := c.ep.cfg.ULP; u != nil {
