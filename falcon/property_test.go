@@ -205,7 +205,9 @@ func TestPropertyReliableDelivery(t *testing.T) {
 	}
 }
 
-func runProperty(t *testing.T, seed uint64, total int) {
+func runProperty(t *testing.T, seed uint64, total int) { runPropertyCfg(t, seed, total, nil) }
+
+func runPropertyCfg(t *testing.T, seed uint64, total int, tweak func(*ConnConfig)) {
 	rng := rand.New(rand.NewPCG(seed, 99))
 	drop := rng.Float64() * 0.2
 	mem := func(s int64) link.MemConfig {
@@ -232,6 +234,9 @@ func runProperty(t *testing.T, seed uint64, total int) {
 	ub := newPropULP(t, fmt.Sprintf("seed %d B", seed), seed*3+2, ordered)
 	ua.rnrProb, ub.rnrProb = 0.03, 0.03
 	ua.cieProb, ub.cieProb = 0.02, 0.02
+	if tweak != nil {
+		tweak(&cc)
+	}
 	var limits tl.Limits
 	if seed%3 == 2 && !cc.GoBackN {
 		// Tight pools (not with Go-Back-N, which deadlocks when both ends'
