@@ -132,7 +132,11 @@ const (
 //
 // QEMU 7.2: the chardev must not use reconnect= (vhost-user-vsock realize
 // does not wait for the connection and fails with "Failed to set msg
-// fds"); CONFIG is required (guest_cid is read with GET_CONFIG).
+// fds"); CONFIG is required (guest_cid is read with GET_CONFIG). After a
+// back-end drop QEMU accepts (or, with server=on, is given) a new
+// connection but never re-initialises the device (checked with a real
+// guest): the guest's vsock stays dead until QEMU restarts, and host
+// CONNECTs time out. The device itself serves any new session from scratch.
 type Vsock struct {
 	cfg VsockConfig
 	clk clock.Clock
