@@ -220,7 +220,7 @@ func runPropertyCfg(t *testing.T, seed uint64, total int, tweak func(*ConnConfig
 		TxReqPSN: wire.PSN(rng.Uint32()), TxDataPSN: wire.PSN(0xffffff00 + rng.Uint32()%0x200),
 		RxReqPSN: wire.PSN(rng.Uint32()), RxDataPSN: wire.PSN(rng.Uint32()),
 		TxRSN: wire.RSN(0xfffffff0 + rng.Uint32()%0x40), RxRSN: wire.RSN(rng.Uint32()),
-		MaxTxns: 64, MaxRetries: 40, PullTimeout: -1}
+		MaxTxns: 64, MaxRetries: 40}
 	if seed%5 == 1 {
 		cc.RACK, cc.TLP = true, true
 	}
@@ -239,6 +239,7 @@ func runPropertyCfg(t *testing.T, seed uint64, total int, tweak func(*ConnConfig
 	}
 	var limits tl.Limits
 	if seed%3 == 2 && !cc.GoBackN {
+		cc.PullTimeout = -1 // tight pools can hold a pull back for long: no TL timeout
 		// Tight pools (not with Go-Back-N, which deadlocks when both ends'
 		// pools fill with pulls whose data waits behind a refused push).
 		// Resource NACKs, Xoff and the HoL reserve get exercised.
