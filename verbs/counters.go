@@ -15,7 +15,7 @@ type Counters struct {
 	RxInvalidCID, RxRKeyErr, RxBounds stats.Counter
 	RxNoRecvWQE, RxRNRExhausted       stats.Counter
 	RxLenErr, RxUDQKeyDrop, RxUDDrop  stats.Counter
-	RxNoReadDesc, RxBadPull           stats.Counter
+	RxBadPull                         stats.Counter
 	CplStale, CplBadResponse          stats.Counter
 	CplRetryExc, CplRemoteErr         stats.Counter
 	CQOverflow, CQRingErr             stats.Counter
@@ -52,7 +52,6 @@ func (c *Counters) Set() stats.Set {
 		{Name: "rx_len_err", Help: "SEND longer than its receive WQE", Counter: &c.RxLenErr},
 		{Name: "rx_ud_qkey_drop", Help: "UD SEND with a wrong Q_Key dropped", Counter: &c.RxUDQKeyDrop},
 		{Name: "rx_ud_drop", Help: "UD SEND dropped (no receive WQE or too long)", Counter: &c.RxUDDrop},
-		{Name: "rx_no_read_desc", Help: "pull with no READ/atomic descriptor before it", Counter: &c.RxNoReadDesc},
 		{Name: "rx_bad_pull", Help: "pull whose length cannot hold the response", Counter: &c.RxBadPull},
 		{Name: "cpl_stale", Help: "transport completion for a finished op or a destroyed QP", Counter: &c.CplStale},
 		{Name: "cpl_bad_response", Help: "response data malformed or of the wrong length", Counter: &c.CplBadResponse},

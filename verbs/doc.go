@@ -33,10 +33,8 @@
 // address vector's destination MAC); UD QPs use the same per-NIC-pair
 // connections, chosen per WQE from the address handle. SEND and WRITE are
 // segmented into pushes of at most the path MTU with RBTH and extension
-// headers; READ and atomics are pulls. Falcon's Pull carries no ULP
-// header, so each pull is preceded by a descriptor push (the READ Request
-// or atomic request headers) that the responder pairs with the pull in
-// order — a documented deviation until the transport grows pull headers.
+// headers; READ and atomics are pulls (Conn.PullHeader) whose Pull Request
+// carries the request headers and whose Pull Data carries the response.
 //
 // Errors: remote access and protocol errors come back as complete-in-error
 // NACKs (pushes) or CE Pull Data (pulls) carrying an IB syndrome; the

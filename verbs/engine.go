@@ -190,9 +190,6 @@ func (e *Engine) Objects() int {
 func (e *Engine) Reset() int {
 	n := e.Objects()
 	e.Stats.Reclaimed.Add(uint64(n))
-	for _, cs := range e.conns {
-		cs.descs = cs.descs[:0]
-	}
 	e.init()
 	return n
 }

@@ -48,7 +48,8 @@ func FuzzSendWQE(f *testing.F) {
 	})
 }
 
-// FuzzResponder hands arbitrary push payloads to a responder.
+// FuzzResponder hands arbitrary push payloads and pull request headers to
+// a responder.
 func FuzzResponder(f *testing.F) {
 	for _, op := range wire.RDMAOpcodes {
 		fl := wire.RDMAFields{Op: op, DestQP: 17, RKey: 0x103, VA: 0x7f0000000000, DMALength: 8}
@@ -62,7 +63,11 @@ func FuzzResponder(f *testing.F) {
 		qb.connect(macA, 16, 7, 1)
 		w.gb.reg(1, 4096, rwAll)
 		if pull {
-			_, _ = w.p.CA.Pull(1, len(p)%5000)
+			n := 0
+			if len(p) > 0 {
+				n = int(p[0]) * 17
+			}
+			_, _ = w.p.CA.PullHeader(1, n, p)
 		} else if len(p) <= 4096+256 {
 			_, _ = w.p.CA.Push(1, p)
 		}

@@ -9,13 +9,12 @@ import (
 )
 
 // The requester turns send WQEs into Falcon transactions [digest §9.2]:
-// SEND and WRITE become MTU-sized pushes (RBTH+SETH+OETH, RBTH+RETH); READ
-// and atomics become pulls. Falcon's Pull carries no ULP bytes, so each
-// pull is preceded on the same ordered connection by a descriptor push
-// carrying the request's RBTH and extension headers (ReadRequest: RETH,
-// SETH, STETH; CompareSwap/FetchAdd: SETH, STETH, AtomicETH); the
-// responder pairs pulls with descriptors in order. Transactions complete in
-// RSN order on an ordered connection; WQEs complete in SQ order.
+// SEND and WRITE become pushes of at most the path MTU (RBTH+SETH+OETH,
+// RBTH+RETH in every segment), READ and atomics become pulls whose Pull
+// Request carries the RDMA request headers (ReadRequest: RETH, SETH, STETH;
+// CompareSwap/FetchAdd: SETH, STETH, AtomicETH) and whose Pull Data
+// carries the response (RBTH+STETH, +AtomicAckETH). Transactions complete
+// in RSN order on an ordered connection; WQEs complete in SQ order.
 
 // sendOp is a send WQE taken from the ring: a snapshot (the guest may
 // rewrite the ring at any time) plus progress.
@@ -39,8 +38,7 @@ type sendOp struct {
 	status       WCStatus
 
 	sent       uint32 // bytes submitted
-	segs, acks int    // transactions submitted / completed (data-bearing)
-	descDone   bool   // READ/atomic: descriptor of the current segment pushed
+	segs, acks int    // transactions submitted / completed
 	rdOff      uint32 // READ: bytes landed
 }
 
@@ -74,12 +72,7 @@ var wrOps = [numWROpcodes]struct {
 
 // connState is the engine's per-connection state.
 type connState struct {
-	sn    uint32     // RBTH SN of the next packet we send
-	descs []readDesc // responder: descriptors awaiting their pull
-}
-
-type readDesc struct {
-	f wire.RDMAFields
+	sn uint32 // RBTH SN of the last packet we sent
 }
 
 func (e *Engine) connOf(c *falcon.Conn) *connState {
@@ -91,12 +84,8 @@ func (e *Engine) connOf(c *falcon.Conn) *connState {
 	return cs
 }
 
-func cookie(qp *QP, seq uint32, desc bool) uint64 {
-	v := uint64(qp.H)<<40 | uint64(qp.gen&0x7f)<<33 | uint64(seq)
-	if desc {
-		v |= 1 << 32
-	}
-	return v
+func cookie(qp *QP, seq uint32) uint64 {
+	return uint64(qp.H)<<40 | uint64(qp.gen&0x7f)<<33 | uint64(seq)
 }
 
 // pump takes WQEs from the SQ and submits their transactions until the
@@ -335,47 +324,31 @@ func (e *Engine) submit(qp *QP, op *sendOp) error {
 			f.DestQP = op.rqpn
 		}
 		if info.pull {
-			if !op.descDone {
+			if first {
+				qp.readMSN++
+			}
+			f.RMSN = qp.readMSN
+			if op.nsge > 0 {
+				f.SinkVA, f.SinkLKey = op.sges[0].addr+uint64(op.sent), op.sges[0].lkey
+			}
+			respLen := wire.OpAtomicResponse.HeaderLen()
+			switch op.op {
+			case WRRead:
+				f.Op, f.VA, f.RKey, f.DMALength = wire.OpReadRequest, op.raddr+uint64(op.sent), op.rkey, n
+				respLen = wire.OpReadResponseOnly.HeaderLen() + int(n)
+			case WRCmpSwap:
+				f.Op, f.VA, f.RKey, f.Compare, f.SwapAdd = wire.OpCompareSwap, op.raddr, op.rkey, op.cmpAdd, op.swap
+			case WRFetchAdd:
+				f.Op, f.VA, f.RKey, f.SwapAdd = wire.OpFetchAdd, op.raddr, op.rkey, op.cmpAdd
+			}
+			e.pkt = wire.AppendRDMA(e.pkt[:0], &f)
+			if _, err := c.PullHeader(cookie(qp, op.seq), respLen, e.pkt); err != nil {
 				if first {
-					qp.readMSN++
+					qp.readMSN--
 				}
-				f.RMSN = qp.readMSN
-				sink := uint64(0)
-				if op.nsge > 0 {
-					sink = op.sges[0].addr + uint64(op.sent)
-				}
-				f.SinkVA = sink
-				if op.nsge > 0 {
-					f.SinkLKey = op.sges[0].lkey
-				}
-				switch op.op {
-				case WRRead:
-					f.Op, f.VA, f.RKey, f.DMALength = wire.OpReadRequest, op.raddr+uint64(op.sent), op.rkey, n
-				case WRCmpSwap:
-					f.Op, f.VA, f.RKey, f.Compare, f.SwapAdd = wire.OpCompareSwap, op.raddr, op.rkey, op.cmpAdd, op.swap
-				case WRFetchAdd:
-					f.Op, f.VA, f.RKey, f.SwapAdd = wire.OpFetchAdd, op.raddr, op.rkey, op.cmpAdd
-				}
-				e.pkt = wire.AppendRDMA(e.pkt[:0], &f)
-				if _, err := c.Push(cookie(qp, op.seq, true), e.pkt); err != nil {
-					if first && op.sent == 0 {
-						qp.readMSN--
-					}
-					return err
-				}
-				cs.sn++
-				e.Stats.TxPush.Inc()
-				op.descDone = true
-			}
-			respLen := wire.OpReadResponseOnly.HeaderLen() + int(n)
-			if op.op != WRRead {
-				respLen = wire.OpAtomicResponse.HeaderLen()
-			}
-			if _, err := c.Pull(cookie(qp, op.seq, false), respLen); err != nil {
 				return err
 			}
 			e.Stats.TxPull.Inc()
-			op.descDone = false
 		} else {
 			f.Op = segOpcode(qp.typ, op.op, first, last)
 			f.VA, f.RKey, f.DMALength = op.raddr+uint64(op.sent), op.rkey, op.length
@@ -396,7 +369,7 @@ func (e *Engine) submit(qp *QP, op *sendOp) error {
 				op.done, op.status = true, WCLocProtErr
 				return nil
 			}
-			if _, err := c.Push(cookie(qp, op.seq, false), e.pkt); err != nil {
+			if _, err := c.Push(cookie(qp, op.seq), e.pkt); err != nil {
 				if first && f.RMSN != 0 {
 					qp.sendMSN--
 				}
@@ -458,7 +431,6 @@ func segOpcode(typ uint8, wr uint32, first, last bool) wire.RDMAOpcode {
 func (e *Engine) OnCompletion(c *falcon.Conn, cpl *falcon.Completion) {
 	qpn := uint32(cpl.Cookie >> 40)
 	gen := uint8(cpl.Cookie>>33) & 0x7f
-	desc := cpl.Cookie>>32&1 != 0
 	seq := uint32(cpl.Cookie)
 	qp := e.qps[qpn]
 	if qp == nil || qp.gen&0x7f != gen {
@@ -473,9 +445,6 @@ func (e *Engine) OnCompletion(c *falcon.Conn, cpl *falcon.Completion) {
 	if cpl.Status != tl.CmplAck {
 		op.done, op.status = true, e.transportStatus(cpl)
 		e.complete(qp)
-		return
-	}
-	if desc {
 		return
 	}
 	if cpl.Kind == tl.Pull {

@@ -9,8 +9,9 @@ import (
 // The responder executes requests from the peer: WRITEs and SENDs arrive as
 // pushes (acknowledged only once placed, so a push the responder cannot take
 // is NACKed — RNR when no receive WQE is posted, complete-in-error with an
-// IB syndrome for access and protocol errors), READ and atomic descriptors
-// arrive as pushes followed by their pulls.
+// IB syndrome for access and protocol errors); READs and atomics arrive as
+// pulls whose request headers say what to read or update, answered with
+// Pull Data (CE set and a syndrome on error).
 
 // recvState is the receive WQE an incoming SEND is filling.
 type recvState struct {
@@ -39,11 +40,7 @@ func (e *Engine) OnRequest(c *falcon.Conn, r *falcon.Request) {
 		_ = c.NackPush(r.RSN, wire.NackCIE, wire.SyndromeInvalidReq, 0)
 		return
 	}
-	ft := wire.TypePushData
-	if info, ok := wire.RBTH(p).Opcode().Info(); ok && info.Falcon == wire.TypePullRequest {
-		ft = wire.TypePullRequest // a READ/atomic descriptor
-	}
-	m, err := wire.ParseRDMA(p, ft)
+	m, err := wire.ParseRDMA(p, wire.TypePushData)
 	if err != nil {
 		e.Stats.RxParseErr.Inc()
 		_ = c.NackPush(r.RSN, wire.NackCIE, wire.SyndromeInvalidReq, 0)
@@ -56,8 +53,7 @@ func (e *Engine) OnRequest(c *falcon.Conn, r *falcon.Request) {
 		return
 	}
 	ud := m.Op == wire.OpUDSendOnly || m.Op == wire.OpUDSendOnlyImm
-	if (qp.typ == QPTypeUD) != ud || (qp.state != QPSRTR && qp.state != QPSRTS && qp.state != QPSSQD) ||
-		(qp.typ == QPTypeUC && ft == wire.TypePullRequest) {
+	if (qp.typ == QPTypeUD) != ud || (qp.state != QPSRTR && qp.state != QPSRTS && qp.state != QPSSQD) {
 		e.Stats.RxBadQPState.Inc()
 		e.nack(c, r, m, wire.SyndromeInvalidReq)
 		return
@@ -73,15 +69,6 @@ func (e *Engine) OnRequest(c *falcon.Conn, r *falcon.Request) {
 		}
 	}
 	switch {
-	case ft == wire.TypePullRequest:
-		cs := e.connOf(c)
-		if len(cs.descs) >= 1024 {
-			e.Stats.RxNoReadDesc.Inc()
-			e.nack(c, r, m, wire.SyndromeInvalidReq)
-			return
-		}
-		cs.descs = append(cs.descs, readDesc{f: m.Fields()})
-		_ = c.AckPush(r.RSN)
 	case ud:
 		e.recvUD(c, r, qp, &m)
 	case m.Ext.Has(wire.ExtRETH):
@@ -342,23 +329,36 @@ func (e *Engine) recvUD(c *falcon.Conn, r *falcon.Request, qp *QP, m *wire.RDMA)
 	e.finishRecv(qp, &cpl, m.RBTH.SE())
 }
 
-// onPull answers a pull with the READ data or the atomic's result, from the
-// descriptor that preceded it on this connection.
+// onPull answers a READ or atomic pull from its request headers.
 func (e *Engine) onPull(c *falcon.Conn, r *falcon.Request) {
-	cs := e.connOf(c)
 	f := wire.RDMAFields{Op: wire.OpReadResponseOnly}
-	if len(cs.descs) == 0 {
-		e.Stats.RxNoReadDesc.Inc()
+	m, err := wire.ParseRDMA(r.Payload, wire.TypePullRequest)
+	if err != nil {
+		e.Stats.RxParseErr.Inc()
 		e.pullError(c, r, &f, wire.SyndromeInvalidReq)
 		return
 	}
-	d := cs.descs[0].f
-	copy(cs.descs, cs.descs[1:])
-	cs.descs = cs.descs[:len(cs.descs)-1]
+	d := m.Fields()
 	f.SN, f.SinkVA, f.SinkLKey, f.DestQP = d.SN, d.SinkVA, d.SinkLKey, d.DestQP
+	if d.Op != wire.OpReadRequest {
+		f.Op = wire.OpAtomicResponse
+	}
 	qp := e.qps[d.DestQP]
-	if qp == nil || qp.typ != QPTypeRC || qp.conn != c {
+	if qp == nil {
 		e.Stats.RxNoQP.Inc()
+		e.pullError(c, r, &f, wire.SyndromeInvalidReq)
+		return
+	}
+	if qp.typ != QPTypeRC || (qp.state != QPSRTR && qp.state != QPSRTS && qp.state != QPSSQD) {
+		e.Stats.RxBadQPState.Inc()
+		e.pullError(c, r, &f, wire.SyndromeInvalidReq)
+		return
+	}
+	if qp.conn == nil && e.cfg.Conns != nil {
+		qp.conn = e.cfg.Conns.Lookup(qp.attr.AV.DMAC)
+	}
+	if qp.conn != c {
+		e.Stats.RxInvalidCID.Inc()
 		e.pullError(c, r, &f, wire.SyndromeInvalidReq)
 		return
 	}
@@ -388,7 +388,6 @@ func (e *Engine) onPull(c *falcon.Conn, r *falcon.Request) {
 		_ = c.PullData(r.RSN, e.pkt)
 		return
 	}
-	f.Op = wire.OpAtomicResponse
 	if int(r.Length) != wire.OpAtomicResponse.HeaderLen() {
 		e.Stats.RxBadPull.Inc()
 		e.pullError(c, r, &f, wire.SyndromeInvalidReq)
