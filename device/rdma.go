@@ -3,6 +3,7 @@ package device
 import (
 	"context"
 	"net"
+	"sync"
 	"time"
 
 	"falconnic/falcon"
@@ -131,9 +132,29 @@ func (r *RDMAFunc) HandleControl(frame []byte) {
 	r.enqueue(rdmaWork{ctl: append([]byte(nil), frame...)}, &r.Stats.CtlQueueFull)
 }
 
-// ReceiveFalcon takes a Falcon packet for this NIC (copied).
+// ReceiveFalcon takes a Falcon packet for this NIC (copied into a pooled
+// buffer, so the steady state does not allocate).
 func (r *RDMAFunc) ReceiveFalcon(pkt []byte, flow uint32) {
-	r.enqueue(rdmaWork{pkt: append([]byte(nil), pkt...), flow: flow}, &r.Stats.FalconQueueFull)
+	var b []byte
+	if len(pkt) <= rdmaPktBuf {
+		b = (*rdmaPkts.Get().(*[rdmaPktBuf]byte))[:len(pkt)]
+	} else {
+		b = make([]byte, len(pkt))
+	}
+	copy(b, pkt)
+	r.enqueue(rdmaWork{pkt: b, flow: flow}, &r.Stats.FalconQueueFull)
+}
+
+// rdmaPktBuf is the size of pooled packet buffers (a Falcon frame of the
+// largest transaction fits).
+const rdmaPktBuf = 8192
+
+var rdmaPkts = sync.Pool{New: func() any { return new([rdmaPktBuf]byte) }}
+
+func putPkt(b []byte) {
+	if cap(b) == rdmaPktBuf {
+		rdmaPkts.Put((*[rdmaPktBuf]byte)(b[:rdmaPktBuf]))
+	}
 }
 
 func (r *RDMAFunc) enqueue(w rdmaWork, full *stats.Counter) {
@@ -141,6 +162,9 @@ func (r *RDMAFunc) enqueue(w rdmaWork, full *stats.Counter) {
 	case r.work <- w:
 	default:
 		full.Inc()
+		if w.pkt != nil {
+			putPkt(w.pkt)
+		}
 	}
 }
 
@@ -203,6 +227,7 @@ func (r *RDMAFunc) handle(w rdmaWork) {
 	case w.pkt != nil:
 		r.Stats.FalconRx.Inc()
 		r.ep.Receive(w.pkt, w.flow)
+		putPkt(w.pkt)
 	case w.fn != nil:
 		w.fn(r)
 	}
