@@ -311,11 +311,13 @@ int fnic_probe_nic(struct fnic_dev *fd)
 	fd->nic_present = true;
 	err = fnic_cmd(fd, FALCONNIC_OP_QUERY_PORT, &port, sizeof(port), &pattr,
 		       sizeof(pattr));
+	fd->nic_port_active = true;
 	if (!err) {
 		u32 mtu = le32_to_cpu(pattr.max_mtu);
 
 		if (mtu >= IB_MTU_256 && mtu <= IB_MTU_4096)
 			fd->port_max_mtu = mtu;
+		fd->nic_port_active = le32_to_cpu(pattr.state) == IB_PORT_ACTIVE;
 	}
 	return 0;
 }

@@ -101,6 +101,7 @@ struct fnic_dev {
 	struct packet_type	ptype;
 	bool			ptype_added;
 	bool			nic_present;	/* PROBE answered */
+	bool			nic_port_active; /* QUERY_PORT / EV_PORT */
 
 	/* control channel */
 	spinlock_t		req_lock;

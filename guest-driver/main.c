@@ -254,7 +254,10 @@ static void fnic_port_event(struct fnic_dev *fd, enum ib_event_type type)
 		.event = type,
 	};
 
+	if (!ib_device_try_get(&fd->ib))
+		return;	/* not registered yet, or going away */
 	ib_dispatch_event(&ev);
+	ib_device_put(&fd->ib);
 }
 
 static int fnic_netdev_event(struct notifier_block *nb, unsigned long event,
@@ -280,7 +283,7 @@ static int fnic_netdev_event(struct notifier_block *nb, unsigned long event,
 		case NETDEV_UP:
 		case NETDEV_CHANGE:
 			if (netif_running(ndev) && netif_carrier_ok(ndev) &&
-			    fd->nic_present)
+			    fd->nic_present && READ_ONCE(fd->nic_port_active))
 				fnic_port_event(fd, IB_EVENT_PORT_ACTIVE);
 			else
 				fnic_port_event(fd, IB_EVENT_PORT_ERR);

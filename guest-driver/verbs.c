@@ -128,7 +128,7 @@ static int fnic_query_port(struct ib_device *ibdev, u32 port,
 	struct fnic_dev *fd = to_fdev(ibdev);
 	struct net_device *ndev = fd->ndev;
 	bool up = netif_running(ndev) && netif_carrier_ok(ndev) &&
-		  fd->nic_present;
+		  fd->nic_present && READ_ONCE(fd->nic_port_active);
 	enum ib_mtu mtu = iboe_get_mtu(ndev->mtu);
 
 	/* attr was zeroed by the core. */
@@ -1084,6 +1084,11 @@ void fnic_dispatch_event(struct fnic_dev *fd, u16 opcode,
 		fnic_count(fd, FNIC_C_RX_EVENT_UNKNOWN);
 		return;
 	}
+	/* Not once unregistration started: queued core work must not outlive it. */
+	if (!ib_device_try_get(&fd->ib)) {
+		fnic_count(fd, FNIC_C_RX_EVENT_NO_OBJECT);
+		return;
+	}
 	ie.event = fnic_events[i].type;
 	switch (fnic_events[i].kind) {
 	case FNIC_EV_COMP:
@@ -1142,12 +1147,15 @@ void fnic_dispatch_event(struct fnic_dev *fd, u16 opcode,
 		if (handle != 1)
 			break;
 		found = true;
+		WRITE_ONCE(fd->nic_port_active,
+			   le32_to_cpu(ev->code) == IB_PORT_ACTIVE);
 		ie.element.port_num = 1;
-		ie.event = le32_to_cpu(ev->code) == IB_PORT_ACTIVE ?
-			   IB_EVENT_PORT_ACTIVE : IB_EVENT_PORT_ERR;
+		ie.event = fd->nic_port_active ? IB_EVENT_PORT_ACTIVE :
+						 IB_EVENT_PORT_ERR;
 		ib_dispatch_event(&ie);
 		break;
 	}
+	ib_device_put(&fd->ib);
 	if (!found)
 		fnic_count(fd, FNIC_C_RX_EVENT_NO_OBJECT);
 }

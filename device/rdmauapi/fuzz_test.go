@@ -20,6 +20,9 @@ func FuzzDecode(f *testing.F) {
 	f.Add(request(OpQueryQP, FlagReply, 3, make([]byte, QPAttrSize)))
 	p, _ := ControlPayload(AppendEvent(nil, testMAC, 1, OpEvPort, 1, 4, 0))
 	f.Add(p)
+	for _, b := range driverRequests(f) {
+		f.Add(b)
+	}
 	f.Add([]byte{})
 	f.Add(make([]byte, HdrSize))
 	f.Fuzz(func(t *testing.T, b []byte) {
