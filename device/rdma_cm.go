@@ -22,7 +22,7 @@ type RDMAHub struct {
 
 	mu      sync.Mutex
 	funcs   map[verbs.MAC]*RDMAFunc
-	cids    map[uint32]*RDMAFunc
+	cids    map[uint32]FalconReceiver
 	nextCID uint32
 	pairs   map[[2]verbs.MAC]*cmPair // key: (local, remote)
 
@@ -72,7 +72,7 @@ const (
 
 // NewRDMAHub returns a hub; with a fabric it handles KindFalcon and KindCM.
 func NewRDMAHub(f *Fabric) *RDMAHub {
-	h := &RDMAHub{fabric: f, funcs: map[verbs.MAC]*RDMAFunc{}, cids: map[uint32]*RDMAFunc{},
+	h := &RDMAHub{fabric: f, funcs: map[verbs.MAC]*RDMAFunc{}, cids: map[uint32]FalconReceiver{},
 		nextCID: 1, pairs: map[[2]verbs.MAC]*cmPair{}}
 	if f != nil {
 		_ = f.Handle(KindFalcon, FabricReceiverFunc(h.receiveFalcon))
@@ -87,8 +87,30 @@ func (h *RDMAHub) add(r *RDMAFunc) {
 	h.mu.Unlock()
 }
 
+// FalconReceiver takes Falcon packets from the fabric for the CIDs it owns
+// (RDMAFunc; any other endpoint owner of the daemon, e.g. an NVMe port).
+type FalconReceiver interface {
+	ReceiveFalcon(pkt []byte, flow uint32)
+}
+
+// AllocCID reserves a CID unique in the daemon for owner: Falcon packets
+// from the fabric with that DCID go to it. Other ULPs sharing the fabric
+// use this so one KindFalcon receiver serves every endpoint.
+func (h *RDMAHub) AllocCID(owner FalconReceiver) uint32 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.allocCID(owner)
+}
+
+// ReleaseCID frees a CID from AllocCID.
+func (h *RDMAHub) ReleaseCID(cid uint32) {
+	h.mu.Lock()
+	delete(h.cids, cid)
+	h.mu.Unlock()
+}
+
 // allocCID returns a CID unique in the daemon, owned by r (h.mu held).
-func (h *RDMAHub) allocCID(r *RDMAFunc) uint32 {
+func (h *RDMAHub) allocCID(r FalconReceiver) uint32 {
 	for {
 		c := h.nextCID
 		h.nextCID = (h.nextCID + 1) & (1<<24 - 1)
