@@ -67,6 +67,9 @@ type Config struct {
 	NICs    []NICSpec   `json:"nics"`
 	Switch  SwitchSpec  `json:"switch,omitzero"`
 	Fabric  *FabricSpec `json:"fabric,omitempty"`
+	// Vsock lists vhost-user-vsock devices (one per VM that wants the guest
+	// agent over vsock), each bridged to host unix sockets.
+	Vsock []VsockConfig `json:"vsock,omitempty"`
 }
 
 // NICSpec is one guest NIC in the config.
@@ -199,6 +202,9 @@ func (cfg *Config) check() error {
 			return fmt.Errorf("nic %s: queue_pairs %d out of range 1..%d", n.Name, n.QueuePairs, MaxQueuePairs)
 		}
 	}
+	if err := cfg.checkVsock(names, sockets); err != nil {
+		return err
+	}
 	if cfg.Switch.MACAge < 0 || cfg.Switch.MaxMACs < 0 {
 		return errors.New("switch: mac_age and max_macs must not be negative")
 	}
@@ -234,6 +240,9 @@ func (cfg *Config) resolve(dir string) {
 	cfg.Control = abs(cfg.Control)
 	for i := range cfg.NICs {
 		cfg.NICs[i].Socket = abs(cfg.NICs[i].Socket)
+	}
+	for i := range cfg.Vsock {
+		cfg.Vsock[i].ResolvePaths(dir)
 	}
 }
 

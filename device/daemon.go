@@ -56,6 +56,7 @@ type Daemon struct {
 	sw     *Switch
 	fabric *Fabric // nil without a fabric section
 	nics   []*daemonNIC
+	vsocks []*Vsock
 	rdma   rdmaDaemon
 
 	ctl   *control.Server
@@ -150,6 +151,9 @@ func NewDaemon(cfg *Config, opts DaemonOptions) (_ *Daemon, err error) {
 		d.attachRDMA(nic)
 		d.nics = append(d.nics, &daemonNIC{spec: spec, port: port, nic: nic})
 	}
+	if err := d.addVsocks(); err != nil {
+		return nil, err
+	}
 	return d, nil
 }
 
@@ -200,6 +204,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}()
 	}
 	d.runRDMA(ctx, &wg)
+	d.runVsocks(ctx, &wg)
 	sweep := d.startSweeper()
 	d.log.Info("falconnic daemon serving", "control", d.cfg.Control, "nics", len(d.nics), "fabric", d.fabricAddr())
 
@@ -220,6 +225,7 @@ func (d *Daemon) close() {
 		}
 		d.sw.RemovePort(n.port)
 	}
+	d.closeVsocks()
 	if d.fabric != nil {
 		d.fabric.Close()
 	}
@@ -281,6 +287,7 @@ type Status struct {
 	NICs    []NICReport   `json:"nics"`
 	Switch  SwitchStatus  `json:"switch"`
 	Fabric  *FabricStatus `json:"fabric,omitempty"`
+	Vsock   []any         `json:"vsock,omitempty"`
 }
 
 // NICReport is one NIC in the daemon status: its config, its switch port's
@@ -323,6 +330,9 @@ func (d *Daemon) Status() Status {
 	if d.fabric != nil {
 		fs := d.fabric.Status()
 		st.Fabric = &fs
+	}
+	for _, v := range d.vsocks {
+		st.Vsock = append(st.Vsock, v.StatusJSON())
 	}
 	return st
 }
