@@ -12,7 +12,7 @@
 
 unsigned int fnic_cmd_timeout_ms = 1000;
 module_param_named(cmd_timeout_ms, fnic_cmd_timeout_ms, uint, 0644);
-MODULE_PARM_DESC(cmd_timeout_ms, "NIC request timeout in milliseconds (default 1000)");
+MODULE_PARM_DESC(cmd_timeout_ms, "NIC request timeout in milliseconds (default 1000, at least 10)");
 
 /* Reply body size of each opcode; requests not listed have an empty reply. */
 static u16 fnic_reply_size(u16 opcode)
@@ -139,7 +139,7 @@ int fnic_cmd(struct fnic_dev *fd, u16 opcode, const void *body, u16 len,
 	err = fnic_xmit(fd, opcode, 0, req.id, body, len);
 	if (!err) {
 		left = wait_for_completion_timeout(&req.done,
-				msecs_to_jiffies(fnic_cmd_timeout_ms));
+				msecs_to_jiffies(max(fnic_cmd_timeout_ms, 10u)));
 		if (!left)
 			err = -ETIMEDOUT;
 	}

@@ -229,5 +229,6 @@ void fnic_dispatch_event(struct fnic_dev *fd, u16 opcode,
 
 /* main.c */
 extern const struct attribute_group fnic_attr_group;
+void fnic_dev_release(struct fnic_dev *fd);
 
 #endif /* FALCONNIC_H */

@@ -1223,9 +1223,6 @@ const struct ib_device_ops fnic_dev_ops = {
 	INIT_RDMA_OBJ_SIZE(ib_ucontext, fnic_ucontext, ibuc),
 };
 
-/* Defined in main.c; declared here so the ops table can name it. */
-void fnic_dev_release(struct fnic_dev *fd);
-
 static void fnic_dealloc_driver(struct ib_device *ibdev)
 {
 	fnic_dev_release(to_fdev(ibdev));
