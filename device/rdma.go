@@ -1,5 +1,29 @@
 package device
 
+// The NIC's RDMA function (ARCHITECTURE §3.2, §6).
+//
+//	guest driver ──0x88B5 frames──▶ NIC TX path ─HandleControl─┐
+//	                                                           ▼
+//	fabric / local NICs ─ReceiveFalcon─▶ work queue ─▶ Run goroutine
+//	                                         owns: verbs.Engine, falcon.Endpoint
+//	guest RAM ◀── DMA (rdmaMem over vhostuser.MemTable, bounds checked) ──┘
+//	driver ◀── replies and events (NIC.Deliver on the RX path)
+//
+// One goroutine per NIC owns the verbs engine and the Falcon endpoint
+// (STYLE 8): control frames, Falcon packets and connection-manager work all
+// arrive through one bounded queue; timers are the endpoint's NextDeadline
+// on the real clock. The RDMAHub (rdma_cm.go) sets up one ordered Falcon
+// connection per pair of NICs, directly inside a daemon and with REQ/REP
+// messages (fabric kind KindCM) between daemons, and routes Falcon packets
+// from the fabric to the NIC owning their destination CID.
+//
+// Isolation: each NIC has its own engine, keys and memory; a packet can
+// reach a NIC's guest memory only through an rkey that guest registered,
+// and every DMA access is checked against that guest's memory table.
+//
+// The guest's memory table reaches the DMA engine through
+// netDev.SetMemTable, which vhostuser must call (see rdma_nic.go).
+
 import (
 	"context"
 	"net"

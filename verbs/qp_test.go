@@ -183,12 +183,18 @@ func TestUDSendAndQKey(t *testing.T) {
 	qb.postRecv(1, rb)
 	qa.postSend(wqe{id: 1, op: WRSendImm, imm: 5, ah: 5, rqpn: 21, qkey: 0x11111111, sges: []buf{src}})
 	qa.postSend(wqe{id: 2, op: WRSend, ah: 5, rqpn: 21, qkey: 0x22222222, sges: []buf{src}}) // wrong Q_Key
+	qb.postRecv(3, rb)
+	qa.postSend(wqe{id: 3, op: WRSend, ah: 5, rqpn: 21, qkey: 0x80000000, sges: []buf{src}}) // the QP's Q_Key
 	w.run()
 	wcs := qa.scq.poll()
-	if len(wcs) != 2 || wcs[0].Status() != WCSuccess || wcs[1].Status() != WCSuccess {
+	if len(wcs) != 3 || wcs[0].Status() != WCSuccess || wcs[1].Status() != WCSuccess {
 		t.Fatalf("UD sends: %d", len(wcs))
 	}
-	wc := oneWC(t, qb.rcq)
+	rcqes := qb.rcq.poll()
+	if len(rcqes) != 2 || rcqes[1].WRID() != 3 {
+		t.Fatalf("UD receives: %d", len(rcqes))
+	}
+	wc := rcqes[0]
 	if wc.ByteLen() != 1000+grhLen || wc.SrcQP() != 20 || wc.Flags()&WCFlagGRH == 0 || wc.Imm() != 5 {
 		t.Fatalf("UD recv: len %d src %d flags %x", wc.ByteLen(), wc.SrcQP(), wc.Flags())
 	}

@@ -182,6 +182,9 @@ func (e *Engine) takeWQE(qp *QP, op *sendOp, seq uint32) WCStatus {
 	}
 	if qp.typ == QPTypeUD {
 		op.rqpn, op.qkey = w.RemoteQPN()&0xffffff, w.RemoteQKey()
+		if op.qkey&0x80000000 != 0 {
+			op.qkey = qp.attr.QKey // a "controlled" Q_Key: use the QP's own [IB 10.2.5]
+		}
 		if ah, ok := e.ahs[w.AHNum()]; ok && ah.PD == qp.pd {
 			op.dest = ah.AV.DMAC
 		} else {
