@@ -471,3 +471,71 @@ func FuzzRDMAControl(f *testing.F) {
 		r.control(frame)
 	})
 }
+
+func TestEveryRequestOpcodeHasAHandler(t *testing.T) {
+	for op, info := range rdmauapi.Table {
+		if info.Kind != rdmauapi.KindEvent && ctlHandlers[op] == nil {
+			t.Errorf("%v has no handler", op)
+		}
+	}
+	for k := verbs.EvCQComp; k <= verbs.EvSRQLimit; k++ {
+		if _, ok := eventOps[k]; !ok {
+			t.Errorf("event %#x has no opcode", k)
+		}
+	}
+}
+
+func TestRDMAControlSRQAHQueries(t *testing.T) {
+	v := newVM(t, 4, NewRDMAHub(nil))
+	v.setupRC(16)
+	// SRQ: create, query, modify the limit, destroy.
+	b := make([]byte, rdmauapi.CreateSRQSize)
+	c := rdmauapi.CreateSRQ(b)
+	c.SetSRQ(3)
+	c.SetPD(1)
+	c.SetSRQLimit(2)
+	v.ring(c.Ring(), 16, 7, 4, 0)
+	v.ok(rdmauapi.OpCreateSRQ, b)
+	q := rdmauapi.SRQAttr(v.ok(rdmauapi.OpQuerySRQ, handle(3)))
+	if q.MaxWR() != 15 || q.MaxSGE() != 4 || q.SRQLimit() != 2 {
+		t.Fatalf("query SRQ: %d %d %d", q.MaxWR(), q.MaxSGE(), q.SRQLimit())
+	}
+	m := make([]byte, rdmauapi.SRQAttrSize)
+	rdmauapi.SRQAttr(m).SetSRQ(3)
+	rdmauapi.SRQAttr(m).SetAttrMask(rdmauapi.SRQAttrLimit)
+	rdmauapi.SRQAttr(m).SetSRQLimit(5)
+	v.ok(rdmauapi.OpModifySRQ, m)
+	v.ok(rdmauapi.OpDestroySRQ, handle(3))
+	// AH.
+	ah := make([]byte, rdmauapi.CreateAHSize)
+	a := rdmauapi.CreateAH(ah)
+	a.SetAH(9)
+	a.SetPD(1)
+	a.AV().SetPortNum(1)
+	a.AV().SetNetworkType(rdmauapi.NetworkIPv4)
+	a.AV().SetDMAC([]byte{2, 0, 0, 0, 0, 1})
+	v.ok(rdmauapi.OpCreateAH, ah)
+	if st, _ := v.send(rdmauapi.OpDestroyPD, v.inst, handle(1)); st != rdmauapi.StatusBusy {
+		t.Fatalf("destroy PD in use: %d", st)
+	}
+	v.ok(rdmauapi.OpDestroyAH, handle(9))
+	// QUERY_QP after INIT.
+	if st := v.modify(16, verbs.AttrState|verbs.AttrPKeyIndex|verbs.AttrPort|verbs.AttrAccessFlags, 1,
+		func(a rdmauapi.QPAttr) { a.SetPortNum(1); a.SetAccessFlags(verbs.AccessRemoteWrite) }); st != rdmauapi.StatusOK {
+		t.Fatalf("modify to INIT: %d", st)
+	}
+	if st := v.modify(16, verbs.AttrState, 3, nil); st != rdmauapi.StatusBadState {
+		t.Fatalf("INIT→RTS: %d", st)
+	}
+	qa := rdmauapi.QPAttr(v.ok(rdmauapi.OpQueryQP, handle(16)))
+	if qa.QPState() != 1 || qa.AccessFlags() != verbs.AccessRemoteWrite || qa.QP() != 16 {
+		t.Fatalf("query QP: state %d access %d", qa.QPState(), qa.AccessFlags())
+	}
+	// CLOSE reclaims everything.
+	v.ok(rdmauapi.OpClose, nil)
+	var n int
+	v.r.Call(func(r *RDMAFunc) { n = r.eng.Objects() })
+	if n != 0 {
+		t.Fatalf("%d objects after CLOSE", n)
+	}
+}

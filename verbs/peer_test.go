@@ -151,6 +151,10 @@ func (f connsFn) Lookup(m MAC) *falcon.Conn { return f(m) }
 var macA, macB = MAC{2, 0, 0, 0, 0, 0xa}, MAC{2, 0, 0, 0, 0, 0xb}
 
 func newWorld(t *testing.T, cc falcon.ConnConfig, ab link.MemConfig) *world {
+	return newWorldLinks(t, cc, ab, link.MemConfig{})
+}
+
+func newWorldLinks(t *testing.T, cc falcon.ConnConfig, ab, ba link.MemConfig) *world {
 	w := &world{t: t, ga: newGuest(t, 16<<20), gb: newGuest(t, 16<<20)}
 	w.a = New(Config{Mem: w.ga.mem, Events: func(e Event) { w.evA = append(w.evA, e) }})
 	w.b = New(Config{Mem: w.gb.mem, Events: func(e Event) { w.evB = append(w.evB, e) }})
@@ -159,7 +163,7 @@ func newWorld(t *testing.T, cc falcon.ConnConfig, ab link.MemConfig) *world {
 		cc.SCID, cc.DCID = 1, 2
 	}
 	cc.Ordered = true
-	p, err := falcon.NewPair(falcon.PairConfig{Conn: cc, ULPA: w.a, ULPB: w.b, AB: ab})
+	p, err := falcon.NewPair(falcon.PairConfig{Conn: cc, ULPA: w.a, ULPB: w.b, AB: ab, BA: ba})
 	if err != nil {
 		t.Fatal(err)
 	}
