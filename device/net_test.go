@@ -207,11 +207,6 @@ const (
 	acked1 = vhostuser.FeatureVersion1 | netFMrgRxbuf
 )
 
-// sinkFunc adapts a function to FrameSink.
-type sinkFunc func([]byte)
-
-func (f sinkFunc) Deliver(b []byte) { f(b) }
-
 // recorder keeps copies of delivered frames.
 type recorder struct {
 	mu     sync.Mutex
