@@ -398,12 +398,11 @@ func (e *Engine) flush(qp *QP) {
 	if mem == nil {
 		return
 	}
-	// Ops already taken from the ring: those done keep their status.
+	// Ops already taken from the ring complete with a flush error too,
+	// even those the transport finished: they come after the failure.
 	for qp.sqDone != qp.sqNext {
 		op := &qp.ops[qp.sqDone&(uint32(len(qp.ops))-1)]
-		if !op.done {
-			op.done, op.status = true, WCFlushErr
-		}
+		op.done, op.status = true, WCFlushErr
 		e.retire(qp, op)
 	}
 	if prod, err := qp.sq.Producer(mem); err == nil {
