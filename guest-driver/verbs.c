@@ -791,11 +791,12 @@ static int fnic_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 		return -EOPNOTSUPP;
 	if (init->create_flags)
 		return -EOPNOTSUPP;
-	if (!cap->max_send_wr || cap->max_send_wr > da->max_qp_wr ||
+	/* A queue of 0 WRs is legal (send- or receive-only QP): it gets 1. */
+	if (cap->max_send_wr > da->max_qp_wr ||
 	    cap->max_send_sge > da->max_send_sge ||
 	    cap->max_inline_data > max_inline)
 		return -EINVAL;
-	if (!init->srq && (!cap->max_recv_wr || cap->max_recv_wr > da->max_qp_wr ||
+	if (!init->srq && (cap->max_recv_wr > da->max_qp_wr ||
 			   cap->max_recv_sge > da->max_recv_sge))
 		return -EINVAL;
 	if (udata->outlen < sizeof(resp))
@@ -812,7 +813,7 @@ static int fnic_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 		    cap->max_inline_data);
 	cap->max_send_sge = wqe / sizeof(struct rxe_sge);
 	cap->max_inline_data = wqe;
-	sq_slots = roundup_pow_of_two(cap->max_send_wr + 1);
+	sq_slots = roundup_pow_of_two(max(cap->max_send_wr, 1u) + 1);
 	qp->sq = fnic_buf_alloc(sq_slots, order_base_2(sizeof(struct rxe_send_wqe) + wqe));
 	if (IS_ERR(qp->sq)) {
 		err = PTR_ERR(qp->sq);
@@ -821,7 +822,7 @@ static int fnic_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 	}
 	if (!init->srq) {
 		rq_sge = max(cap->max_recv_sge, 1u);
-		rq_slots = roundup_pow_of_two(cap->max_recv_wr + 1);
+		rq_slots = roundup_pow_of_two(max(cap->max_recv_wr, 1u) + 1);
 		qp->rq = fnic_buf_alloc(rq_slots, fnic_recv_log2(rq_sge));
 		if (IS_ERR(qp->rq)) {
 			err = PTR_ERR(qp->rq);

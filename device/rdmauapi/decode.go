@@ -55,7 +55,7 @@ func decodeHdr(p []byte) (Msg, error) {
 	if n > MaxBody || n > len(p)-HdrSize {
 		return Msg{Hdr: h}, ErrBadLength
 	}
-	info, ok := Table[h.Opcode()]
+	info, ok := Lookup(h.Opcode())
 	if !ok {
 		return Msg{Hdr: h}, ErrBadOpcode
 	}

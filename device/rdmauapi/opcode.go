@@ -127,6 +127,22 @@ var Table = map[Opcode]OpInfo{
 	OpEvPort:        {"EV_PORT", KindEvent, EventSize, 0},
 }
 
+// byOpcode is Table as an array, for the decoder's hot path.
+var byOpcode = func() (a [256]OpInfo) {
+	for op, r := range Table {
+		a[op] = r
+	}
+	return a
+}()
+
+// Lookup returns the row of op; ok is false for an unknown opcode.
+func Lookup(op Opcode) (OpInfo, bool) {
+	if op >= Opcode(len(byOpcode)) || byOpcode[op].Kind == 0 {
+		return OpInfo{}, false
+	}
+	return byOpcode[op], true
+}
+
 // String returns the C name of the opcode.
 func (o Opcode) String() string {
 	if r, ok := Table[o]; ok {

@@ -46,6 +46,13 @@ func TestTableRows(t *testing.T) {
 			t.Errorf("%s: body larger than MaxBody", r.Name)
 		}
 	}
+	for op := Opcode(0); op < 0x400; op++ {
+		r, ok := Lookup(op)
+		want, wok := Table[op]
+		if ok != wok || r != want {
+			t.Errorf("Lookup(%#x) = %+v, %v; Table has %+v, %v", uint16(op), r, ok, want, wok)
+		}
+	}
 	if got := Opcode(0x7f).String(); got != "Opcode(0x7f)" {
 		t.Errorf("unknown opcode String() = %q", got)
 	}
