@@ -139,6 +139,8 @@ type Command struct {
 	Deallocate bool
 	// Cookie is the submitter's.
 	Cookie uint64
+	// Done, if set, is called on completion instead of Config.OnComplete.
+	Done func(*Command)
 	// Status is set on completion.
 	Status Status
 

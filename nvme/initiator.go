@@ -322,9 +322,7 @@ func (p *Path) finishNCMD(ni int32, st Status) {
 	if !c.Status.OK() {
 		p.e.Stats.CompletedInError.Inc()
 	}
-	if f := p.e.cfg.OnComplete; f != nil {
-		f(c)
-	}
+	p.e.complete(c)
 	p.start()
 }
 
@@ -405,10 +403,34 @@ func (p *Path) fail() {
 		c.Status = StatusInternalPathError
 		p.e.Stats.Completed.Inc()
 		p.e.Stats.CompletedInError.Inc()
-		if f := p.e.cfg.OnComplete; f != nil {
-			f(c)
-		}
+		p.e.complete(c)
 	}
 	p.backlog, p.txQ, p.pullQ = nil, nil, nil
 	p.e.dropTargets(p)
+}
+
+// complete hands a finished command to its submitter.
+func (e *Engine) complete(c *Command) {
+	if c.Done != nil {
+		c.Done(c)
+	} else if f := e.cfg.OnComplete; f != nil {
+		f(c)
+	}
+}
+
+// Cancel detaches c from its buffers and its submitter (a device whose
+// guest memory goes away): a command waiting for room is dropped; one in
+// flight runs on but never touches c.Data again (a write's remaining data
+// goes out short and the target fails it) and its completion calls no
+// one. It runs on the endpoint's goroutine.
+func (p *Path) Cancel(c *Command) {
+	for i, b := range p.backlog {
+		if b == c {
+			p.backlog = append(p.backlog[:i], p.backlog[i+1:]...)
+			break
+		}
+	}
+	c.Data = nil
+	c.Done = func(*Command) {}
+	p.e.Stats.Cancelled.Inc()
 }

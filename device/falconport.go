@@ -1,0 +1,164 @@
+package device
+
+import (
+	"context"
+	"time"
+
+	"falconnic/falcon"
+	"falconnic/falcon/wire"
+	"falconnic/internal/clock"
+	"falconnic/internal/stats"
+)
+
+// FalconPort is one NIC's Falcon endpoint with its one owning goroutine
+// (Run): the real clock (or an injected one), a link, and the ULPs
+// attached by protocol type (RDMA = 2, NVMe = 3), so both ULPs can share
+// the NIC's engine. Everything else reaches the endpoint through Do/Call
+// and Receive, which queue work for that goroutine.
+type FalconPort struct {
+	ep    *falcon.Endpoint
+	clk   clock.Clock
+	work  chan portWork
+	ulps  [16]falcon.ULP
+	Stats FalconPortCounters
+}
+
+type portWork struct {
+	pkt  []byte
+	flow uint32
+	fn   func(*falcon.Endpoint)
+}
+
+// FalconPortCounters count the port's queue and demux drops.
+type FalconPortCounters struct {
+	RxPackets, RxQueueFull, RxNoULP stats.Counter
+}
+
+// Set lists the counters with help text.
+func (c *FalconPortCounters) Set() stats.Set {
+	return stats.Set{
+		{Name: "port_rx_packets", Help: "Falcon packets handed to the endpoint", Counter: &c.RxPackets},
+		{Name: "port_rx_queue_full", Help: "Falcon packets dropped: the port's queue was full", Counter: &c.RxQueueFull},
+		{Name: "port_rx_no_ulp", Help: "requests and completions for a protocol no ULP is attached for", Counter: &c.RxNoULP},
+	}
+}
+
+// falconPortQueue bounds the work waiting for a port.
+const falconPortQueue = 8192
+
+// NewFalconPort returns a port whose endpoint sends to link (nil: every
+// connection must name its own Peer link). clk nil is the real clock.
+func NewFalconPort(clk clock.Clock, link falcon.Link) *FalconPort {
+	if clk == nil {
+		clk = clock.Real
+	}
+	if link == nil {
+		link = dropLink{}
+	}
+	p := &FalconPort{clk: clk, work: make(chan portWork, falconPortQueue)}
+	p.ep = falcon.New(falcon.Config{Clock: clk, Link: link, ULP: portDemux{p}})
+	return p
+}
+
+// SetULP attaches u for connections of protocol proto. Call before Run
+// or through Do.
+func (p *FalconPort) SetULP(proto wire.ProtocolType, u falcon.ULP) { p.ulps[proto&15] = u }
+
+// Receive queues a Falcon frame from the link (copied; never blocks).
+func (p *FalconPort) Receive(pkt []byte, flow uint32) {
+	select {
+	case p.work <- portWork{pkt: append([]byte(nil), pkt...), flow: flow}:
+	default:
+		p.Stats.RxQueueFull.Inc()
+	}
+}
+
+// Do queues fn to run on the owning goroutine.
+func (p *FalconPort) Do(fn func(ep *falcon.Endpoint)) { p.work <- portWork{fn: fn} }
+
+// Call runs fn on the owning goroutine and waits for it.
+func (p *FalconPort) Call(fn func(ep *falcon.Endpoint)) {
+	done := make(chan struct{})
+	p.work <- portWork{fn: func(ep *falcon.Endpoint) { fn(ep); close(done) }}
+	<-done
+}
+
+// Run is the owning goroutine: work, then due timers, until ctx ends.
+func (p *FalconPort) Run(ctx context.Context) {
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	for {
+		if !t.Stop() {
+			select {
+			case <-t.C:
+			default:
+			}
+		}
+		d := time.Hour
+		if at, ok := p.ep.NextDeadline(); ok {
+			d = max(at-p.clk.Now(), 0)
+		}
+		t.Reset(d)
+		select {
+		case <-ctx.Done():
+			return
+		case w := <-p.work:
+			p.handle(w)
+		drain:
+			for n := 0; n < 256; n++ {
+				select {
+				case w := <-p.work:
+					p.handle(w)
+				default:
+					break drain
+				}
+			}
+		case <-t.C:
+		}
+		p.ep.OnTimer(p.clk.Now())
+	}
+}
+
+func (p *FalconPort) handle(w portWork) {
+	if w.fn != nil {
+		w.fn(p.ep)
+		return
+	}
+	p.Stats.RxPackets.Inc()
+	p.ep.Receive(w.pkt, w.flow)
+}
+
+// portDemux is the endpoint's ULP: it hands each callback to the ULP of
+// the connection's protocol.
+type portDemux struct{ p *FalconPort }
+
+func (d portDemux) ulp(c *falcon.Conn) falcon.ULP {
+	u := d.p.ulps[c.Config().Protocol&15] // a Conn.Protocol() accessor would avoid the copy
+	if u == nil {
+		d.p.Stats.RxNoULP.Inc()
+	}
+	return u
+}
+
+func (d portDemux) OnRequest(c *falcon.Conn, r *falcon.Request) {
+	if u := d.ulp(c); u != nil {
+		u.OnRequest(c, r)
+	}
+}
+
+func (d portDemux) OnCompletion(c *falcon.Conn, cpl *falcon.Completion) {
+	if u := d.ulp(c); u != nil {
+		u.OnCompletion(c, cpl)
+	}
+}
+
+func (d portDemux) OnXon(c *falcon.Conn) {
+	if u := d.ulp(c); u != nil {
+		u.OnXon(c)
+	}
+}
+
+// portLink delivers one port's frames to another port of the same daemon.
+type portLink struct{ to *FalconPort }
+
+func (l portLink) Send(pkt []byte, flow uint32) { l.to.Receive(pkt, flow) }

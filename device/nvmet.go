@@ -1,0 +1,105 @@
+package device
+
+import (
+	"fmt"
+
+	"falconnic/falcon"
+	"falconnic/falcon/wire"
+	"falconnic/nvme"
+)
+
+// NVMeFunc is one NIC's NVMe function: the nvme.Engine (target of the
+// namespaces this NIC exports, initiator of its disks) attached to the
+// NIC's FalconPort as the ULP of NVMe connections. The engine is used only
+// on the port's goroutine.
+type NVMeFunc struct {
+	Port   *FalconPort
+	Engine *nvme.Engine
+}
+
+// NewNVMeFunc attaches a new NVMe engine to port; function is the
+// Initiator Function put in NBTHs.
+func NewNVMeFunc(port *FalconPort, function uint32) *NVMeFunc {
+	f := &NVMeFunc{Port: port, Engine: nvme.NewEngine(nvme.Config{Function: function & (1<<24 - 1)})}
+	port.SetULP(wire.ProtoNVMe, f.Engine)
+	return f
+}
+
+// NewBackend opens the backend a namespace spec names: "memory", a file
+// or a block device. It returns the backend and its size in bytes.
+func NewBackend(s NamespaceSpec) (nvme.Backend, int64, error) {
+	if s.Backing == NamespaceMemory {
+		if s.Size <= 0 {
+			return nil, 0, fmt.Errorf("namespace %d: a memory namespace needs a size", s.NSID)
+		}
+		return nvme.NewMemBackend(s.Size), s.Size, nil
+	}
+	b, err := OpenFileBackend(s.Backing, s.Size, s.ReadOnly)
+	if err != nil {
+		return nil, 0, fmt.Errorf("namespace %d: %w", s.NSID, err)
+	}
+	return b, b.Size(), nil
+}
+
+// AddNamespace exports the namespace spec describes (before Run, or
+// through Port.Call).
+func (f *NVMeFunc) AddNamespace(s NamespaceSpec) (*nvme.Namespace, error) {
+	be, size, err := NewBackend(s)
+	if err != nil {
+		return nil, err
+	}
+	bs := s.BlockSize
+	if bs == 0 {
+		bs = 512
+	}
+	ns, err := nvme.NewNamespace(nvme.NamespaceConfig{NSID: s.NSID, BlockSize: bs, Blocks: uint64(size) / uint64(bs),
+		ReadOnly: s.ReadOnly, Backend: be})
+	if err != nil {
+		return nil, fmt.Errorf("namespace %d: %w", s.NSID, err)
+	}
+	return ns, f.Engine.AddNamespace(ns)
+}
+
+// ConnectNVMeLocal joins two NVMe functions of one daemon with a path
+// (a command and a pull connection, unordered, each end's packets handed
+// straight to the other's port). cid returns CIDs unique in the daemon.
+// It returns ini's path (to submit on) and tgt's (serving it).
+func ConnectNVMeLocal(ini, tgt *NVMeFunc, cid func() uint32) (iniPath, tgtPath *nvme.Path, err error) {
+	var cfgs [2]falcon.ConnConfig
+	for i := range cfgs {
+		c := falcon.ConnConfig{SCID: cid(), DCID: cid(), Protocol: wire.ProtoNVMe, Peer: portLink{tgt.Port}}
+		var peer falcon.ConnConfig
+		ini.Port.Call(func(ep *falcon.Endpoint) { ep.RandomPSNs(&c) })
+		tgt.Port.Call(func(ep *falcon.Endpoint) { ep.RandomPSNs(&peer) })
+		c.RxReqPSN, c.RxDataPSN, c.RxRSN = peer.TxReqPSN, peer.TxDataPSN, peer.TxRSN
+		cfgs[i] = c
+	}
+	// The target side first, so nothing the initiator sends finds no connection.
+	tgt.Port.Call(func(ep *falcon.Endpoint) {
+		var conns [2]*falcon.Conn
+		for i, c := range cfgs {
+			m := falcon.Mirror(c)
+			m.Peer = portLink{ini.Port}
+			if conns[i], err = ep.Connect(m); err != nil {
+				return
+			}
+		}
+		tgtPath, err = tgt.Engine.AddPath(conns[0], conns[1])
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	ini.Port.Call(func(ep *falcon.Endpoint) {
+		var conns [2]*falcon.Conn
+		for i, c := range cfgs {
+			if conns[i], err = ep.Connect(c); err != nil {
+				return
+			}
+		}
+		iniPath, err = ini.Engine.AddPath(conns[0], conns[1])
+	})
+	return iniPath, tgtPath, err
+}
+
+// falconEndpoint names the endpoint type for Port.Do/Call closures.
+type falconEndpoint = falcon.Endpoint

@@ -1,0 +1,128 @@
+package device
+
+import (
+	"fmt"
+	"path/filepath"
+)
+
+// NamespaceMemory is the Backing of a namespace kept in memory.
+const NamespaceMemory = "memory"
+
+// NVMeSpec is the "nvme" section of the config: namespaces NICs export and
+// disks (vhost-user-blk) whose blocks are such a namespace.
+//
+//	"nvme": {
+//	  "namespaces": [
+//	    {"nic": "n1", "nsid": 1, "backing": "memory", "size": 67108864},
+//	    {"nic": "n1", "nsid": 2, "backing": "/var/lib/falconnic/disk.img", "size": 1073741824,
+//	     "block_size": 4096, "read_only": false}          // a file or a block device (O_DIRECT)
+//	  ],
+//	  "disks": [
+//	    {"name": "d0", "socket": "d0.sock", "nic": "n0", "target": "n1", "nsid": 1,
+//	     "serial": "falconnic-d0", "queues": 1, "dial": false}
+//	  ]
+//	}
+//
+// A disk belongs to NIC "nic" (its initiator) and reaches namespace nsid
+// exported by NIC "target"; today both NICs must be in this daemon.
+type NVMeSpec struct {
+	Namespaces []NamespaceSpec `json:"namespaces,omitempty"`
+	Disks      []DiskSpec      `json:"disks,omitempty"`
+}
+
+// NamespaceSpec is one exported namespace.
+type NamespaceSpec struct {
+	NIC       string `json:"nic"`
+	NSID      uint16 `json:"nsid"`
+	Backing   string `json:"backing"`
+	Size      int64  `json:"size,omitempty"`       // bytes; required for memory and new files
+	BlockSize int    `json:"block_size,omitempty"` // 512 (default) .. 4096
+	ReadOnly  bool   `json:"read_only,omitempty"`
+}
+
+// DiskSpec is one vhost-user-blk disk.
+type DiskSpec struct {
+	Name   string `json:"name"`
+	Socket string `json:"socket"`
+	NIC    string `json:"nic"`
+	Target string `json:"target"`
+	NSID   uint16 `json:"nsid"`
+	Serial string `json:"serial,omitempty"`
+	Queues int    `json:"queues,omitempty"`
+	Dial   bool   `json:"dial,omitempty"`
+}
+
+// check validates the section against the NIC names and sockets in use.
+func (s *NVMeSpec) check(names, sockets map[string]bool) error {
+	if s == nil {
+		return nil
+	}
+	nsids := map[[2]any]NamespaceSpec{}
+	for i := range s.Namespaces {
+		n := &s.Namespaces[i]
+		switch {
+		case !names[n.NIC]:
+			return fmt.Errorf("nvme.namespaces[%d]: no nic %q", i, n.NIC)
+		case n.NSID == 0:
+			return fmt.Errorf("nvme.namespaces[%d]: nsid must be 1..65535", i)
+		case n.Backing == "":
+			return fmt.Errorf("nvme.namespaces[%d]: backing must be %q or a path", i, NamespaceMemory)
+		case n.Size < 0 || (n.Backing == NamespaceMemory && n.Size == 0):
+			return fmt.Errorf("nvme.namespaces[%d]: size must be positive", i)
+		}
+		if n.BlockSize == 0 {
+			n.BlockSize = 512
+		}
+		if n.BlockSize < 512 || n.BlockSize > 4096 || n.BlockSize&(n.BlockSize-1) != 0 || n.Size%int64(n.BlockSize) != 0 {
+			return fmt.Errorf("nvme.namespaces[%d]: block_size %d must be a power of two in 512..4096 dividing size", i, n.BlockSize)
+		}
+		k := [2]any{n.NIC, n.NSID}
+		if _, dup := nsids[k]; dup {
+			return fmt.Errorf("nvme.namespaces[%d]: nic %s exports nsid %d twice", i, n.NIC, n.NSID)
+		}
+		nsids[k] = *n
+	}
+	for i := range s.Disks {
+		d := &s.Disks[i]
+		switch {
+		case !nicName.MatchString(d.Name):
+			return fmt.Errorf("nvme.disks[%d]: name %q must match %s", i, d.Name, nicName)
+		case d.Socket == "" || sockets[d.Socket]:
+			return fmt.Errorf("nvme.disks[%d]: socket %q missing or used twice", i, d.Socket)
+		case !names[d.NIC]:
+			return fmt.Errorf("nvme.disks[%d]: no nic %q", i, d.NIC)
+		case len(d.Serial) > 20:
+			return fmt.Errorf("nvme.disks[%d]: serial longer than 20 bytes", i)
+		}
+		if _, ok := nsids[[2]any{d.Target, d.NSID}]; !ok {
+			return fmt.Errorf("nvme.disks[%d]: nic %q exports no nsid %d", i, d.Target, d.NSID)
+		}
+		if d.Queues == 0 {
+			d.Queues = 1
+		}
+		if d.Queues < 1 || d.Queues > maxBlkQueues {
+			return fmt.Errorf("nvme.disks[%d]: queues %d out of range 1..%d", i, d.Queues, maxBlkQueues)
+		}
+		sockets[d.Socket] = true
+	}
+	return nil
+}
+
+// resolve makes relative paths absolute against dir.
+func (s *NVMeSpec) resolve(dir string) {
+	if s == nil {
+		return
+	}
+	abs := func(p string) string {
+		if p == "" || p == NamespaceMemory || filepath.IsAbs(p) {
+			return p
+		}
+		return filepath.Join(dir, p)
+	}
+	for i := range s.Namespaces {
+		s.Namespaces[i].Backing = abs(s.Namespaces[i].Backing)
+	}
+	for i := range s.Disks {
+		s.Disks[i].Socket = abs(s.Disks[i].Socket)
+	}
+}
