@@ -2,7 +2,6 @@ package vhostuser_test
 
 import (
 	"testing"
-	"time"
 
 	"falconnic/vhostuser"
 	"falconnic/vhostuser/vhostusertest"
@@ -65,7 +64,7 @@ func TestBlkFirmwareThenLinuxOnOneConnection(t *testing.T) {
 	fw.SetNoInterrupt(true)
 	must(t, fe.BlkStart(fw, bios, 0))
 	request(t, fw, "IN sector 0 hdr")
-	if !fw.WaitUsed(1, 5*time.Second) {
+	if !fw.WaitUsed(1, failsafe) {
 		t.Fatal("firmware request not completed")
 	}
 	if u, _ := fw.PopUsed(); u.Len != 513 {
@@ -83,7 +82,7 @@ func TestBlkFirmwareThenLinuxOnOneConnection(t *testing.T) {
 	full := vhostuser.FeatureVersion1 | blkSizeMax | blkSegMax | blkFlush | vhostuser.FeatureProtocolFeatures
 	must(t, fe.BlkStart(lin, full, 0))
 	request(t, lin, "IN sector 0 again")
-	if !lin.WaitUsed(1, 5*time.Second) {
+	if !lin.WaitUsed(1, failsafe) {
 		t.Fatal("linux request not completed")
 	}
 	acked := r.dev.ackedList()
@@ -121,7 +120,7 @@ func TestInflightResubmitsPoppedRequestAfterReconnect(t *testing.T) {
 	_, err = r.fe.BlkInit(0)
 	must(t, err)
 	must(t, r.fe.BlkStart(q, full, r.fe.UsedBases()[0]))
-	if !q.WaitUsed(2, 5*time.Second) {
+	if !q.WaitUsed(2, failsafe) {
 		t.Fatal("inflight request not resubmitted")
 	}
 	got := r.dev.received()

@@ -13,7 +13,7 @@ import (
 
 func dialRetry(t *testing.T, path string) *net.UnixConn {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(failsafe)
 	for {
 		c, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: path, Net: "unix"})
 		if err == nil {
@@ -54,7 +54,7 @@ func TestListenModeSurvivesReconnectAndResumesFromUsedIdx(t *testing.T) {
 	}
 	qs[1].Publish()
 	qs[1].Kick()
-	if !qs[1].WaitUsed(3, 5*time.Second) {
+	if !qs[1].WaitUsed(3, failsafe) {
 		t.Fatal("traffic before reconnect")
 	}
 	// The back-end drops the session (as if restarted); QEMU reconnects
@@ -66,7 +66,7 @@ func TestListenModeSurvivesReconnectAndResumesFromUsedIdx(t *testing.T) {
 	post(t, qs[1], []byte{9})
 	qs[1].Publish()
 	qs[1].Kick()
-	if !qs[1].WaitUsed(4, 5*time.Second) {
+	if !qs[1].WaitUsed(4, failsafe) {
 		t.Fatal("traffic after reconnect")
 	}
 	if got := dev.received(); len(got) != 4 || got[3][0] != 9 {

@@ -403,6 +403,7 @@ func (q *Queue) Flush() {
 	if q.used == nil {
 		return
 	}
+	q.pubAvail.Store(uint32(q.lastAvail))
 	atomic.StoreUint32((*uint32)(unsafe.Pointer(&q.used[0])), uint32(q.usedIdx)<<16)
 }
 
@@ -434,7 +435,6 @@ func (q *Queue) Notify() {
 		return
 	}
 	q.pushed = false
-	q.pubAvail.Store(uint32(q.lastAvail))
 	if q.eventIdx {
 		ev := load16(q.avail, 4+2*int(q.size))
 		newIdx, old := q.usedIdx, q.signalled
