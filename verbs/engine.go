@@ -99,6 +99,10 @@ type Engine struct {
 
 	pkt     []byte // transmit scratch: headers + data
 	scratch []byte // receive scratch
+	wqe     [SendWQESize]byte
+	rwqe    [RecvWQESize]byte
+	sge     [SGESize]byte
+	word    [8]byte
 	Stats   Counters
 }
 

@@ -155,12 +155,12 @@ func (e *Engine) takeWQE(qp *QP, op *sendOp, seq uint32) WCStatus {
 	e.Stats.SendWQEs.Inc()
 	inl := op.inl[:0]
 	*op = sendOp{seq: seq, live: true, inl: inl}
-	var hdr [SendWQESize]byte
-	if qp.sq.ReadSlot(mem, seq, hdr[:]) != nil {
+	hdr := e.wqe[:]
+	if qp.sq.ReadSlot(mem, seq, hdr) != nil {
 		e.Stats.WQERead.Inc()
 		return WCLocQPOpErr
 	}
-	w := SendWQE(hdr[:])
+	w := SendWQE(hdr)
 	op.wrID, op.op, op.flags, op.length = w.WRID(), w.Opcode(), w.Flags(), w.Length()
 	if qp.sigAll {
 		op.flags |= sendFlagSignal
@@ -221,14 +221,14 @@ func (e *Engine) takeWQE(qp *QP, op *sendOp, seq uint32) WCStatus {
 		e.Stats.WQEBadSGE.Inc()
 		return WCLocLenErr
 	}
-	var sb [SGESize]byte
+	sb := e.sge[:]
 	total := uint64(0)
 	for i := range int(n) {
-		if qp.sq.reg.read(mem, qp.sq.slotOff(seq)+SendWQESize+uint64(i*SGESize), sb[:]) != nil {
+		if qp.sq.reg.read(mem, qp.sq.slotOff(seq)+SendWQESize+uint64(i*SGESize), sb) != nil {
 			e.Stats.WQERead.Inc()
 			return WCLocQPOpErr
 		}
-		s := SGE(sb[:])
+		s := SGE(sb)
 		if s.Len() == 0 {
 			continue
 		}
@@ -524,9 +524,9 @@ func (e *Engine) landResponse(qp *QP, op *sendOp, data []byte) WCStatus {
 		e.Stats.CplBadResponse.Inc()
 		return WCBadRespErr
 	}
-	var b [8]byte
-	le.PutUint64(b[:], orig)
-	if e.scatter(op.sges[:op.nsge], 0, b[:]) != nil {
+	b := e.word[:]
+	le.PutUint64(b, orig)
+	if e.scatter(op.sges[:op.nsge], 0, b) != nil {
 		e.Stats.LocalProtErr.Inc()
 		return WCLocProtErr
 	}

@@ -179,22 +179,22 @@ func (e *Engine) takeRecv(qp *QP) bool {
 	if err != nil || ring.Pending(prod, *cons) == 0 {
 		return false
 	}
-	var hdr [RecvWQESize]byte
-	if ring.ReadSlot(mem, *cons, hdr[:]) != nil {
+	hdr := e.rwqe[:]
+	if ring.ReadSlot(mem, *cons, hdr) != nil {
 		return false
 	}
-	w := RecvWQE(hdr[:])
+	w := RecvWQE(hdr)
 	rs := &qp.recv
 	*rs = recvState{active: true, wrID: w.WRID(), fromSRQ: qp.srq != nil}
 	n := w.NumSGE()
 	bad := n > maxS || n > maxSGE
-	var sb [SGESize]byte
+	sb := e.sge[:]
 	for i := 0; !bad && i < int(n); i++ {
-		if ring.reg.read(mem, ring.slotOff(*cons)+RecvWQESize+uint64(i*SGESize), sb[:]) != nil {
+		if ring.reg.read(mem, ring.slotOff(*cons)+RecvWQESize+uint64(i*SGESize), sb) != nil {
 			bad = true
 			break
 		}
-		s := SGE(sb[:])
+		s := SGE(sb)
 		if s.Len() == 0 {
 			continue
 		}
@@ -314,9 +314,10 @@ func (e *Engine) recvUD(c *falcon.Conn, r *falcon.Request, qp *QP, m *wire.RDMA)
 		e.finishRecv(qp, &Completion{Status: st, Opcode: WCRecv}, false)
 		return
 	}
-	var grh [grhLen]byte
+	grh := e.scratch[:grhLen]
+	clear(grh)
 	grh[0] = 6 << 4 // IPv6 version nibble; the rest is zero (no GRH on this fabric)
-	if e.scatter(rs.sges[:rs.nsge], 0, grh[:]) != nil || e.scatter(rs.sges[:rs.nsge], grhLen, m.Data) != nil {
+	if e.scatter(rs.sges[:rs.nsge], 0, grh) != nil || e.scatter(rs.sges[:rs.nsge], grhLen, m.Data) != nil {
 		e.Stats.RxBounds.Inc()
 		e.finishRecv(qp, &Completion{Status: WCLocProtErr, Opcode: WCRecv}, false)
 		return
@@ -404,12 +405,12 @@ func (e *Engine) onPull(c *falcon.Conn, r *falcon.Request) {
 		e.qpError(qp, EvQPAccessErr)
 		return
 	}
-	var b [8]byte
-	if mr.reg.read(e.cfg.Mem, off, b[:]) != nil {
+	b := e.word[:]
+	if mr.reg.read(e.cfg.Mem, off, b) != nil {
 		e.pullError(c, r, &f, wire.SyndromeRemoteAccess)
 		return
 	}
-	orig := le.Uint64(b[:])
+	orig := le.Uint64(b)
 	nv := orig
 	if d.Op == wire.OpCompareSwap {
 		if orig == d.Compare {
@@ -418,8 +419,8 @@ func (e *Engine) onPull(c *falcon.Conn, r *falcon.Request) {
 	} else {
 		nv = orig + d.SwapAdd
 	}
-	le.PutUint64(b[:], nv)
-	if mr.reg.write(e.cfg.Mem, off, b[:]) != nil {
+	le.PutUint64(b, nv)
+	if mr.reg.write(e.cfg.Mem, off, b) != nil {
 		e.pullError(c, r, &f, wire.SyndromeRemoteAccess)
 		return
 	}

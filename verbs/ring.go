@@ -14,6 +14,7 @@ type Ring struct {
 	reg   region
 	slots uint32
 	log2  uint32
+	idx   [4]byte // scratch: Memory takes a slice, which would escape
 }
 
 // RingSpec describes a ring in a create request (struct falconnic_ring).
@@ -60,17 +61,15 @@ func (r *Ring) Slots() uint32 { return r.slots }
 func (r *Ring) ElemSize() int { return 1 << r.log2 }
 
 func (r *Ring) index(mem Memory, off uint64) (uint32, error) {
-	var b [4]byte
-	if err := r.reg.read(mem, off, b[:]); err != nil {
+	if err := r.reg.read(mem, off, r.idx[:]); err != nil {
 		return 0, err
 	}
-	return le.Uint32(b[:]), nil
+	return le.Uint32(r.idx[:]), nil
 }
 
 func (r *Ring) setIndex(mem Memory, off uint64, v uint32) error {
-	var b [4]byte
-	le.PutUint32(b[:], v)
-	return r.reg.write(mem, off, b[:])
+	le.PutUint32(r.idx[:], v)
+	return r.reg.write(mem, off, r.idx[:])
 }
 
 // Producer reads producer_index.
