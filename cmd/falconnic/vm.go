@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -318,14 +319,10 @@ func execIn(ctx context.Context, vm *qemu.VM, via string, argv []string, stdin i
 		return fmt.Errorf("vm %s: agent: %w", vm.Name, err)
 	}
 	defer conn.Close()
-	var nb [8]byte
-	rand.Read(nb[:])
-	conn.SetDeadline(time.Now().Add(30 * time.Second))
 	c := agentproto.NewClient(conn)
-	if _, err := c.Hello(binary.LittleEndian.Uint64(nb[:])); err != nil {
+	if err := hello(c, conn); err != nil {
 		return fmt.Errorf("vm %s: agent: %w (is another vm exec still running on it?)", vm.Name, err)
 	}
-	conn.SetDeadline(time.Time{})
 	x, err := c.Run(ctx, agentproto.Exec{Argv: argv}, stdin, stdout, stderr)
 	if err != nil {
 		return fmt.Errorf("vm %s: %w", vm.Name, err)
@@ -338,6 +335,31 @@ func execIn(ctx context.Context, vm *qemu.VM, via string, argv []string, stdin i
 		return &guestExit{code: int(x.Code), err: fmt.Errorf("vm %s: %s exited with status %d%s", vm.Name, argv[0], x.Code, msg)}
 	}
 	return nil
+}
+
+// hello opens the agent session. A Hello can be lost on a virtio-serial
+// port (bytes a guest had received before closing the port are discarded),
+// so it is sent again, with a fresh nonce, after helloWait without an
+// answer; the agent answers every Hello and the client takes only the
+// Ready that echoes the latest nonce.
+func hello(c *agentproto.Client, conn net.Conn) error {
+	const helloWait, tries = 10 * time.Second, 4
+	var err error
+	for i := 0; i < tries; i++ {
+		var nb [8]byte
+		rand.Read(nb[:])
+		conn.SetDeadline(time.Now().Add(helloWait))
+		_, err = c.Hello(binary.LittleEndian.Uint64(nb[:]))
+		if err == nil {
+			conn.SetDeadline(time.Time{})
+			return nil
+		}
+		var ne net.Error
+		if !errors.As(err, &ne) || !ne.Timeout() {
+			return err
+		}
+	}
+	return err
 }
 
 // guestExit is a guest command's non-zero exit status.

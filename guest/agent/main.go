@@ -83,9 +83,14 @@ func serveListener(l net.Listener, newServer func(bool) *agentproto.Server) {
 	}
 }
 
-// servePort serves a virtio-serial port for ever. The port has no
-// connections: a read returns end of file while no host is attached, so the
-// port is reopened after a short pause.
+// servePort serves a virtio-serial port for ever.
+//
+// The port has no connections: a read returns end of file while no host is
+// attached. The port stays open across sessions: closing it would make the
+// kernel discard data already received (discard_port_data), such as the
+// Hello of a host that connected just after the previous one left. So at
+// end of file the agent pauses and serves the same open port again; it
+// reopens only after a real error.
 func servePort(dev string, s *agentproto.Server) {
 	for {
 		f, err := os.OpenFile(dev, os.O_RDWR, 0)
@@ -94,12 +99,16 @@ func servePort(dev string, s *agentproto.Server) {
 			time.Sleep(time.Second)
 			continue
 		}
-		err = s.Serve(f)
-		f.Close()
-		if err != nil && !errors.Is(err, io.EOF) {
-			log.Printf("serial session: %v", err)
+		for {
+			err := s.Serve(f)
+			if err != nil && !errors.Is(err, io.EOF) {
+				log.Printf("serial session: %v", err)
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
-		time.Sleep(100 * time.Millisecond)
+		f.Close()
+		time.Sleep(time.Second)
 	}
 }
 
