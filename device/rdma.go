@@ -151,22 +151,27 @@ func (r *RDMAFunc) SetMemTable(t *vhostuser.MemTable) {
 }
 
 // HandleControl takes a control-channel frame from the NIC's TX path (a
-// device.ControlHandler). It copies the frame and never blocks.
+// device.ControlHandler). It copies the frame (pooled) and never blocks.
 func (r *RDMAFunc) HandleControl(frame []byte) {
-	r.enqueue(rdmaWork{ctl: append([]byte(nil), frame...)}, &r.Stats.CtlQueueFull)
+	r.enqueue(rdmaWork{ctl: copyPkt(frame)}, &r.Stats.CtlQueueFull)
 }
 
 // ReceiveFalcon takes a Falcon packet for this NIC (copied into a pooled
 // buffer, so the steady state does not allocate).
 func (r *RDMAFunc) ReceiveFalcon(pkt []byte, flow uint32) {
-	var b []byte
-	if len(pkt) <= rdmaPktBuf {
-		b = (*rdmaPkts.Get().(*[rdmaPktBuf]byte))[:len(pkt)]
+	r.enqueue(rdmaWork{pkt: copyPkt(pkt), flow: flow}, &r.Stats.FalconQueueFull)
+}
+
+// copyPkt copies b into a pooled buffer (a fresh one when b is larger).
+func copyPkt(b []byte) []byte {
+	var c []byte
+	if len(b) <= rdmaPktBuf {
+		c = (*rdmaPkts.Get().(*[rdmaPktBuf]byte))[:len(b)]
 	} else {
-		b = make([]byte, len(pkt))
+		c = make([]byte, len(b))
 	}
-	copy(b, pkt)
-	r.enqueue(rdmaWork{pkt: b, flow: flow}, &r.Stats.FalconQueueFull)
+	copy(c, b)
+	return c
 }
 
 // rdmaPktBuf is the size of pooled packet buffers (a Falcon frame of the
@@ -186,9 +191,8 @@ func (r *RDMAFunc) enqueue(w rdmaWork, full *stats.Counter) {
 	case r.work <- w:
 	default:
 		full.Inc()
-		if w.pkt != nil {
-			putPkt(w.pkt)
-		}
+		putPkt(w.pkt)
+		putPkt(w.ctl)
 	}
 }
 
@@ -248,6 +252,7 @@ func (r *RDMAFunc) handle(w rdmaWork) {
 	switch {
 	case w.ctl != nil:
 		r.control(w.ctl)
+		putPkt(w.ctl)
 	case w.pkt != nil:
 		r.Stats.FalconRx.Inc()
 		r.ep.Receive(w.pkt, w.flow)
