@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math/rand"
 	"testing"
+	"time"
 
 	"falconnic/falcon/link"
 )
@@ -215,5 +216,58 @@ func TestManyInFlightUnderImpairments(t *testing.T) {
 		}
 		t.Logf("impair %+v: link A→B %v B→A %v; initiator %v", imp, r.pair.AB.Stats.Set().NonZero(),
 			r.pair.BA.Stats.Set().NonZero(), r.ini.Stats.Set().NonZero())
+	}
+}
+
+// TestPathFailureCompletesEverything: when the connections die, every
+// command in flight or waiting completes once with a path error, and new
+// submissions are refused.
+func TestPathFailureCompletesEverything(t *testing.T) {
+	r := newRig(t, rigConfig{namespaces: []NamespaceConfig{ns1}})
+	var cmds []*Command
+	for i := 0; i < 40; i++ {
+		cmds = append(cmds, r.submit(&Command{Op: OpWrite, NSID: 1, SLBA: uint64(i) * 8, Blocks: 8,
+			Data: [][]byte{pattern(4096, byte(i))}}))
+	}
+	r.pair.Step() // some requests on the wire, none answered yet
+	if err := r.pair.A.Close(r.path.cmd.SCID()); err != nil {
+		t.Fatal(err)
+	}
+	r.run(len(cmds))
+	if len(r.done) != len(cmds) {
+		t.Fatalf("%d completions for %d commands", len(r.done), len(cmds))
+	}
+	for _, c := range cmds {
+		if c.Status != StatusInternalPathError {
+			t.Fatalf("status %v, want internal path error", c.Status)
+		}
+	}
+	if err := r.path.Submit(&Command{Op: OpFlush, NSID: 1}); err != ErrPathDown {
+		t.Fatalf("submit on a failed path: %v", err)
+	}
+}
+
+// TestCancelDetachesBuffers: a cancelled read's data never reaches its
+// buffer, a cancelled write's data is never pulled, and neither calls
+// its submitter back.
+func TestCancelDetachesBuffers(t *testing.T) {
+	r := newRig(t, rigConfig{namespaces: []NamespaceConfig{ns1}})
+	copy(r.mem[1].Bytes(), pattern(4096, 4))
+	buf := make([]byte, 4096)
+	called := false
+	rd := r.submit(&Command{Op: OpRead, NSID: 1, Blocks: 8, Data: [][]byte{buf}, Done: func(*Command) { called = true }})
+	wr := r.submit(&Command{Op: OpWrite, NSID: 1, SLBA: 100, Blocks: 8, Data: [][]byte{pattern(4096, 5)},
+		Done: func(*Command) { called = true }})
+	r.path.Cancel(rd)
+	r.path.Cancel(wr)
+	r.pair.RunUntil(func() bool { return false }, 10*time.Millisecond)
+	if called || !bytes.Equal(buf, make([]byte, 4096)) {
+		t.Fatal("a cancelled command touched its buffer or called back")
+	}
+	if !bytes.Equal(r.mem[1].Bytes()[100*512:108*512], make([]byte, 4096)) {
+		t.Fatal("a cancelled write landed")
+	}
+	if r.path.Outstanding() != 0 {
+		t.Fatalf("%d commands still outstanding", r.path.Outstanding())
 	}
 }

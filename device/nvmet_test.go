@@ -1,0 +1,92 @@
+package device
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestFileBackendReadWriteZeroDiscard(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "disk.img")
+	b, err := OpenFileBackend(p, 1<<20, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if b.Size() != 1<<20 {
+		t.Fatalf("size %d", b.Size())
+	}
+	data := bytes.Repeat([]byte{0x5a}, 64<<10)
+	if _, err := b.WriteAt(data, 4096); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.WriteZeroes(8192, 4096, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Discard(16384, 8192); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 64<<10)
+	if _, err := b.ReadAt(got, 4096); err != nil {
+		t.Fatal(err)
+	}
+	want := bytes.Clone(data)
+	clear(want[4096:8192])
+	clear(want[12288:20480])
+	if !bytes.Equal(got, want) {
+		t.Fatal("file contents differ from the model")
+	}
+	disk, _ := os.ReadFile(p)
+	if !bytes.Equal(disk[4096:4096+len(want)], want) {
+		t.Fatal("file on disk differs")
+	}
+}
+
+func TestFileBackendSizeRules(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "d.img")
+	if err := os.WriteFile(p, make([]byte, 8192), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenFileBackend(p, 4096, false); err == nil {
+		t.Error("shrinking an existing file was accepted")
+	}
+	if _, err := OpenFileBackend(filepath.Join(dir, "missing.img"), 4096, true); err == nil {
+		t.Error("a read-only namespace on a missing file was accepted")
+	}
+	b, err := OpenFileBackend(p, 0, true)
+	if err != nil || b.Size() != 8192 {
+		t.Fatalf("existing file: %v size %d", err, b.Size())
+	}
+	b.Close()
+	if _, err := OpenFileBackend(dir, 0, false); err == nil {
+		t.Error("a directory was accepted as a backend")
+	}
+}
+
+// TestBlkOverFileNamespace: the disk end to end onto a file namespace.
+func TestBlkOverFileNamespace(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "ns.img")
+	r := newBlkRig(t, NamespaceSpec{NSID: 3, Backing: p, Size: 1 << 20, BlockSize: 4096})
+	cfg := r.start()
+	if cfg[blkCfgBlkSize+1] != 0x10 { // 4096 little-endian
+		t.Fatalf("blk_size bytes % x", cfg[blkCfgBlkSize:blkCfgBlkSize+4])
+	}
+	data := bytes.Repeat([]byte("file-backed 4k!!"), 8192/16)
+	w := r.request(blkTypeOut, 16, false, data, 8192)
+	odd := r.request(blkTypeOut, 1, false, data[:512], 512) // not a whole 4 KiB block
+	r.run(w, odd)
+	if w.status() != blkStatusOK || odd.status() != blkStatusIOErr {
+		t.Fatalf("statuses %d %d", w.status(), odd.status())
+	}
+	rd := r.request(blkTypeIn, 16, true, nil, 8192)
+	r.run(rd)
+	disk, _ := os.ReadFile(p)
+	if rd.status() != blkStatusOK || !bytes.Equal(rd.data(8192), data) || !bytes.Equal(disk[8192:16384], data) {
+		t.Fatal("file namespace round trip failed")
+	}
+}
