@@ -22,7 +22,9 @@
 // QP state machine [IB 10.3, 11.2.4.2]:
 //
 //	RESET ─▶ INIT ─▶ RTR ─▶ RTS ⇄ SQD
-//	  ▲                      ▲      SQE ─▶ RTS
+//	  ▲                      │ ▲
+//	  │       UC/UD send error ▼ │ MODIFY_QP
+//	  │                        SQE (send queue flushed, receives go on)
 //	  └── any ── any ─▶ ERR (flush: every WQE completes with WR_FLUSH_ERR)
 //
 // The table qpTransitions lists per QP type the attributes each

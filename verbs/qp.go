@@ -29,6 +29,11 @@ func (s QPState) String() string {
 	return "QPState(" + itoa(int(s)) + ")"
 }
 
+// receives reports whether a QP in state s executes incoming requests.
+func (s QPState) receives() bool {
+	return s == QPSRTR || s == QPSRTS || s == QPSSQD || s == QPSSQE
+}
+
 // QP attribute mask bits, the IB_QP_* values.
 const (
 	AttrState          = 1 << 0
@@ -394,6 +399,33 @@ func (e *Engine) qpError(qp *QP, ev EventKind) {
 
 // flush completes everything the QP holds with a flush error.
 func (e *Engine) flush(qp *QP) {
+	if e.cfg.Mem == nil {
+		return
+	}
+	e.flushSQ(qp)
+	if qp.recv.active {
+		qp.recv.active = false
+	}
+	if qp.rq != nil {
+		e.flushRQ(qp)
+	} else if qp.srq != nil && !qp.lastWQEEvSent {
+		qp.lastWQEEvSent = true
+		e.event(EvQPLastWQE, qp.H, 0)
+	}
+}
+
+// sqError moves a UC or UD QP to SQE after a send-side error: its send
+// queue flushes, its receive side keeps working, and MODIFY_QP to RTS
+// resumes it [IB 10.3.1 "Send Queue Error"].
+func (e *Engine) sqError(qp *QP) {
+	e.Stats.QPErrors.Inc()
+	qp.state = QPSSQE
+	qp.cur = nil
+	e.flushSQ(qp)
+}
+
+// flushSQ completes every send WQE with a flush error.
+func (e *Engine) flushSQ(qp *QP) {
 	mem := e.cfg.Mem
 	if mem == nil {
 		return
@@ -418,15 +450,6 @@ func (e *Engine) flush(qp *QP) {
 		}
 		qp.sqDone = qp.sqNext
 		_ = qp.sq.SetConsumer(mem, qp.sqDone)
-	}
-	if qp.recv.active {
-		qp.recv.active = false
-	}
-	if qp.rq != nil {
-		e.flushRQ(qp)
-	} else if qp.srq != nil && !qp.lastWQEEvSent {
-		qp.lastWQEEvSent = true
-		e.event(EvQPLastWQE, qp.H, 0)
 	}
 }
 

@@ -317,3 +317,45 @@ func TestBadPBLRejected(t *testing.T) {
 		t.Fatalf("remote write without local write: %v", err)
 	}
 }
+
+// A UD send error moves the QP to SQE, not ERR: receives keep working and
+// MODIFY_QP back to RTS resumes sending.
+func TestUDSendErrorGoesToSQE(t *testing.T) {
+	w := newWorld(t, falcon.ConnConfig{}, link.MemConfig{})
+	_ = w.a.CreatePD(1)
+	_ = w.b.CreatePD(1)
+	qa := w.ga.makeQP(20, 1, QPTypeUD, 0)
+	qb := w.gb.makeQP(21, 1, QPTypeUD, 0)
+	qa.connect(MAC{}, 0, 0, 0)
+	qb.connect(MAC{}, 0, 0, 0)
+	_ = w.a.CreateAH(5, 1, AV{DMAC: macB})
+	_ = w.b.CreateAH(6, 1, AV{DMAC: macA})
+	src := w.ga.reg(1, 100, AccessLocalWrite)
+	bad := src
+	bad.lkey = 0xdead
+	qa.postSend(wqe{id: 1, op: WRSend, ah: 5, rqpn: 21, qkey: 0x11111111, sges: []buf{bad}})
+	w.run()
+	if wc := oneWC(t, qa.scq); wc.Status() != WCLocProtErr {
+		t.Fatalf("status %v", wc.Status())
+	}
+	if s, _ := w.a.State(20); s != QPSSQE {
+		t.Fatalf("state %v, want SQE", s)
+	}
+	// The receive side still works.
+	rb := w.ga.reg(1, 256, AccessLocalWrite)
+	qa.postRecv(7, rb)
+	bsrc := w.gb.reg(1, 10, AccessLocalWrite)
+	qb.postSend(wqe{id: 1, op: WRSend, ah: 6, rqpn: 20, qkey: 0x11111111, sges: []buf{bsrc}})
+	w.run()
+	if wc := oneWC(t, qa.rcq); wc.Status() != WCSuccess || wc.WRID() != 7 {
+		t.Fatalf("receive in SQE: %v", wc.Status())
+	}
+	if err := w.a.ModifyQP(20, QPAttr{Mask: AttrState, State: QPSRTS}); err != nil {
+		t.Fatal(err)
+	}
+	qa.postSend(wqe{id: 2, op: WRSend, ah: 5, rqpn: 21, qkey: 0x11111111, sges: []buf{src}})
+	w.run()
+	if wc := oneWC(t, qa.scq); wc.Status() != WCSuccess {
+		t.Fatalf("after SQE→RTS: %v", wc.Status())
+	}
+}

@@ -100,8 +100,12 @@ func (e *Engine) pump(qp *QP) {
 	if mem == nil {
 		return
 	}
-	if qp.state == QPSErr {
+	switch qp.state {
+	case QPSErr:
 		e.flush(qp)
+		return
+	case QPSSQE:
+		e.flushSQ(qp)
 		return
 	}
 	if qp.state != QPSRTS {
@@ -556,6 +560,10 @@ func (e *Engine) complete(qp *QP) {
 			}
 			if op.status == WCRetryExcErr || op.status == WCRNRRetryExcErr || op.status == WCRemInvReqErr || op.status == WCRemOpErr {
 				ev = 0 // reported in the CQE; IB raises no async event
+			}
+			if qp.typ != QPTypeRC && qp.state == QPSRTS {
+				e.sqError(qp)
+				return
 			}
 			e.qpError(qp, ev)
 			return

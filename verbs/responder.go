@@ -53,7 +53,7 @@ func (e *Engine) OnRequest(c *falcon.Conn, r *falcon.Request) {
 		return
 	}
 	ud := m.Op == wire.OpUDSendOnly || m.Op == wire.OpUDSendOnlyImm
-	if (qp.typ == QPTypeUD) != ud || (qp.state != QPSRTR && qp.state != QPSRTS && qp.state != QPSSQD) {
+	if (qp.typ == QPTypeUD) != ud || !qp.state.receives() {
 		e.Stats.RxBadQPState.Inc()
 		e.nack(c, r, m, wire.SyndromeInvalidReq)
 		return
@@ -350,7 +350,7 @@ func (e *Engine) onPull(c *falcon.Conn, r *falcon.Request) {
 		e.pullError(c, r, &f, wire.SyndromeInvalidReq)
 		return
 	}
-	if qp.typ != QPTypeRC || (qp.state != QPSRTR && qp.state != QPSRTS && qp.state != QPSSQD) {
+	if qp.typ != QPTypeRC || !qp.state.receives() {
 		e.Stats.RxBadQPState.Inc()
 		e.pullError(c, r, &f, wire.SyndromeInvalidReq)
 		return
