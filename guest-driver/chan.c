@@ -298,9 +298,7 @@ int fnic_probe_nic(struct fnic_dev *fd)
 		.driver_version = cpu_to_le32(FALCONNIC_VERSION),
 		.max_body = cpu_to_le32(FALCONNIC_MAX_BODY),
 	};
-	struct falconnic_handle_req port = { .handle = cpu_to_le32(1) };
 	struct falconnic_device_attr attr;
-	struct falconnic_port_attr pattr;
 	int err;
 
 	err = fnic_cmd(fd, FALCONNIC_OP_PROBE, &req, sizeof(req), &attr,
@@ -309,17 +307,25 @@ int fnic_probe_nic(struct fnic_dev *fd)
 		return err;
 	fd->nic_attr = attr;
 	fd->nic_present = true;
-	err = fnic_cmd(fd, FALCONNIC_OP_QUERY_PORT, &port, sizeof(port), &pattr,
-		       sizeof(pattr));
-	fd->nic_port_active = true;
-	if (!err) {
-		u32 mtu = le32_to_cpu(pattr.max_mtu);
-
-		if (mtu >= IB_MTU_256 && mtu <= IB_MTU_4096)
-			fd->port_max_mtu = mtu;
-		fd->nic_port_active = le32_to_cpu(pattr.state) == IB_PORT_ACTIVE;
-	}
+	fd->nic_port_active = true;	/* until QUERY_PORT or EV_PORT say otherwise */
 	return 0;
+}
+
+/* fnic_query_nic_port refreshes the port state and MTU (needs OPEN). */
+static void fnic_query_nic_port(struct fnic_dev *fd)
+{
+	struct falconnic_handle_req port = { .handle = cpu_to_le32(1) };
+	struct falconnic_port_attr pattr;
+	u32 mtu;
+
+	if (fnic_cmd(fd, FALCONNIC_OP_QUERY_PORT, &port, sizeof(port), &pattr,
+		     sizeof(pattr)))
+		return;
+	mtu = le32_to_cpu(pattr.max_mtu);
+	if (mtu >= IB_MTU_256 && mtu <= IB_MTU_4096)
+		fd->port_max_mtu = mtu;
+	WRITE_ONCE(fd->nic_port_active,
+		   le32_to_cpu(pattr.state) == IB_PORT_ACTIVE);
 }
 
 /*
@@ -341,6 +347,7 @@ int fnic_ensure_open(struct fnic_dev *fd)
 			fd->opened = true;
 			/* OPEN destroyed everything any older request made. */
 			fnic_quarantine_release(fd);
+			fnic_query_nic_port(fd);
 		} else {
 			ibdev_warn_ratelimited(&fd->ib, "NIC did not open: %d\n",
 					       err);
