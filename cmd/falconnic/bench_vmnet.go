@@ -1,0 +1,572 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"falconnic/device"
+	"falconnic/qemu"
+)
+
+// `falconnic bench vm-net` boots two guests, each with two NICs: eth0 is a
+// falconnic vhost-user NIC on a daemon this process runs (one daemon, both
+// NICs on its switch), eth1 is QEMU's own `-netdev stream` link over a unix
+// socket. The same guests then measure both links alternately, sample by
+// sample, so drifting load on the shared host hits both alike:
+//
+//   - TCP throughput: iperf3 -c from A to the server in B (-t SECONDS, -O 1
+//     to omit the first second of slow start), the receiver's bit rate;
+//   - round-trip time: ICMP echo, u-root's ping (56-byte payload, -i 200 ms),
+//     the first reply dropped (ARP, cold caches), the median of the rest.
+//
+// The JSON on stdout carries every sample, the medians and the ratios
+// falconnic/QEMU for both. Progress goes to stderr.
+func init() {
+	benchmarks["vm-net"] = struct {
+		summary string
+		run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+	}{"TCP throughput (iperf3) and ping RTT between two TCG guests: falconnic NICs vs QEMU -netdev stream", benchVMNet}
+}
+
+// The benchmark's two links: names in the JSON, guest subnets and MACs.
+// The falconnic MACs are also the daemon's NIC MACs (its switch pins them).
+const (
+	vmnetFalconnic = "falconnic"
+	vmnetStream    = "qemu_stream"
+)
+
+type vmnetLink struct {
+	name       string
+	serverIP   string // B's address on this link
+	cidrA      string
+	cidrB      string
+	macA, macB string
+}
+
+var vmnetLinks = []vmnetLink{
+	{vmnetFalconnic, "10.0.0.2", "10.0.0.1/24", "10.0.0.2/24", "52:54:00:fa:be:0a", "52:54:00:fa:be:0b"},
+	{vmnetStream, "10.0.1.2", "10.0.1.1/24", "10.0.1.2/24", "52:54:00:fa:bf:0a", "52:54:00:fa:bf:0b"},
+}
+
+// vmnetOpts are the benchmark's flags.
+type vmnetOpts struct {
+	samples    int
+	seconds    int
+	pings      int
+	cache      string
+	workdir    string
+	cpuprofile string
+	bootWait   time.Duration
+	only       string
+}
+
+func benchVMNet(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("bench vm-net", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o vmnetOpts
+	fs.IntVar(&o.samples, "samples", 4, "samples per link (iperf3 run + ping series each)")
+	fs.IntVar(&o.seconds, "seconds", 10, "iperf3 measuring time per sample")
+	fs.IntVar(&o.pings, "pings", 20, "echo requests per RTT sample (plus one dropped warm-up)")
+	fs.StringVar(&o.cache, "cache", qemu.DefaultCacheDir(), "guest image cache (falconnic image build)")
+	fs.StringVar(&o.workdir, "workdir", "", "directory for daemon sockets and VM state (default: a new temporary one, removed at exit)")
+	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of this process (the daemon) over the measuring phase to `FILE`")
+	fs.DurationVar(&o.bootWait, "boot-timeout", 4*time.Minute, "how long to wait for the guests to boot")
+	fs.StringVar(&o.only, "only", "", "measure only this link ("+vmnetFalconnic+" or "+vmnetStream+"); default both")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if fs.NArg() != 0 || o.samples < 1 || o.seconds < 1 || o.pings < 1 {
+		return fmt.Errorf("%w: bench vm-net [--samples N≥1] [--seconds S≥1] [--pings N≥1] [--cpuprofile FILE]", errUsage)
+	}
+	if o.only != "" && o.only != vmnetFalconnic && o.only != vmnetStream {
+		return fmt.Errorf("%w: --only %q: want %s or %s", errUsage, o.only, vmnetFalconnic, vmnetStream)
+	}
+	res, err := runVMNet(ctx, o, args, stderr)
+	if res != nil {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if eerr := enc.Encode(res); eerr != nil && err == nil {
+			err = eerr
+		}
+	}
+	return err
+}
+
+// vmnetResult is the benchmark's JSON.
+type vmnetResult struct {
+	Command     string                  `json:"command"`
+	Started     string                  `json:"started"`
+	Setup       vmnetSetup              `json:"setup"`
+	Links       map[string]*vmnetSeries `json:"links"`
+	Ratios      *vmnetRatios            `json:"ratios,omitempty"`
+	HostLoad    [2]string               `json:"host_loadavg_start_end"`
+	Daemon      *device.Status          `json:"falconnic_daemon_status,omitempty"`
+	Error       string                  `json:"error,omitempty"`
+	ProfileFile string                  `json:"cpuprofile,omitempty"`
+}
+
+type vmnetSetup struct {
+	Samples      int     `json:"samples_per_link"`
+	Seconds      int     `json:"iperf3_seconds"`
+	Throughput   string  `json:"throughput_method"`
+	RTT          string  `json:"rtt_method"`
+	Order        string  `json:"order"`
+	Guests       string  `json:"guests"`
+	FalconnicNIC string  `json:"falconnic_nic"`
+	StreamNIC    string  `json:"stream_nic"`
+	BootSeconds  float64 `json:"boot_s"`
+}
+
+// vmnetSeries is one link's samples and medians.
+type vmnetSeries struct {
+	ThroughputMbps   []float64    `json:"throughput_mbps"`
+	SenderMbps       []float64    `json:"sender_mbps"`
+	Retransmits      []int64      `json:"retransmits"`
+	RTTMicros        []float64    `json:"rtt_median_us"`
+	RTTMinMicros     []float64    `json:"rtt_min_us"`
+	RTTMaxMicros     []float64    `json:"rtt_max_us"`
+	Replies          []int        `json:"ping_replies"`
+	BenchCPUSeconds  []float64    `json:"bench_process_cpu_s"`
+	QEMUCPUSeconds   [][2]float64 `json:"qemu_cpu_s_a_b"`
+	WallSeconds      []float64    `json:"wall_s"`
+	MedianThroughput float64      `json:"throughput_median_mbps"`
+	MedianRTT        float64      `json:"rtt_median_of_medians_us"`
+}
+
+type vmnetRatios struct {
+	Throughput float64 `json:"throughput_falconnic_over_qemu"`
+	RTT        float64 `json:"rtt_falconnic_over_qemu"`
+	GoalTput   bool    `json:"throughput_goal_met"` // ratio ≥ 1.0
+	GoalRTT    bool    `json:"rtt_goal_met"`        // ratio ≤ 1.0
+}
+
+func runVMNet(ctx context.Context, o vmnetOpts, args []string, stderr io.Writer) (*vmnetResult, error) {
+	progress := func(format string, a ...any) {
+		fmt.Fprintf(stderr, "bench vm-net: "+format+"\n", a...)
+	}
+	res := &vmnetResult{
+		Command: "falconnic bench vm-net " + strings.Join(args, " "),
+		Started: time.Now().UTC().Format(time.RFC3339),
+		Setup: vmnetSetup{
+			Samples:      o.samples,
+			Seconds:      o.seconds,
+			Throughput:   fmt.Sprintf("iperf3 -c B -t %d -O 1 from guest A to `iperf3 -s` in guest B; receiver bit rate", o.seconds),
+			RTT:          fmt.Sprintf("u-root ping -c %d -i 200 (ICMP echo, 56-byte payload) from A to B; first reply dropped; median per sample", o.pings+1),
+			Order:        "links alternate within each sample, the first link swapping every sample",
+			Guests:       fmt.Sprintf("2 TCG guests, qemu64, -smp %d, -m %d MiB; each has both NICs", qemu.DefaultCPUs, qemu.DefaultMemMiB),
+			FalconnicNIC: "eth0: virtio-net-pci (vectors=0, INTx) on vhost-user to one in-process falconnic daemon with two NICs",
+			StreamNIC:    "eth1: virtio-net-pci (MSI-X) on -netdev stream,addr.type=unix between the two QEMUs",
+		},
+		Links:    map[string]*vmnetSeries{},
+		HostLoad: [2]string{loadavg(), ""},
+	}
+	defer func() { res.HostLoad[1] = loadavg() }()
+
+	im, err := qemu.LoadImage(o.cache)
+	if err != nil {
+		return nil, err
+	}
+	dir := o.workdir
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "fn-vmnet-"); err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+
+	// The daemon runs in this process, so --cpuprofile profiles it.
+	cfg := &device.Config{
+		Control: filepath.Join(dir, "control.sock"),
+		NICs: []device.NICSpec{
+			{Name: "a0", Socket: filepath.Join(dir, "a0.sock"), MAC: vmnetLinks[0].macA},
+			{Name: "b0", Socket: filepath.Join(dir, "b0.sock"), MAC: vmnetLinks[0].macB},
+		},
+	}
+	cb, _ := json.Marshal(cfg)
+	if cfg, err = device.ParseConfig(cb); err != nil {
+		return nil, fmt.Errorf("daemon config: %w", err)
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	d, err := device.NewDaemon(cfg, device.DaemonOptions{Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	dctx, stopDaemon := context.WithCancel(context.Background())
+	daemonDone := make(chan error, 1)
+	go func() { daemonDone <- d.Run(dctx) }()
+	defer func() {
+		stopDaemon()
+		select {
+		case <-daemonDone:
+		case <-time.After(10 * time.Second):
+			progress("daemon did not stop in 10 s")
+		}
+	}()
+	for _, n := range cfg.NICs {
+		if err := waitSocket(ctx, n.Socket, 30*time.Second); err != nil {
+			return nil, fmt.Errorf("daemon NIC %s: %w", n.Name, err)
+		}
+	}
+	progress("daemon up: %s %s", cfg.NICs[0].Socket, cfg.NICs[1].Socket)
+
+	// Guests: A listens on the stream link, B connects, so A starts first.
+	state := filepath.Join(dir, "vms")
+	link := filepath.Join(dir, "link.sock")
+	machine := func(name string, vhost string, streamServer bool, l0, l1 [2]string) qemu.Machine {
+		return qemu.Machine{
+			Name: name, Kernel: im.KernelPath(), Initrd: im.InitrdPath(),
+			NICs: []qemu.NIC{
+				{VhostUser: vhost, MAC: l0[0], CIDR: l0[1]},
+				{Stream: link, StreamServer: streamServer, MAC: l1[0], CIDR: l1[1]},
+			},
+		}
+	}
+	fl, sl := vmnetLinks[0], vmnetLinks[1]
+	bootStart := time.Now()
+	vmA, err := qemu.Start(state, machine("A", cfg.NICs[0].Socket, true, [2]string{fl.macA, fl.cidrA}, [2]string{sl.macA, sl.cidrA}))
+	if err != nil {
+		return nil, err
+	}
+	defer stopVM(vmA, progress)
+	if err := waitSocket(ctx, link, 60*time.Second); err != nil {
+		return nil, fmt.Errorf("guest A's stream socket: %w\n%s", err, fileTail(vmA.QEMULog()))
+	}
+	vmB, err := qemu.Start(state, machine("B", cfg.NICs[1].Socket, false, [2]string{fl.macB, fl.cidrB}, [2]string{sl.macB, sl.cidrB}))
+	if err != nil {
+		return nil, err
+	}
+	defer stopVM(vmB, progress)
+	progress("booting guests A and B (state %s)", state)
+	for _, v := range []*qemu.VM{vmA, vmB} {
+		if err := v.WaitReady(ctx, o.bootWait); err != nil {
+			return nil, err
+		}
+	}
+	res.Setup.BootSeconds = math.Round(time.Since(bootStart).Seconds()*10) / 10
+	progress("guests ready in %.1fs", res.Setup.BootSeconds)
+
+	if out, err := guestRun(ctx, vmB, "iperf3", "-s", "-D"); err != nil {
+		return nil, fmt.Errorf("starting iperf3 server in B: %w\n%s", err, out)
+	}
+
+	links := vmnetLinks
+	if o.only != "" {
+		links = slices.DeleteFunc(slices.Clone(links), func(l vmnetLink) bool { return l.name != o.only })
+	}
+	for _, l := range links {
+		res.Links[l.name] = &vmnetSeries{}
+	}
+	if o.cpuprofile != "" {
+		f, err := os.Create(o.cpuprofile)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return nil, err
+		}
+		defer pprof.StopCPUProfile()
+		res.ProfileFile = o.cpuprofile
+	}
+	var runErr error
+samples:
+	for i := 0; i < o.samples; i++ {
+		order := slices.Clone(links)
+		if i%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, l := range order {
+			progress("sample %d/%d over %s", i+1, o.samples, l.name)
+			s, err := vmnetSample(ctx, o, vmA, vmB, l)
+			if err != nil {
+				runErr = fmt.Errorf("sample %d over %s: %w", i+1, l.name, err)
+				break samples
+			}
+			res.Links[l.name].add(s)
+			progress("  %s: %.0f Mbit/s (%d retransmits), RTT median %.0f µs over %d replies; bench process %.2f s CPU, QEMU A %.2f s, B %.2f s in %.1f s",
+				l.name, s.mbps, s.retrans, s.rttMed, s.replies, s.benchCPU, s.qemuCPU[0], s.qemuCPU[1], s.wall)
+		}
+	}
+	for _, s := range res.Links {
+		s.MedianThroughput = round1(median(s.ThroughputMbps))
+		s.MedianRTT = round1(median(s.RTTMicros))
+	}
+	f, sOK := res.Links[vmnetFalconnic], res.Links[vmnetStream]
+	if f != nil && sOK != nil && len(f.ThroughputMbps) > 0 && len(sOK.ThroughputMbps) > 0 {
+		r := &vmnetRatios{}
+		if sOK.MedianThroughput > 0 {
+			r.Throughput = round3(f.MedianThroughput / sOK.MedianThroughput)
+		}
+		if sOK.MedianRTT > 0 {
+			r.RTT = round3(f.MedianRTT / sOK.MedianRTT)
+		}
+		r.GoalTput, r.GoalRTT = r.Throughput >= 1.0, r.RTT > 0 && r.RTT <= 1.0
+		res.Ratios = r
+	}
+	st := d.Status()
+	res.Daemon = &st
+	if runErr != nil {
+		res.Error = runErr.Error()
+	}
+	return res, runErr
+}
+
+// vmnetOne is one sample over one link.
+type vmnetOne struct {
+	mbps, senderMbps       float64
+	retrans                int64
+	rttMed, rttMin, rttMax float64
+	replies                int
+	benchCPU               float64
+	qemuCPU                [2]float64
+	wall                   float64
+}
+
+func (s *vmnetSeries) add(x vmnetOne) {
+	s.ThroughputMbps = append(s.ThroughputMbps, round1(x.mbps))
+	s.SenderMbps = append(s.SenderMbps, round1(x.senderMbps))
+	s.Retransmits = append(s.Retransmits, x.retrans)
+	s.RTTMicros = append(s.RTTMicros, round1(x.rttMed))
+	s.RTTMinMicros = append(s.RTTMinMicros, round1(x.rttMin))
+	s.RTTMaxMicros = append(s.RTTMaxMicros, round1(x.rttMax))
+	s.Replies = append(s.Replies, x.replies)
+	s.BenchCPUSeconds = append(s.BenchCPUSeconds, round3(x.benchCPU))
+	s.QEMUCPUSeconds = append(s.QEMUCPUSeconds, [2]float64{round3(x.qemuCPU[0]), round3(x.qemuCPU[1])})
+	s.WallSeconds = append(s.WallSeconds, round1(x.wall))
+}
+
+// vmnetSample runs iperf3 then ping from A to B over link l, and the CPU
+// time this process (the daemon) and both QEMUs spent meanwhile.
+func vmnetSample(ctx context.Context, o vmnetOpts, a, b *qemu.VM, l vmnetLink) (vmnetOne, error) {
+	var s vmnetOne
+	cpu0, qa0, qb0 := selfCPU(), qemuCPU(a), qemuCPU(b)
+	t0 := time.Now()
+	var ip iperfResult
+	var out string
+	var err error
+	// The server may not listen yet right after -D, and a client that
+	// fails early (a connect refused) is retried a few times.
+	for try := 0; try < 5; try++ {
+		out, err = guestRun(ctx, a, "iperf3", "-c", l.serverIP, "-t", strconv.Itoa(o.seconds), "-O", "1", "-J")
+		if err == nil {
+			ip, err = parseIperf3JSON([]byte(out))
+		}
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	if err != nil {
+		return s, fmt.Errorf("iperf3: %w\n%s", err, tail(out, 2000))
+	}
+	s.mbps, s.senderMbps, s.retrans = ip.receiverBps/1e6, ip.senderBps/1e6, ip.retransmits
+	out, err = guestRun(ctx, a, "ping", "-c", strconv.Itoa(o.pings+1), "-i", "200", l.serverIP)
+	rtts := parsePingTimes(out)
+	if len(rtts) < 2 {
+		return s, fmt.Errorf("ping: %d replies (%v)\n%s", len(rtts), err, tail(out, 2000))
+	}
+	rtts = rtts[1:] // the first may carry ARP and cold caches
+	us := make([]float64, len(rtts))
+	for i, r := range rtts {
+		us[i] = float64(r) / float64(time.Microsecond)
+	}
+	s.rttMed, s.rttMin, s.rttMax, s.replies = median(us), slices.Min(us), slices.Max(us), len(us)
+	s.wall = time.Since(t0).Seconds()
+	s.benchCPU = selfCPU() - cpu0
+	s.qemuCPU = [2]float64{qemuCPU(a) - qa0, qemuCPU(b) - qb0}
+	return s, nil
+}
+
+// guestRun runs argv in the guest through its agent and returns stdout and
+// stderr together.
+func guestRun(ctx context.Context, v *qemu.VM, argv ...string) (string, error) {
+	var out bytes.Buffer
+	err := execIn(ctx, v, "", argv, nil, &out, &out)
+	return out.String(), err
+}
+
+// iperfResult is what the benchmark reads from iperf3 -J.
+type iperfResult struct {
+	receiverBps, senderBps float64
+	retransmits            int64
+}
+
+// parseIperf3JSON reads an iperf3 -J client report: end.sum_received and
+// end.sum_sent. A report with an "error" field, or no positive receiver
+// rate, is an error.
+func parseIperf3JSON(b []byte) (iperfResult, error) {
+	var r iperfResult
+	var doc struct {
+		Error string `json:"error"`
+		End   struct {
+			SumSent struct {
+				Bps         float64 `json:"bits_per_second"`
+				Retransmits int64   `json:"retransmits"`
+			} `json:"sum_sent"`
+			SumReceived struct {
+				Bps float64 `json:"bits_per_second"`
+			} `json:"sum_received"`
+		} `json:"end"`
+	}
+	// The agent merges stderr into the same buffer: take the outermost
+	// JSON object.
+	i, j := bytes.IndexByte(b, '{'), bytes.LastIndexByte(b, '}')
+	if i < 0 || j < i {
+		return r, errors.New("no JSON report")
+	}
+	if err := json.Unmarshal(b[i:j+1], &doc); err != nil {
+		return r, fmt.Errorf("iperf3 report: %w", err)
+	}
+	if doc.Error != "" {
+		return r, fmt.Errorf("iperf3: %s", doc.Error)
+	}
+	rx, tx := doc.End.SumReceived.Bps, doc.End.SumSent.Bps
+	if !(rx > 0) || math.IsInf(rx, 0) || !(tx >= 0) || math.IsInf(tx, 0) {
+		return r, fmt.Errorf("iperf3 report without a valid rate (received %v, sent %v bit/s)", rx, tx)
+	}
+	r.receiverBps, r.senderBps, r.retransmits = rx, tx, doc.End.SumSent.Retransmits
+	return r, nil
+}
+
+// pingTime matches u-root ping's reply lines, whose time is a Go duration:
+// "64 bytes from 10.0.0.2: icmp_seq=3 time=512.3µs".
+var pingTime = regexp.MustCompile(`(?m)^\d+ bytes from \S+ icmp_seq=\d+ time=(\S+)\s*$`)
+
+// parsePingTimes returns the round-trip times of the reply lines in out,
+// in order; lines it cannot read are skipped.
+func parsePingTimes(out string) []time.Duration {
+	var ds []time.Duration
+	for _, m := range pingTime.FindAllStringSubmatch(out, -1) {
+		d, err := time.ParseDuration(m[1])
+		if err != nil || d <= 0 {
+			continue
+		}
+		ds = append(ds, d)
+	}
+	return ds
+}
+
+// median of xs (the mean of the middle two for an even count); 0 if empty.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+func round1(x float64) float64 { return math.Round(x*10) / 10 }
+func round3(x float64) float64 { return math.Round(x*1000) / 1000 }
+
+// selfCPU is this process's user+system CPU time in seconds.
+func selfCPU() float64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
+
+// qemuCPU is a QEMU's user+system CPU time in seconds, from /proc (clock
+// ticks of 1/100 s, the Linux USER_HZ).
+func qemuCPU(v *qemu.VM) float64 {
+	pid, ok := v.Pid()
+	if !ok {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	return procStatCPU(b)
+}
+
+// procStatCPU reads utime+stime (fields 14 and 15) from /proc/PID/stat, in
+// seconds; 0 if the line is not understood.
+func procStatCPU(b []byte) float64 {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	// f[0] is field 3 (state): utime is field 14 → f[11], stime f[12].
+	if len(f) < 13 {
+		return 0
+	}
+	u, err1 := strconv.ParseUint(f[11], 10, 64)
+	s, err2 := strconv.ParseUint(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0
+	}
+	return float64(u+s) / 100
+}
+
+func loadavg() string {
+	b, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// waitSocket waits until path is a unix socket.
+func waitSocket(ctx context.Context, path string, timeout time.Duration) error {
+	end := time.Now().Add(timeout)
+	for {
+		if fi, err := os.Stat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
+			return nil
+		}
+		if time.Now().After(end) {
+			return fmt.Errorf("%s did not appear in %v", path, timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func stopVM(v *qemu.VM, progress func(string, ...any)) {
+	progress("stopping guest %s", v.Name)
+	v.Stop()
+}
+
+func fileTail(path string) string {
+	b, _ := os.ReadFile(path)
+	return tail(string(b), 2000)
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
