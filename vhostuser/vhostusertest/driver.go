@@ -44,7 +44,11 @@ type DriverQueue struct {
 	indGPA  uint64
 	// UseIndirect posts multi-buffer chains through an indirect table.
 	UseIndirect bool
-	scratch     []uint16
+	// EventIdx makes PublishKick honour avail_event (VIRTIO_F_EVENT_IDX),
+	// as a Linux driver does.
+	EventIdx  bool
+	scratch   []uint16
+	published uint16
 }
 
 // NewDriverQueue lays out a ring of size entries in region ri of g, with a
@@ -187,6 +191,28 @@ func (q *DriverQueue) Publish() {
 	flags := atomic.LoadUint32(w) & 0xffff
 	atomic.StoreUint32(w, flags|uint32(q.availIdx)<<16)
 }
+
+// PublishKick publishes posted chains and kicks if the device asked for it:
+// with EventIdx only when avail idx passed avail_event (vring_need_event),
+// otherwise always. It reports whether it kicked.
+func (q *DriverQueue) PublishKick() bool {
+	old := q.published
+	q.Publish()
+	q.published = q.availIdx
+	if q.EventIdx {
+		ev := q.AvailEvent()
+		if uint16(q.availIdx-ev-1) >= uint16(q.availIdx-old) {
+			return false
+		}
+	}
+	q.Kick()
+	return true
+}
+
+// EnableCallback asks for an interrupt at the next used element
+// (EVENT_IDX: used_event = the driver's last seen used idx), as Linux's
+// virtqueue_enable_cb does before sleeping.
+func (q *DriverQueue) EnableCallback() { q.SetUsedEvent(q.lastUsed) }
 
 // SetNoInterrupt sets or clears VIRTQ_AVAIL_F_NO_INTERRUPT.
 func (q *DriverQueue) SetNoInterrupt(on bool) {
