@@ -29,6 +29,12 @@ type vm struct {
 	reqID  uint32
 	inst   uint64
 	events []rdmauapi.Event
+	// Over a real virtio-net path (rdma_vhost_test.go) these replace the
+	// direct calls: frames go out on the TX ring, memory is the
+	// front-end's guest RAM.
+	xmit     func(frame []byte)
+	bytesAt  func(gpa uint64, n int) []byte
+	allocRAM func(n int) uint64
 }
 
 const vmBase = 0x40000000
@@ -61,12 +67,29 @@ func newVM(t *testing.T, mac byte, hub *RDMAHub) *vm {
 	return v
 }
 
-func (v *vm) at(gpa uint64, n int) []byte { return v.ram[gpa-v.base : gpa-v.base+uint64(n)] }
+func (v *vm) at(gpa uint64, n int) []byte {
+	if v.bytesAt != nil {
+		return v.bytesAt(gpa, n)
+	}
+	return v.ram[gpa-v.base : gpa-v.base+uint64(n)]
+}
 
 func (v *vm) alloc(n int) uint64 {
+	if v.allocRAM != nil {
+		return v.allocRAM(n)
+	}
 	a := v.next
 	v.next += uint64((n + 4095) &^ 4095)
 	return a
+}
+
+// xmitFrame sends a control frame the way the driver does.
+func (v *vm) xmitFrame(f []byte) {
+	if v.xmit != nil {
+		v.xmit(f)
+		return
+	}
+	v.r.HandleControl(f)
 }
 
 // pbl writes a one-level page list for [gpa, gpa+n).
@@ -101,7 +124,7 @@ func (v *vm) send(op rdmauapi.Opcode, inst uint64, body []byte) (rdmauapi.Status
 	v.t.Helper()
 	v.reqID++
 	f := rdmauapi.AppendFrame(nil, v.mac, rdmauapi.HdrFields{Opcode: op, Instance: inst, ReqID: v.reqID}, body)
-	v.r.HandleControl(f)
+	v.xmitFrame(f)
 	return v.wait(v.reqID)
 }
 
@@ -251,7 +274,7 @@ func (v *vm) doorbell(qpn uint32) {
 	b := make([]byte, rdmauapi.DoorbellSize)
 	rdmauapi.Doorbell(b).SetHandle(qpn)
 	v.reqID++
-	v.r.HandleControl(rdmauapi.AppendFrame(nil, v.mac, rdmauapi.HdrFields{Opcode: rdmauapi.OpDBSQ,
+	v.xmitFrame(rdmauapi.AppendFrame(nil, v.mac, rdmauapi.HdrFields{Opcode: rdmauapi.OpDBSQ,
 		Flags: rdmauapi.FlagNoReply, Instance: v.inst, ReqID: v.reqID}, b))
 }
 
