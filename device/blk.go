@@ -229,7 +229,9 @@ func IdentifyRemote(port *FalconPort, path *nvme.Path, nsid uint16, timeout time
 	cmd := &nvme.Command{Op: nvme.OpIdentify, NSID: nsid, Data: [][]byte{buf},
 		Done: func(c *nvme.Command) { done <- c.Status }}
 	var err error
-	port.Call(func(*falcon.Endpoint) { err = path.Submit(cmd) })
+	if !port.Call(func(*falcon.Endpoint) { err = path.Submit(cmd) }) {
+		return nvme.NamespaceInfo{}, ErrPortStopped
+	}
 	if err != nil {
 		return nvme.NamespaceInfo{}, err
 	}

@@ -70,6 +70,8 @@ type Config struct {
 	// Vsock lists vhost-user-vsock devices (one per VM that wants the guest
 	// agent over vsock), each bridged to host unix sockets.
 	Vsock []VsockConfig `json:"vsock,omitempty"`
+	// NVMe declares exported namespaces and vhost-user-blk disks (NVMeSpec).
+	NVMe *NVMeSpec `json:"nvme,omitempty"`
 }
 
 // NICSpec is one guest NIC in the config.
@@ -205,6 +207,9 @@ func (cfg *Config) check() error {
 	if err := cfg.checkVsock(names, sockets); err != nil {
 		return err
 	}
+	if err := cfg.NVMe.check(cfg.NICs, sockets); err != nil {
+		return err
+	}
 	if cfg.Switch.MACAge < 0 || cfg.Switch.MaxMACs < 0 {
 		return errors.New("switch: mac_age and max_macs must not be negative")
 	}
@@ -244,6 +249,7 @@ func (cfg *Config) resolve(dir string) {
 	for i := range cfg.Vsock {
 		cfg.Vsock[i].ResolvePaths(dir)
 	}
+	cfg.NVMe.resolve(dir)
 }
 
 func (f *FabricSpec) impairment() Impairment {

@@ -58,6 +58,7 @@ type Daemon struct {
 	nics   []*daemonNIC
 	vsocks []*Vsock
 	rdma   rdmaDaemon
+	nvme   nvmeDaemon
 
 	ctl   *control.Server
 	ctlLn net.Listener
@@ -154,6 +155,9 @@ func NewDaemon(cfg *Config, opts DaemonOptions) (_ *Daemon, err error) {
 	if err := d.addVsocks(); err != nil {
 		return nil, err
 	}
+	if err := d.addNVMe(); err != nil {
+		return nil, err
+	}
 	return d, nil
 }
 
@@ -205,6 +209,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	d.runRDMA(ctx, &wg)
 	d.runVsocks(ctx, &wg)
+	d.runNVMe(ctx, &wg)
 	sweep := d.startSweeper()
 	d.log.Info("falconnic daemon serving", "control", d.cfg.Control, "nics", len(d.nics), "fabric", d.fabricAddr())
 
@@ -226,6 +231,7 @@ func (d *Daemon) close() {
 		d.sw.RemovePort(n.port)
 	}
 	d.closeVsocks()
+	d.closeNVMe()
 	if d.fabric != nil {
 		d.fabric.Close()
 	}
@@ -288,6 +294,7 @@ type Status struct {
 	Switch  SwitchStatus  `json:"switch"`
 	Fabric  *FabricStatus `json:"fabric,omitempty"`
 	Vsock   []any         `json:"vsock,omitempty"`
+	NVMe    *NVMeStatus   `json:"nvme,omitempty"`
 }
 
 // NICReport is one NIC in the daemon status: its config, its switch port's
@@ -334,6 +341,7 @@ func (d *Daemon) Status() Status {
 	for _, v := range d.vsocks {
 		st.Vsock = append(st.Vsock, v.StatusJSON())
 	}
+	st.NVMe = d.nvmeStatus()
 	return st
 }
 

@@ -2,6 +2,7 @@ package device
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"falconnic/falcon"
@@ -20,6 +21,7 @@ type FalconPort struct {
 	clk   clock.Clock
 	work  chan portWork
 	ulps  [16]falcon.ULP
+	dead  chan struct{} // closed when Run returns
 	Stats FalconPortCounters
 }
 
@@ -55,7 +57,7 @@ func NewFalconPort(clk clock.Clock, link falcon.Link) *FalconPort {
 	if link == nil {
 		link = dropLink{}
 	}
-	p := &FalconPort{clk: clk, work: make(chan portWork, falconPortQueue)}
+	p := &FalconPort{clk: clk, work: make(chan portWork, falconPortQueue), dead: make(chan struct{})}
 	p.ep = falcon.New(falcon.Config{Clock: clk, Link: link, ULP: portDemux{p}})
 	return p
 }
@@ -73,18 +75,43 @@ func (p *FalconPort) Receive(pkt []byte, flow uint32) {
 	}
 }
 
-// Do queues fn to run on the owning goroutine.
-func (p *FalconPort) Do(fn func(ep *falcon.Endpoint)) { p.work <- portWork{fn: fn} }
-
-// Call runs fn on the owning goroutine and waits for it.
-func (p *FalconPort) Call(fn func(ep *falcon.Endpoint)) {
-	done := make(chan struct{})
-	p.work <- portWork{fn: func(ep *falcon.Endpoint) { fn(ep); close(done) }}
-	<-done
+// Do queues fn to run on the owning goroutine. It reports false, and
+// fn never runs, once the port has stopped.
+func (p *FalconPort) Do(fn func(ep *falcon.Endpoint)) bool {
+	select {
+	case p.work <- portWork{fn: fn}:
+		return true
+	case <-p.dead:
+		return false
+	}
 }
+
+// Call runs fn on the owning goroutine and waits for it. It reports
+// false, and fn never runs, once the port has stopped.
+func (p *FalconPort) Call(fn func(ep *falcon.Endpoint)) bool {
+	done := make(chan struct{})
+	if !p.Do(func(ep *falcon.Endpoint) { fn(ep); close(done) }) {
+		return false
+	}
+	select {
+	case <-done:
+		return true
+	case <-p.dead:
+		select {
+		case <-done:
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+// ErrPortStopped is returned by work that needed a stopped FalconPort.
+var ErrPortStopped = errors.New("device: Falcon port stopped")
 
 // Run is the owning goroutine: work, then due timers, until ctx ends.
 func (p *FalconPort) Run(ctx context.Context) {
+	defer close(p.dead)
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
 	for {

@@ -69,13 +69,15 @@ func ConnectNVMeLocal(ini, tgt *NVMeFunc, cid func() uint32) (iniPath, tgtPath *
 	for i := range cfgs {
 		c := falcon.ConnConfig{SCID: cid(), DCID: cid(), Protocol: wire.ProtoNVMe, Peer: portLink{tgt.Port}}
 		var peer falcon.ConnConfig
-		ini.Port.Call(func(ep *falcon.Endpoint) { ep.RandomPSNs(&c) })
-		tgt.Port.Call(func(ep *falcon.Endpoint) { ep.RandomPSNs(&peer) })
+		if !ini.Port.Call(func(ep *falcon.Endpoint) { ep.RandomPSNs(&c) }) ||
+			!tgt.Port.Call(func(ep *falcon.Endpoint) { ep.RandomPSNs(&peer) }) {
+			return nil, nil, ErrPortStopped
+		}
 		c.RxReqPSN, c.RxDataPSN, c.RxRSN = peer.TxReqPSN, peer.TxDataPSN, peer.TxRSN
 		cfgs[i] = c
 	}
 	// The target side first, so nothing the initiator sends finds no connection.
-	tgt.Port.Call(func(ep *falcon.Endpoint) {
+	ok := tgt.Port.Call(func(ep *falcon.Endpoint) {
 		var conns [2]*falcon.Conn
 		for i, c := range cfgs {
 			m := falcon.Mirror(c)
@@ -86,10 +88,13 @@ func ConnectNVMeLocal(ini, tgt *NVMeFunc, cid func() uint32) (iniPath, tgtPath *
 		}
 		tgtPath, err = tgt.Engine.AddPath(conns[0], conns[1])
 	})
+	if !ok {
+		return nil, nil, ErrPortStopped
+	}
 	if err != nil {
 		return nil, nil, err
 	}
-	ini.Port.Call(func(ep *falcon.Endpoint) {
+	ok = ini.Port.Call(func(ep *falcon.Endpoint) {
 		var conns [2]*falcon.Conn
 		for i, c := range cfgs {
 			if conns[i], err = ep.Connect(c); err != nil {
@@ -98,6 +103,9 @@ func ConnectNVMeLocal(ini, tgt *NVMeFunc, cid func() uint32) (iniPath, tgtPath *
 		}
 		iniPath, err = ini.Engine.AddPath(conns[0], conns[1])
 	})
+	if !ok {
+		return nil, nil, ErrPortStopped
+	}
 	return iniPath, tgtPath, err
 }
 

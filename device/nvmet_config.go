@@ -53,9 +53,13 @@ type DiskSpec struct {
 }
 
 // check validates the section against the NIC names and sockets in use.
-func (s *NVMeSpec) check(names, sockets map[string]bool) error {
+func (s *NVMeSpec) check(nics []NICSpec, sockets map[string]bool) error {
 	if s == nil {
 		return nil
+	}
+	names := map[string]bool{}
+	for _, n := range nics {
+		names[n.Name] = true
 	}
 	nsids := map[[2]any]NamespaceSpec{}
 	for i := range s.Namespaces {
@@ -91,6 +95,8 @@ func (s *NVMeSpec) check(names, sockets map[string]bool) error {
 			return fmt.Errorf("nvme.disks[%d]: socket %q missing or used twice", i, d.Socket)
 		case !names[d.NIC]:
 			return fmt.Errorf("nvme.disks[%d]: no nic %q", i, d.NIC)
+		case !names[d.Target]:
+			return fmt.Errorf("nvme.disks[%d]: no target nic %q", i, d.Target)
 		case len(d.Serial) > 20:
 			return fmt.Errorf("nvme.disks[%d]: serial longer than 20 bytes", i)
 		}
