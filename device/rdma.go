@@ -286,11 +286,18 @@ func (r *RDMAFunc) Status() map[string]uint64 {
 // rdmaConns is the verbs engine's view of the connection manager.
 type rdmaConns struct{ r *RDMAFunc }
 
-// Lookup returns the connection to peer or starts setting one up.
+// Lookup returns the connection to peer or starts setting one up. A
+// connection the transport declared dead is torn down and set up anew.
 func (c rdmaConns) Lookup(peer verbs.MAC) *falcon.Conn {
 	r := c.r
 	if cn := r.conns[peer]; cn != nil {
-		return cn
+		if !cn.Dead() {
+			return cn
+		}
+		r.dropConn(peer, cn.SCID())
+		if r.hub != nil {
+			r.hub.forget(r, peer)
+		}
 	}
 	if !r.pending[peer] && r.hub != nil && peer != r.mac {
 		r.pending[peer] = true
@@ -298,6 +305,15 @@ func (c rdmaConns) Lookup(peer verbs.MAC) *falcon.Conn {
 		r.hub.connect(r, peer)
 	}
 	return nil
+}
+
+// dropConn closes r's connection scid to peer, if it is the current one
+// (on the owning goroutine); its outstanding transactions fail.
+func (r *RDMAFunc) dropConn(peer verbs.MAC, scid uint32) {
+	if c := r.conns[peer]; c != nil && c.SCID() == scid {
+		delete(r.conns, peer)
+	}
+	_ = r.ep.Close(scid)
 }
 
 // connected installs a connection to peer (on the owning goroutine).

@@ -44,6 +44,7 @@ type cmPair struct {
 type RDMAHubCounters struct {
 	LocalConns, REQSent, REQRecv, REPRecv, REJRecv stats.Counter
 	CMDecodeErr, CMNoNIC, CMStale, CMGaveUp        stats.Counter
+	Replaced                                       stats.Counter
 	FalconNoCID, FalconShort                       stats.Counter
 }
 
@@ -59,6 +60,7 @@ func (c *RDMAHubCounters) Set() stats.Set {
 		{Name: "cm_no_nic", Help: "REQs for a MAC no NIC of this daemon has", Counter: &c.CMNoNIC},
 		{Name: "cm_stale", Help: "REP/REJ for no pending set-up", Counter: &c.CMStale},
 		{Name: "cm_gave_up", Help: "set-ups abandoned after every REQ retry", Counter: &c.CMGaveUp},
+		{Name: "cm_replaced", Help: "connections replaced by a peer's new REQ (peer restarted or found ours dead)", Counter: &c.Replaced},
 		{Name: "falcon_no_cid", Help: "Falcon packets from the fabric for a CID no NIC owns", Counter: &c.FalconNoCID},
 		{Name: "falcon_short", Help: "Falcon datagrams too short for a header", Counter: &c.FalconShort},
 	}
@@ -257,6 +259,7 @@ func (h *RDMAHub) onREQ(from netip.AddrPort, m cmMsg) {
 		return
 	}
 	key := [2]verbs.MAC{m.dst, m.src}
+	old := uint32(0)
 	if pr := h.pairs[key]; pr != nil {
 		switch {
 		case pr.up && pr.rep != nil && pr.cfg.DCID == m.srcCID:
@@ -264,10 +267,16 @@ func (h *RDMAHub) onREQ(from netip.AddrPort, m cmMsg) {
 			return
 		case !pr.up && pr.remote && lessMAC(m.dst, m.src):
 			return // simultaneous set-up: the lower MAC's REQ wins
+		case pr.up && !pr.remote:
+			h.Stats.CMStale.Inc()
+			return // the MAC is a NIC of this daemon: a spoof
 		case pr.up:
-			return // an older connection stands; the REQ is stale
+			// The peer set up a new connection (its daemon restarted, or
+			// it found ours dead): ours is replaced.
+			h.Stats.Replaced.Inc()
+			old = pr.cfg.SCID
 		}
-		delete(h.cids, pr.cfg.SCID) // our REQ lost the race
+		delete(h.cids, pr.cfg.SCID) // our REQ lost the race, or replaced
 	}
 	cfg := falcon.ConnConfig{Ordered: true}
 	r.ep.RandomPSNs(&cfg)
@@ -280,6 +289,9 @@ func (h *RDMAHub) onREQ(from netip.AddrPort, m cmMsg) {
 	h.pairs[key] = pr
 	peer := verbs.MAC(m.src)
 	go r.Do(func(r *RDMAFunc) {
+		if old != 0 {
+			r.dropConn(peer, old)
+		}
 		c, _ := r.ep.Connect(cfg)
 		r.connected(peer, c)
 		h.mu.Lock()
@@ -287,6 +299,31 @@ func (h *RDMAHub) onREQ(from netip.AddrPort, m cmMsg) {
 		h.mu.Unlock()
 		_ = h.fabric.Send(KindCM, from, 0, b)
 	})
+}
+
+// forget drops the set-up state of r's connection to peer (it died), and
+// for a peer NIC of this daemon its side too, so the next Lookup sets up a
+// new connection. Called on r's goroutine.
+func (h *RDMAHub) forget(r *RDMAFunc, peer verbs.MAC) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	key := [2]verbs.MAC{r.mac, peer}
+	pr := h.pairs[key]
+	if pr == nil {
+		return
+	}
+	delete(h.pairs, key)
+	delete(h.cids, pr.cfg.SCID)
+	if pr.remote {
+		return
+	}
+	back := [2]verbs.MAC{peer, r.mac}
+	if pp := h.pairs[back]; pp != nil {
+		delete(h.pairs, back)
+		delete(h.cids, pp.cfg.SCID)
+		p, scid, mac := pp.r, pp.cfg.SCID, r.mac
+		go p.Do(func(p *RDMAFunc) { p.dropConn(mac, scid) })
+	}
 }
 
 func lessMAC(a, b [6]byte) bool {

@@ -333,6 +333,39 @@ func TestRDMAWriteOverTheFabric(t *testing.T) {
 	}
 }
 
+// TestRDMAPeerRestartReplacesConnection: a NIC that comes back on a new
+// daemon (same MAC, new CIDs) sets up a new connection, which replaces the
+// old one at the NIC that stayed.
+func TestRDMAPeerRestartReplacesConnection(t *testing.T) {
+	var fabs []*Fabric
+	for range 3 {
+		f, err := NewFabric(FabricOptions{Listen: loopback})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fabs = append(fabs, f)
+	}
+	fabs[0].AddPeer(fabs[1].LocalAddr())
+	fabs[1].AddPeer(fabs[0].LocalAddr())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for _, f := range fabs {
+		go f.Run(ctx)
+	}
+	h1 := NewRDMAHub(fabs[0])
+	a := newVM(t, 0xa, h1)
+	writeBetween(t, a, newVM(t, 0xb, NewRDMAHub(fabs[1])))
+	// B's daemon restarts on another address; B's guest sends first.
+	fabs[0].AddPeer(fabs[2].LocalAddr())
+	fabs[2].AddPeer(fabs[0].LocalAddr())
+	b2 := newVM(t, 0xb, NewRDMAHub(fabs[2]))
+	a.inst++ // A's application starts over too (OPEN by a new instance reclaims)
+	writeBetween(t, b2, a)
+	if h1.Stats.Replaced.Load() != 1 {
+		t.Fatalf("replaced %d", h1.Stats.Replaced.Load())
+	}
+}
+
 func writeBetween(t *testing.T, a, b *vm) {
 	qa, qb := a.setupRC(16), b.setupRC(17)
 	_ = qb

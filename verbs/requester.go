@@ -308,7 +308,7 @@ func (e *Engine) submit(qp *QP, op *sendOp) error {
 			return errNoConn
 		}
 		if qp.typ != QPTypeUD {
-			if qp.conn == nil {
+			if qp.conn == nil || qp.conn.Dead() {
 				qp.conn = e.cfg.Conns.Lookup(qp.attr.AV.DMAC)
 			}
 			op.conn = qp.conn

@@ -59,7 +59,7 @@ func (e *Engine) OnRequest(c *falcon.Conn, r *falcon.Request) {
 		return
 	}
 	if !ud {
-		if qp.conn == nil && e.cfg.Conns != nil {
+		if (qp.conn == nil || qp.conn.Dead()) && e.cfg.Conns != nil {
 			qp.conn = e.cfg.Conns.Lookup(qp.attr.AV.DMAC)
 		}
 		if qp.conn != c {
@@ -355,7 +355,7 @@ func (e *Engine) onPull(c *falcon.Conn, r *falcon.Request) {
 		e.pullError(c, r, &f, wire.SyndromeInvalidReq)
 		return
 	}
-	if qp.conn == nil && e.cfg.Conns != nil {
+	if (qp.conn == nil || qp.conn.Dead()) && e.cfg.Conns != nil {
 		qp.conn = e.cfg.Conns.Lookup(qp.attr.AV.DMAC)
 	}
 	if qp.conn != c {
