@@ -189,7 +189,40 @@ func Build(ctx context.Context, o ImageOptions) (Image, error) {
 		return Image{}, err
 	}
 	b.progress("image ready in %s", dir)
-	return im, writeLatest(images, key[:16])
+	if err := writeLatest(images, key[:16]); err != nil {
+		return Image{}, err
+	}
+	pruneImages(images, keepImages)
+	return im, nil
+}
+
+// keepImages is how many built images the cache keeps (newest first).
+const keepImages = 3
+
+// pruneImages removes all but the newest keep image directories. A running
+// QEMU does not mind: it read its kernel and initramfs at start.
+func pruneImages(images string, keep int) {
+	es, err := os.ReadDir(images)
+	if err != nil {
+		return
+	}
+	type dirAge struct {
+		name string
+		mod  time.Time
+	}
+	var dirs []dirAge
+	for _, e := range es {
+		if !e.IsDir() || strings.HasSuffix(e.Name(), ".tmp") {
+			continue
+		}
+		if fi, err := e.Info(); err == nil {
+			dirs = append(dirs, dirAge{e.Name(), fi.ModTime()})
+		}
+	}
+	sort.Slice(dirs, func(i, j int) bool { return dirs[i].mod.After(dirs[j].mod) })
+	for i := keep; i < len(dirs); i++ {
+		os.RemoveAll(filepath.Join(images, dirs[i].name))
+	}
 }
 
 // lockCache takes the cache's lock, so that concurrent builds (two test

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestImageKeyChangesWithEveryInput(t *testing.T) {
@@ -65,5 +66,21 @@ func TestLoadImageExplainsWhatIsMissing(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "manifest.json"), []byte(`{"key":"k","kernel":"../../etc/passwd","initrd":"initramfs.cpio"}`), 0o644)
 	if _, err := LoadImage(cache); err == nil {
 		t.Fatal("manifest escaping its directory accepted")
+	}
+}
+
+func TestPruneImagesKeepsTheNewest(t *testing.T) {
+	images := t.TempDir()
+	for i, name := range []string{"old", "mid", "new", "newest"} {
+		os.MkdirAll(filepath.Join(images, name), 0o755)
+		when := time.Date(2026, 1, 1+i, 0, 0, 0, 0, time.UTC)
+		os.Chtimes(filepath.Join(images, name), when, when)
+	}
+	os.WriteFile(filepath.Join(images, "latest"), []byte("newest\n"), 0o644)
+	pruneImages(images, 3)
+	for name, want := range map[string]bool{"old": false, "mid": true, "new": true, "newest": true, "latest": true} {
+		if _, err := os.Stat(filepath.Join(images, name)); (err == nil) != want {
+			t.Errorf("%s present = %v, want %v", name, err == nil, want)
+		}
 	}
 }
