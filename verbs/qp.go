@@ -173,6 +173,11 @@ type QP struct {
 	lastWQEEvSent bool
 }
 
+// opsWindow bounds the send WQEs a QP has taken from its ring and not yet
+// completed (a power of two). It bounds the NIC memory a guest can make a
+// QP hold, whatever its ring size.
+const opsWindow = 128
+
 // CreateQP creates a QP in RESET.
 func (e *Engine) CreateQP(s QPSpec) error {
 	_, ok := e.qps[s.H]
@@ -210,7 +215,7 @@ func (e *Engine) CreateQP(s QPSpec) error {
 		return err
 	}
 	qp := &QP{H: s.H, typ: s.Type, pd: s.PD, scq: scq, rcq: rcq, srq: srq, sigAll: s.SigAll, sq: sq,
-		sqMaxSGE: s.SQ.MaxSGE, sqMaxInline: s.SQ.MaxInline, ops: make([]sendOp, s.SQ.Slots)}
+		sqMaxSGE: s.SQ.MaxSGE, sqMaxInline: s.SQ.MaxInline, ops: make([]sendOp, min(s.SQ.Slots, opsWindow))}
 	if srq == nil {
 		if s.RQ.MaxSGE > lim.MaxSGE || RecvWQESize+int(s.RQ.MaxSGE)*SGESize > 1<<min(s.RQ.Log2Elem, 31) {
 			return ErrBadParam
