@@ -53,11 +53,17 @@ type VM struct {
 	done chan struct{}
 }
 
-// Paths in a VM's state directory.
+// ConsoleLog is the guest's serial console file.
 func (v *VM) ConsoleLog() string { return filepath.Join(v.Dir, "console.log") }
-func (v *VM) QEMULog() string    { return filepath.Join(v.Dir, "qemu.log") }
-func (v *VM) AgentSock() string  { return filepath.Join(v.Dir, "agent.sock") }
-func (v *VM) PidFile() string    { return filepath.Join(v.Dir, "qemu.pid") }
+
+// QEMULog holds QEMU's command line and its own output.
+func (v *VM) QEMULog() string { return filepath.Join(v.Dir, "qemu.log") }
+
+// AgentSock is the host end of the agent's virtio-serial port.
+func (v *VM) AgentSock() string { return filepath.Join(v.Dir, "agent.sock") }
+
+// PidFile holds QEMU's pid.
+func (v *VM) PidFile() string { return filepath.Join(v.Dir, "qemu.pid") }
 func (v *VM) machineFile() string {
 	return filepath.Join(v.Dir, "machine.json")
 }
