@@ -26,12 +26,13 @@ func (e *Engine) CreateCQ(h uint32, s RingSpec) error {
 	if e.cfg.Mem == nil {
 		return ErrNoMemory
 	}
-	r, err := NewRing(e.cfg.Mem, s, WCSize)
+	r, err := e.loadRing(s, WCSize)
 	if err != nil {
 		return err
 	}
 	prod, err := r.Producer(e.cfg.Mem)
 	if err != nil {
+		e.dropRing(r)
 		return err
 	}
 	e.cqs[h] = &CQ{H: h, ring: r, prod: prod}
@@ -48,6 +49,7 @@ func (e *Engine) DestroyCQ(h uint32) error {
 		return ErrBusy
 	}
 	delete(e.cqs, h)
+	e.dropRing(cq.ring)
 	return nil
 }
 
@@ -138,16 +140,17 @@ func (e *Engine) CreateSRQ(h, pdh, limit uint32, s RingSpec) error {
 	if s.MaxSGE > e.cfg.Limits.MaxSGE || RecvWQESize+int(s.MaxSGE)*SGESize > 1<<min(s.Log2Elem, 31) {
 		return ErrBadParam
 	}
-	r, err := NewRing(e.cfg.Mem, s, RecvWQESize)
+	if limit >= s.Slots {
+		return ErrBadParam
+	}
+	r, err := e.loadRing(s, RecvWQESize)
 	if err != nil {
 		return err
 	}
 	cons, err := r.Consumer(e.cfg.Mem)
 	if err != nil {
+		e.dropRing(r)
 		return err
-	}
-	if limit >= s.Slots {
-		return ErrBadParam
 	}
 	e.srqs[h] = &SRQ{H: h, PD: pdh, ring: r, cons: cons, limit: limit, maxSGE: s.MaxSGE}
 	p.refs++
@@ -189,6 +192,7 @@ func (e *Engine) DestroySRQ(h uint32) error {
 		return ErrBusy
 	}
 	delete(e.srqs, h)
+	e.dropRing(s.ring)
 	if p := e.pds[s.PD]; p != nil {
 		p.refs--
 	}

@@ -61,12 +61,16 @@ type Limits struct {
 	MaxSGE                                    uint32
 	MaxInline                                 uint32
 	MaxMRSize                                 uint64
+	// MaxMTTPages bounds the page-list entries the NIC keeps for all MRs
+	// and rings together (its MTT): a guest may list the same page many
+	// times, so guest RAM does not bound it.
+	MaxMTTPages uint32
 }
 
 // DefaultLimits returns the limits of a default NIC.
 func DefaultLimits() Limits {
 	return Limits{MaxPD: 1024, MaxMR: 4096, MaxCQ: 1024, MaxQP: 1024, MaxSRQ: 256, MaxAH: 4096,
-		MaxHandle: 1 << 20, MaxSGE: 32, MaxInline: 512, MaxMRSize: 1 << 40}
+		MaxHandle: 1 << 20, MaxSGE: 32, MaxInline: 512, MaxMRSize: 1 << 40, MaxMTTPages: 1 << 22}
 }
 
 // Config configures an Engine.
@@ -95,6 +99,7 @@ type Engine struct {
 	srqs  map[uint32]*SRQ
 	ahs   map[uint32]*AH
 	conns map[*falcon.Conn]*connState
+	mtt   uint32 // page-list entries held
 	qpGen map[uint32]uint8
 
 	pkt     []byte // transmit scratch: headers + data
@@ -194,6 +199,7 @@ func (e *Engine) Objects() int {
 func (e *Engine) Reset() int {
 	n := e.Objects()
 	e.Stats.Reclaimed.Add(uint64(n))
+	e.mtt = 0
 	e.init()
 	return n
 }
@@ -271,12 +277,17 @@ func (e *Engine) RegMR(s MRSpec) error {
 	if s.Len == 0 || s.Len > e.cfg.Limits.MaxMRSize || s.FirstOffset >= PageSize || s.IOVA+s.Len < s.IOVA {
 		return ErrBadParam
 	}
+	if err := e.reserve(s.PBL.NPages); err != nil {
+		return err
+	}
 	pages, err := LoadPBL(e.cfg.Mem, s.PBL)
 	if err != nil {
+		e.mtt -= s.PBL.NPages
 		return err
 	}
 	reg, err := newRegion(pages, uint64(s.FirstOffset), s.Len)
 	if err != nil {
+		e.mtt -= s.PBL.NPages
 		return ErrBadParam
 	}
 	mr := &MR{H: s.H, PD: s.PD, LKey: s.LKey, IOVA: s.IOVA, Len: s.Len, Access: s.Access, reg: reg}
@@ -297,6 +308,7 @@ func (e *Engine) DeregMR(h uint32) error {
 		return ErrBadHandle
 	}
 	delete(e.mrs, h)
+	e.mtt -= uint32(len(mr.reg.pages))
 	delete(e.lkeys, mr.LKey)
 	if mr.RKey != 0 {
 		delete(e.rkeys, mr.RKey)
@@ -305,6 +317,35 @@ func (e *Engine) DeregMR(h uint32) error {
 		p.refs--
 	}
 	return nil
+}
+
+// reserve accounts n page-list entries against MaxMTTPages.
+func (e *Engine) reserve(n uint32) error {
+	if uint64(e.mtt)+uint64(n) > uint64(e.cfg.Limits.MaxMTTPages) {
+		return ErrNoResources
+	}
+	e.mtt += n
+	return nil
+}
+
+// loadRing reserves MTT room for a ring's page list and loads it.
+func (e *Engine) loadRing(s RingSpec, minElem int) (*Ring, error) {
+	if err := e.reserve(s.PBL.NPages); err != nil {
+		return nil, err
+	}
+	r, err := NewRing(e.cfg.Mem, s, minElem)
+	if err != nil {
+		e.mtt -= s.PBL.NPages
+		return nil, err
+	}
+	return r, nil
+}
+
+// dropRing returns a ring's page-list entries.
+func (e *Engine) dropRing(r *Ring) {
+	if r != nil {
+		e.mtt -= uint32(len(r.reg.pages))
+	}
 }
 
 // span returns the MR-relative offset of [va, va+n) if it lies inside mr.

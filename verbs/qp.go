@@ -210,7 +210,7 @@ func (e *Engine) CreateQP(s QPSpec) error {
 		SendWQESize+int(max(s.SQ.MaxSGE*SGESize, s.SQ.MaxInline)) > 1<<min(s.SQ.Log2Elem, 31) {
 		return ErrBadParam
 	}
-	sq, err := NewRing(e.cfg.Mem, s.SQ, SendWQESize)
+	sq, err := e.loadRing(s.SQ, SendWQESize)
 	if err != nil {
 		return err
 	}
@@ -218,9 +218,11 @@ func (e *Engine) CreateQP(s QPSpec) error {
 		sqMaxSGE: s.SQ.MaxSGE, sqMaxInline: s.SQ.MaxInline, ops: make([]sendOp, min(s.SQ.Slots, opsWindow))}
 	if srq == nil {
 		if s.RQ.MaxSGE > lim.MaxSGE || RecvWQESize+int(s.RQ.MaxSGE)*SGESize > 1<<min(s.RQ.Log2Elem, 31) {
+			e.dropRing(sq)
 			return ErrBadParam
 		}
-		if qp.rq, err = NewRing(e.cfg.Mem, s.RQ, RecvWQESize); err != nil {
+		if qp.rq, err = e.loadRing(s.RQ, RecvWQESize); err != nil {
+			e.dropRing(sq)
 			return err
 		}
 		qp.rqMaxSGE = s.RQ.MaxSGE
@@ -249,6 +251,8 @@ func (e *Engine) DestroyQP(h uint32) error {
 		return ErrBadHandle
 	}
 	delete(e.qps, h)
+	e.dropRing(qp.sq)
+	e.dropRing(qp.rq)
 	qp.state = QPSReset
 	if p := e.pds[qp.pd]; p != nil {
 		p.refs--

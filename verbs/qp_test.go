@@ -359,3 +359,31 @@ func TestUDSendErrorGoesToSQE(t *testing.T) {
 		t.Fatalf("after SQE→RTS: %v", wc.Status())
 	}
 }
+
+// The NIC's MTT is bounded: page lists cannot make it hold more entries
+// than MaxMTTPages (a guest may list one page many times, so its RAM is no
+// bound), and entries come back when objects go.
+func TestMTTIsBounded(t *testing.T) {
+	g := newGuest(t, 1<<20)
+	lim := DefaultLimits()
+	lim.MaxMTTPages = 3
+	g.e = New(Config{Mem: g.mem, Limits: lim})
+	_ = g.e.CreatePD(1)
+	pg := g.alloc(PageSize)
+	reg := func(h uint32, pages int) error {
+		return g.e.RegMR(MRSpec{H: h, PD: 1, LKey: h, Len: uint64(pages * PageSize), Access: AccessLocalWrite,
+			PBL: g.pbl(pg, pages*PageSize)})
+	}
+	if err := reg(1, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := reg(2, 2); err != ErrNoResources {
+		t.Fatalf("over the MTT: %v", err)
+	}
+	if err := g.e.DeregMR(1); err != nil {
+		t.Fatal(err)
+	}
+	if err := reg(3, 3); err != nil {
+		t.Fatalf("after dereg: %v", err)
+	}
+}
