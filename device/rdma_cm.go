@@ -44,7 +44,7 @@ type cmPair struct {
 type RDMAHubCounters struct {
 	LocalConns, REQSent, REQRecv, REPRecv, REJRecv stats.Counter
 	CMDecodeErr, CMNoNIC, CMStale, CMGaveUp        stats.Counter
-	Replaced                                       stats.Counter
+	Replaced, CMTooMany                            stats.Counter
 	FalconNoCID, FalconShort                       stats.Counter
 }
 
@@ -60,6 +60,7 @@ func (c *RDMAHubCounters) Set() stats.Set {
 		{Name: "cm_no_nic", Help: "REQs for a MAC no NIC of this daemon has", Counter: &c.CMNoNIC},
 		{Name: "cm_stale", Help: "REP/REJ for no pending set-up", Counter: &c.CMStale},
 		{Name: "cm_gave_up", Help: "set-ups abandoned after every REQ retry", Counter: &c.CMGaveUp},
+		{Name: "cm_too_many", Help: "REQs refused: the NIC has maxPeersPerNIC connections", Counter: &c.CMTooMany},
 		{Name: "cm_replaced", Help: "connections replaced by a peer's new REQ (peer restarted or found ours dead)", Counter: &c.Replaced},
 		{Name: "falcon_no_cid", Help: "Falcon packets from the fabric for a CID no NIC owns", Counter: &c.FalconNoCID},
 		{Name: "falcon_short", Help: "Falcon datagrams too short for a header", Counter: &c.FalconShort},
@@ -278,6 +279,12 @@ func (h *RDMAHub) onREQ(from netip.AddrPort, m cmMsg) {
 		}
 		delete(h.cids, pr.cfg.SCID) // our REQ lost the race, or replaced
 	}
+	if old == 0 && h.pairsOf(r) >= maxPeersPerNIC {
+		h.Stats.CMTooMany.Inc()
+		rej := cmMsg{typ: cmREJ, src: m.dst, dst: m.src, dstCID: m.srcCID}
+		_ = h.fabric.Send(KindCM, from, 0, rej.append(nil))
+		return
+	}
 	cfg := falcon.ConnConfig{Ordered: true}
 	r.ep.RandomPSNs(&cfg)
 	cfg.SCID, cfg.DCID = h.allocCID(r), m.srcCID
@@ -324,6 +331,21 @@ func (h *RDMAHub) forget(r *RDMAFunc, peer verbs.MAC) {
 		p, scid, mac := pp.r, pp.cfg.SCID, r.mac
 		go p.Do(func(p *RDMAFunc) { p.dropConn(mac, scid) })
 	}
+}
+
+// maxPeersPerNIC bounds the connections a NIC accepts from other daemons
+// (each costs a Falcon connection's state).
+const maxPeersPerNIC = 1024
+
+// pairsOf counts r's connections and set-ups (h.mu held).
+func (h *RDMAHub) pairsOf(r *RDMAFunc) int {
+	n := 0
+	for k := range h.pairs {
+		if k[0] == r.mac {
+			n++
+		}
+	}
+	return n
 }
 
 func lessMAC(a, b [6]byte) bool {
