@@ -595,3 +595,35 @@ func TestRDMAControlSRQAHQueries(t *testing.T) {
 		t.Fatalf("%d objects after CLOSE", n)
 	}
 }
+
+// When a guest dies its NIC drops every RDMA object; the peer's next WRITE
+// completes in error at the peer and touches nothing.
+func TestRDMAPeerGuestDiesMidTraffic(t *testing.T) {
+	hub := NewRDMAHub(nil)
+	a, b := newVM(t, 0xa, hub), newVM(t, 0xb, hub)
+	writeBetween(t, a, b)
+	b.r.SetMemTable(nil)
+	// A's application starts over (a new instance) and writes again.
+	a.inst++
+	qa := a.setupRC(16)
+	a.connect(16, b.mac, 17)
+	_, srcVA := a.regMR(1, 64, verbs.AccessLocalWrite)
+	a.post(qa, 16, func(w verbs.SendWQE) {
+		w.SetWRID(5)
+		w.SetOpcode(verbs.WRWrite)
+		w.SetFlags(2)
+		w.SetRemoteAddr(0x10000000)
+		w.SetRKey(1<<8 | 1)
+		w.SGE(0).Set(srcVA, 64, 1<<8)
+		w.SetNumSGE(1)
+		w.SetLength(64)
+	})
+	if st := a.spinCQ(qa.scq); st != verbs.WCRemInvReqErr {
+		t.Fatalf("status %v, want remote-invalid-request (the QP is gone)", st)
+	}
+	var n int
+	b.r.Call(func(r *RDMAFunc) { n = r.eng.Objects() })
+	if n != 0 {
+		t.Fatalf("%d objects left on the dead guest's NIC", n)
+	}
+}
