@@ -58,4 +58,13 @@
 //     IBV_WC_GRH, as rxe does; Q_Key mismatches and UD messages without a
 //     receive WQE are dropped and counted.
 //   - Fences are implicit: an ordered connection completes in order.
+//   - Each READ segment is its own pull, so every response is a
+//     ReadResponseOnly; the requester places segments in RSN order.
+//   - Ring indices are compared modulo the slot count and written masked,
+//     as librxe keeps them (the uapi comment says free-running; both work).
+//   - A QP holds at most opsWindow (128) send WQEs in flight and the NIC's
+//     page lists are bounded by Limits.MaxMTTPages, so a guest's ring and
+//     MR sizes cannot make the daemon allocate without bound.
+//   - UC has no responder errors: a UC request the responder cannot take
+//     is acknowledged and dropped; UC and UD send errors move the QP to SQE.
 package verbs
