@@ -391,3 +391,36 @@ func TestBlkInflightSurvivesBackendRestart(t *testing.T) {
 		t.Fatalf("write after restart: status %d", w.status())
 	}
 }
+
+// TestBlkFirmwareThenLinux replays QEMU 7.2's boot: SeaBIOS drives the
+// disk (fewer features, polling), then Linux resets and restarts it.
+func TestBlkFirmwareThenLinux(t *testing.T) {
+	r := newBlkRig(t, memNS(false))
+	if _, err := r.fe.BlkInit(57); err != nil {
+		t.Fatal(err)
+	}
+	bios := vhostuser.FeatureVersion1 | vhostuser.FeatureProtocolFeatures | blkFSizeMax | blkFSegMax | blkFBlkSize
+	r.q.SetNoInterrupt(true)
+	if err := r.fe.BlkStart(r.q, bios, 0); err != nil {
+		t.Fatal(err)
+	}
+	copy(r.mem.Bytes(), "BOOT SECTOR")
+	rd := r.request(blkTypeIn, 0, true, nil, 512)
+	r.run(rd)
+	if rd.status() != blkStatusOK || string(rd.data(11)) != "BOOT SECTOR" {
+		t.Fatalf("firmware read: status %d data %q", rd.status(), rd.data(11))
+	}
+	base, err := r.fe.BlkReset()
+	if err != nil || base != 1 {
+		t.Fatalf("reset: base %d err %v", base, err)
+	}
+	r.q.SetNoInterrupt(false)
+	if err := r.fe.BlkStart(r.q, blkLinuxFeatures, 0); err != nil {
+		t.Fatal(err)
+	}
+	rd = r.request(blkTypeIn, 0, true, nil, 4096)
+	r.run(rd)
+	if rd.status() != blkStatusOK {
+		t.Fatalf("linux read: status %d", rd.status())
+	}
+}
