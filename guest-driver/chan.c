@@ -159,6 +159,16 @@ int fnic_cmd(struct fnic_dev *fd, u16 opcode, const void *body, u16 len,
 		return err;
 	if (req.status != FALCONNIC_ST_OK) {
 		fnic_count(fd, FNIC_C_REQ_ERR_STATUS);
+		if (req.status == FALCONNIC_ST_BAD_INSTANCE &&
+		    opcode != FALCONNIC_OP_OPEN && READ_ONCE(fd->opened)) {
+			/*
+			 * The NIC no longer knows us (daemon restart, NIC reset):
+			 * it holds nothing of ours, so the next verb that needs
+			 * it re-OPENs, which also frees the quarantine.
+			 */
+			ibdev_warn_ratelimited(&fd->ib, "NIC lost this instance; reopening on next use\n");
+			WRITE_ONCE(fd->opened, false);
+		}
 		return fnic_status_errno(req.status);
 	}
 	return 0;
@@ -341,10 +351,10 @@ int fnic_ensure_open(struct fnic_dev *fd)
 	int err = 0;
 
 	mutex_lock(&fd->open_lock);
-	if (!fd->opened) {
+	if (!READ_ONCE(fd->opened)) {
 		err = fnic_cmd(fd, FALCONNIC_OP_OPEN, &req, sizeof(req), NULL, 0);
 		if (!err) {
-			fd->opened = true;
+			WRITE_ONCE(fd->opened, true);
 			/* OPEN destroyed everything any older request made. */
 			fnic_quarantine_release(fd);
 			fnic_query_nic_port(fd);
@@ -363,7 +373,7 @@ void fnic_close_nic(struct fnic_dev *fd)
 	int err;
 
 	mutex_lock(&fd->open_lock);
-	if (fd->opened) {
+	if (READ_ONCE(fd->opened)) {
 		err = fnic_cmd(fd, FALCONNIC_OP_CLOSE, NULL, 0, NULL, 0);
 		if (!err) {
 			fnic_quarantine_release(fd);
@@ -372,7 +382,7 @@ void fnic_close_nic(struct fnic_dev *fd)
 				   err);
 			fnic_quarantine_leak(fd);
 		}
-		fd->opened = false;
+		WRITE_ONCE(fd->opened, false);
 	} else {
 		/* Never opened (or already closed): the NIC holds nothing. */
 		fnic_quarantine_release(fd);

@@ -48,7 +48,9 @@
  *   the NIC first destroys every object of any other instance (a rebooted or
  *   crashed guest, a reloaded module).  CLOSE destroys every object of the
  *   instance.  Requests other than PROBE, OPEN and CLOSE from an instance that
- *   is not the open one fail with FALCONNIC_ST_BAD_INSTANCE.  The NIC also
+ *   is not the open one fail with FALCONNIC_ST_BAD_INSTANCE; the driver
+ *   then takes the NIC to have lost it (daemon restart, NIC reset) and sends
+ *   OPEN again before its next create.  The NIC also
  *   drops all RDMA objects when its virtio-net device is reset or its
  *   vhost-user session ends (the guest died), since any GPA it holds may no
  *   longer belong to the driver.
