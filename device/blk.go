@@ -216,8 +216,10 @@ func (b *Blk) RunQueue(q *vhostuser.Queue) {
 		case <-q.Wake():
 		case r := <-w.cpl:
 			w.finish(r)
+			w.reap(true)
+			continue
 		}
-		w.reap()
+		w.reap(false)
 	}
 }
 

@@ -241,8 +241,9 @@ func (w *blkWorker) finish(r *blkReq) {
 	w.free = append(w.free, r)
 }
 
-// reap answers every completed request waiting, then interrupts once.
-func (w *blkWorker) reap() {
+// reap answers every completed request waiting, then interrupts once if
+// it answered any (or pushed says the caller already did).
+func (w *blkWorker) reap(pushed bool) {
 	n := 0
 	for {
 		select {
@@ -254,7 +255,7 @@ func (w *blkWorker) reap() {
 		}
 		break
 	}
-	if n > 0 {
+	if n > 0 || pushed {
 		w.q.Notify()
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"falconnic/nvme"
 	"falconnic/vhostuser"
 	"falconnic/vhostuser/vhostusertest"
@@ -28,6 +30,9 @@ type blkRig struct {
 	done   chan error
 	tgt    *NVMeFunc
 	cancel context.CancelFunc
+
+	consumed    uint16 // used elements the driver popped
+	noInterrupt bool   // the driver polls (SeaBIOS)
 }
 
 const blkRigBlocks = 4096 // 2 MiB of 512-byte blocks
@@ -173,15 +178,34 @@ func (r *blkRig) run(reqs ...*blkReqBuilder) []vhostusertest.Used {
 	}
 	r.q.Publish()
 	r.q.Kick()
-	if !r.q.WaitUsed(len(reqs), 10*time.Second) {
-		r.t.Fatalf("%d requests not completed; blk %v", len(reqs), r.blk.Stats.Set().NonZero())
-	}
+	r.waitInterrupts(len(reqs))
 	var used []vhostusertest.Used
 	for range reqs {
 		u, _ := r.q.PopUsed()
 		used = append(used, u)
 	}
+	r.consumed += uint16(len(reqs))
 	return used
+}
+
+// waitInterrupts waits for n used elements the way a guest driver does:
+// asleep until the device signals the call eventfd (unless the queue
+// polls, like SeaBIOS). A completion without an interrupt fails the test.
+func (r *blkRig) waitInterrupts(n int) {
+	r.t.Helper()
+	for int(uint16(r.q.UsedIdx()-r.consumed)) < n {
+		if r.noInterrupt {
+			if !r.q.WaitUsed(n, 10*time.Second) {
+				r.t.Fatalf("%d requests not completed; blk %v", n, r.blk.Stats.Set().NonZero())
+			}
+			return
+		}
+		fds := []unix.PollFd{{Fd: int32(r.q.CallFD), Events: unix.POLLIN}}
+		if k, _ := unix.Poll(fds, 10000); k == 0 {
+			r.t.Fatalf("no interrupt for %d requests (used %d); blk %v", n, r.q.UsedIdx(), r.blk.Stats.Set().NonZero())
+		}
+		r.q.Calls()
+	}
 }
 
 func (x *blkReqBuilder) status() byte { return x.rig.gm.Bytes(x.statusGPA, 1)[0] }
@@ -401,6 +425,7 @@ func TestBlkFirmwareThenLinux(t *testing.T) {
 	}
 	bios := vhostuser.FeatureVersion1 | vhostuser.FeatureProtocolFeatures | blkFSizeMax | blkFSegMax | blkFBlkSize
 	r.q.SetNoInterrupt(true)
+	r.noInterrupt = true
 	if err := r.fe.BlkStart(r.q, bios, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -415,7 +440,8 @@ func TestBlkFirmwareThenLinux(t *testing.T) {
 		t.Fatalf("reset: base %d err %v", base, err)
 	}
 	r.q.SetNoInterrupt(false)
-	if err := r.fe.BlkStart(r.q, blkLinuxFeatures, 0); err != nil {
+	r.noInterrupt = false
+	if err := r.fe.BlkStart(r.q, blkLinuxFeatures, base); err != nil {
 		t.Fatal(err)
 	}
 	rd = r.request(blkTypeIn, 0, true, nil, 4096)
