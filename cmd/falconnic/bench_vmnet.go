@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime/pprof"
@@ -74,6 +75,7 @@ type vmnetOpts struct {
 	cpuprofile string
 	bootWait   time.Duration
 	only       string
+	streamINTx bool
 }
 
 func benchVMNet(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -88,6 +90,7 @@ func benchVMNet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of this process (the daemon) over the measuring phase to `FILE`")
 	fs.DurationVar(&o.bootWait, "boot-timeout", 4*time.Minute, "how long to wait for the guests to boot")
 	fs.StringVar(&o.only, "only", "", "measure only this link ("+vmnetFalconnic+" or "+vmnetStream+"); default both")
+	fs.BoolVar(&o.streamINTx, "stream-intx", false, "give the stream NICs the legacy INTx interrupt (vectors=0) too, like the vhost-user NICs must have under TCG")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -145,11 +148,15 @@ type vmnetSeries struct {
 	RTTMinMicros     []float64    `json:"rtt_min_us"`
 	RTTMaxMicros     []float64    `json:"rtt_max_us"`
 	Replies          []int        `json:"ping_replies"`
+	PingLost         []int        `json:"ping_lost"`
 	BenchCPUSeconds  []float64    `json:"bench_process_cpu_s"`
 	QEMUCPUSeconds   [][2]float64 `json:"qemu_cpu_s_a_b"`
 	WallSeconds      []float64    `json:"wall_s"`
 	MedianThroughput float64      `json:"throughput_median_mbps"`
 	MedianRTT        float64      `json:"rtt_median_of_medians_us"`
+	PooledRTT        float64      `json:"rtt_median_all_replies_us"`
+	PooledRTTP90     float64      `json:"rtt_p90_all_replies_us"`
+	all              []float64    // every reply's RTT, for the pooled figures
 }
 
 type vmnetRatios struct {
@@ -229,6 +236,24 @@ func runVMNet(ctx context.Context, o vmnetOpts, args []string, stderr io.Writer)
 		}
 	}
 	progress("daemon up: %s %s", cfg.NICs[0].Socket, cfg.NICs[1].Socket)
+
+	if o.streamINTx {
+		// qemu.Machine has no knob for it: a wrapper adds a global default
+		// that the vhost-user NICs' explicit vectors=0 already matches.
+		real, err := exec.LookPath(qemu.QEMUBinary)
+		if err != nil {
+			return nil, err
+		}
+		wrapper := filepath.Join(dir, "qemu-intx")
+		script := "#!/bin/sh\nexec " + real + " -global virtio-net-pci.vectors=0 \"$@\"\n"
+		if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+			return nil, err
+		}
+		saved := qemu.QEMUBinary
+		qemu.QEMUBinary = wrapper
+		defer func() { qemu.QEMUBinary = saved }()
+		res.Setup.StreamNIC = strings.Replace(res.Setup.StreamNIC, "(MSI-X)", "(vectors=0, INTx, by -global virtio-net-pci.vectors=0)", 1)
+	}
 
 	// Guests: A listens on the stream link, B connects, so A starts first.
 	state := filepath.Join(dir, "vms")
@@ -311,6 +336,8 @@ samples:
 	for _, s := range res.Links {
 		s.MedianThroughput = round1(median(s.ThroughputMbps))
 		s.MedianRTT = round1(median(s.RTTMicros))
+		s.PooledRTT = round1(median(s.all))
+		s.PooledRTTP90 = round1(quantile(s.all, 0.9))
 	}
 	f, sOK := res.Links[vmnetFalconnic], res.Links[vmnetStream]
 	if f != nil && sOK != nil && len(f.ThroughputMbps) > 0 && len(sOK.ThroughputMbps) > 0 {
@@ -337,13 +364,15 @@ type vmnetOne struct {
 	mbps, senderMbps       float64
 	retrans                int64
 	rttMed, rttMin, rttMax float64
-	replies                int
+	replies, lost          int
+	rtts                   []float64
 	benchCPU               float64
 	qemuCPU                [2]float64
 	wall                   float64
 }
 
 func (s *vmnetSeries) add(x vmnetOne) {
+	s.all = append(s.all, x.rtts...)
 	s.ThroughputMbps = append(s.ThroughputMbps, round1(x.mbps))
 	s.SenderMbps = append(s.SenderMbps, round1(x.senderMbps))
 	s.Retransmits = append(s.Retransmits, x.retrans)
@@ -351,6 +380,7 @@ func (s *vmnetSeries) add(x vmnetOne) {
 	s.RTTMinMicros = append(s.RTTMinMicros, round1(x.rttMin))
 	s.RTTMaxMicros = append(s.RTTMaxMicros, round1(x.rttMax))
 	s.Replies = append(s.Replies, x.replies)
+	s.PingLost = append(s.PingLost, x.lost)
 	s.BenchCPUSeconds = append(s.BenchCPUSeconds, round3(x.benchCPU))
 	s.QEMUCPUSeconds = append(s.QEMUCPUSeconds, [2]float64{round3(x.qemuCPU[0]), round3(x.qemuCPU[1])})
 	s.WallSeconds = append(s.WallSeconds, round1(x.wall))
@@ -386,11 +416,14 @@ func vmnetSample(ctx context.Context, o vmnetOpts, a, b *qemu.VM, l vmnetLink) (
 	if len(rtts) < 2 {
 		return s, fmt.Errorf("ping: %d replies (%v)\n%s", len(rtts), err, tail(out, 2000))
 	}
+	// u-root's ping gives up at the first echo unanswered within 1 s.
+	s.lost = o.pings + 1 - len(rtts)
 	rtts = rtts[1:] // the first may carry ARP and cold caches
 	us := make([]float64, len(rtts))
 	for i, r := range rtts {
 		us[i] = float64(r) / float64(time.Microsecond)
 	}
+	s.rtts = us
 	s.rttMed, s.rttMin, s.rttMax, s.replies = median(us), slices.Min(us), slices.Max(us), len(us)
 	s.wall = time.Since(t0).Seconds()
 	s.benchCPU = selfCPU() - cpu0
@@ -479,6 +512,17 @@ func median(xs []float64) float64 {
 		return s[n/2]
 	}
 	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// quantile of xs by the nearest-rank method; 0 if empty.
+func quantile(xs []float64, q float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	k := int(math.Ceil(q*float64(len(s)))) - 1
+	return s[max(0, min(k, len(s)-1))]
 }
 
 func round1(x float64) float64 { return math.Round(x*10) / 10 }

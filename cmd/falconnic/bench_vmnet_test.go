@@ -93,6 +93,18 @@ func TestMedianOfOddAndEvenCounts(t *testing.T) {
 	}
 }
 
+func TestQuantileByNearestRank(t *testing.T) {
+	xs := []float64{10, 1, 9, 2, 8, 3, 7, 4, 6, 5}
+	for _, c := range []struct{ q, want float64 }{{0.9, 9}, {0.5, 5}, {1, 10}, {0, 1}} {
+		if got := quantile(xs, c.q); got != c.want {
+			t.Errorf("quantile(%v) = %v, want %v", c.q, got, c.want)
+		}
+	}
+	if quantile(nil, 0.9) != 0 {
+		t.Error("quantile of nothing is not 0")
+	}
+}
+
 // /proc/PID/stat: utime and stime are fields 14 and 15, after a comm that
 // may hold spaces and parentheses.
 func TestProcStatCPUReadsUtimePlusStime(t *testing.T) {
