@@ -20,7 +20,7 @@ import (
 // initiator reaches a memory namespace exported by NIC B through two
 // Falcon ports on the real clock.
 type blkRig struct {
-	t      *testing.T
+	t      testing.TB
 	blk    *Blk
 	mem    *nvme.MemBackend
 	gm     *vhostusertest.GuestMemory
@@ -37,7 +37,7 @@ type blkRig struct {
 
 const blkRigBlocks = 4096 // 2 MiB of 512-byte blocks
 
-func newBlkRig(t *testing.T, ns NamespaceSpec) *blkRig {
+func newBlkRig(t testing.TB, ns NamespaceSpec) *blkRig {
 	ctx, cancel := context.WithCancel(context.Background())
 	a, b := NewFalconPort(nil, nil), NewFalconPort(nil, nil)
 	go a.Run(ctx)
@@ -64,10 +64,10 @@ func newBlkRig(t *testing.T, ns NamespaceSpec) *blkRig {
 	}
 	r := &blkRig{t: t, blk: blk, tgt: tgt, cancel: cancel}
 	r.mem, _ = nsObj.Config().Backend.(*nvme.MemBackend)
-	if r.gm, err = vhostusertest.NewGuestMemory(vhostusertest.OneRegion(16 << 20)); err != nil {
+	if r.gm, err = vhostusertest.NewGuestMemory(vhostusertest.OneRegion(32 << 20)); err != nil {
 		t.Fatal(err)
 	}
-	if r.q, err = vhostusertest.NewDriverQueue(r.gm, 0, 128, 0, 64<<10); err != nil {
+	if r.q, err = vhostusertest.NewDriverQueue(r.gm, 0, 128, 0, 136<<10); err != nil {
 		t.Fatal(err)
 	}
 	blk.drain = 50 * time.Millisecond // TestBlkInflightSurvivesBackendRestart stalls the target longer

@@ -36,6 +36,7 @@ type icmd struct {
 type Path struct {
 	e         *Engine
 	cmd, pull *falcon.Conn
+	pullBase  wire.RSN // the peer's first RSN on the pull connection
 	down      bool
 
 	// initiator
@@ -61,7 +62,7 @@ type pendingPull struct {
 }
 
 func newPath(e *Engine, cmd, pull *falcon.Conn) *Path {
-	p := &Path{e: e, cmd: cmd, pull: pull, icmds: make([]icmd, maxICMDs), ncmds: make([]ncmd, maxNCMDs),
+	p := &Path{e: e, cmd: cmd, pull: pull, pullBase: pull.Config().RxRSN, icmds: make([]icmd, maxICMDs), ncmds: make([]ncmd, maxNCMDs),
 		seqRing: make([]int32, MaxWrites), pullRing: make([]int32, MaxWrites)}
 	p.icmdFree = make([]int32, maxICMDs)
 	for i := range p.icmdFree {
@@ -338,7 +339,7 @@ func (p *Path) onWriteDataRequest(rsn wire.RSN, length int) {
 
 // answerPull sends the Write Data Response; false means Xoff.
 func (p *Path) answerPull(rsn wire.RSN, length int) bool {
-	seq := uint32(rsn) - uint32(p.pull.Config().RxRSN)
+	seq := uint32(rsn) - uint32(p.pullBase)
 	b := p.e.scratch[:0]
 	ni := p.seqRing[seq%MaxWrites] - 1
 	if length == 0 {
