@@ -191,6 +191,7 @@ func TestBlkQemuFioVerify(t *testing.T) {
 	}
 	t.Logf("blk counters: %v", blk.Stats.Set().NonZero())
 	t.Logf("initiator counters: %v", ini.Engine.Stats.Set().NonZero())
+	t.Logf("vhost-user counters: %v", vsNonZero(srv.Counters.Set().Snapshot()))
 }
 
 func tail(s string, n int) string {
