@@ -101,6 +101,8 @@ struct fnic_buf *fnic_buf_alloc(u32 slots, u32 log2_elem)
 
 	BUILD_BUG_ON(sizeof(struct rxe_queue_buf) != FALCONNIC_RING_HDR_SIZE);
 	BUILD_BUG_ON(PAGE_SHIFT != FALCONNIC_PAGE_SHIFT);
+	BUILD_BUG_ON(FALCONNIC_RING_NIC_POLLING_OFF < offsetof(struct rxe_queue_buf, pad_1) ||
+		     FALCONNIC_RING_NIC_POLLING_OFF + 4 > offsetof(struct rxe_queue_buf, producer_index));
 	if (!is_power_of_2(slots) || log2_elem > 16 || slots > (1u << 20))
 		return ERR_PTR(-EINVAL);
 	size = sizeof(*q) + ((size_t)slots << log2_elem);

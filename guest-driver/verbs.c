@@ -1026,14 +1026,22 @@ static int fnic_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 			  const struct ib_send_wr **bad_wr)
 {
 	struct fnic_qp *qp = container_of(ibqp, struct fnic_qp, ibqp);
+	struct fnic_dev *fd = to_fdev(ibqp->device);
 	struct rxe_queue_buf *q = qp->sq->vaddr;
+	u32 *polling = qp->sq->vaddr + FALCONNIC_RING_NIC_POLLING_OFF;
 
 	if (wr) {
 		*bad_wr = wr;
 		return -EOPNOTSUPP;
 	}
-	return fnic_doorbell(to_fdev(ibqp->device), FALCONNIC_OP_DB_SQ,
-			     qp->handle, READ_ONCE(q->producer_index));
+	/* The user's producer store, then the NIC's flag (see the uapi). */
+	smp_mb();
+	if (READ_ONCE(*polling)) {
+		fnic_count(fd, FNIC_C_DOORBELL_SUPPRESSED);
+		return 0;
+	}
+	return fnic_doorbell(fd, FALCONNIC_OP_DB_SQ, qp->handle,
+			     READ_ONCE(q->producer_index));
 }
 
 static int fnic_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,

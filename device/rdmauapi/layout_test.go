@@ -45,6 +45,7 @@ func cFacts(t *testing.T) map[string]int {
 		"offsetof(struct rxe_queue_buf, producer_index)", "offsetof(struct rxe_queue_buf, consumer_index)",
 		"FALCONNIC_ETHERTYPE", "FALCONNIC_MAGIC", "FALCONNIC_VERSION", "FALCONNIC_MAX_BODY",
 		"FALCONNIC_PAGE_SHIFT", "FALCONNIC_PBL_ENTRIES", "FALCONNIC_FIRST_QPN", "FALCONNIC_RING_HDR_SIZE",
+		"FALCONNIC_RING_NIC_POLLING_OFF",
 	} {
 		fmt.Fprintf(&c, "\tP(%q, %s);\n", x, x)
 	}
@@ -144,6 +145,7 @@ func TestConstantsMatchGCC(t *testing.T) {
 		"FALCONNIC_PBL_ENTRIES":                          PBLEntries,
 		"FALCONNIC_FIRST_QPN":                            FirstQPN,
 		"FALCONNIC_RING_HDR_SIZE":                        RingHdrSize,
+		"FALCONNIC_RING_NIC_POLLING_OFF":                 RingNICPollingOff,
 	}
 	for _, o := range sortedOpcodes() {
 		want["FALCONNIC_OP_"+Table[o].Name] = int(o)

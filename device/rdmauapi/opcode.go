@@ -19,6 +19,13 @@ const (
 	RingIndexMaskOff    = 4
 	RingProducerOff     = 128
 	RingConsumerOff     = 256
+
+	// RingNICPollingOff is the SQ's "NIC still draining" flag (__le32,
+	// FALCONNIC_RING_NIC_POLLING_OFF): while it is non-zero the driver
+	// sends no DB_SQ. Set it before draining; when the SQ is found empty,
+	// store 0, then (full barrier) re-read the producer index and resume if
+	// it moved. A NIC that never sets it gets every doorbell.
+	RingNICPollingOff = 64
 )
 
 // Flags are the header flag bits (enum falconnic_flags).

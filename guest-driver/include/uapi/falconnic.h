@@ -113,6 +113,15 @@
  *   post_send; the driver turns that into DB_SQ (no reply).  librxe posts
  *   receive WQEs without a kick: the NIC reads the RQ/SRQ producer index
  *   when it needs a receive WQE.  DB_RQ/DB_SRQ exist for kernel consumers.
+ *   Doorbell suppression (optional for the NIC): the __le32 at byte
+ *   FALCONNIC_RING_NIC_POLLING_OFF of an SQ ring (in rxe_queue_buf.pad_1,
+ *   unused by librxe) is the NIC's "still draining this SQ" flag.  The
+ *   driver skips DB_SQ while it reads non-zero.  A NIC that uses it sets it
+ *   to 1 before it starts draining and, when it finds the SQ empty, stores
+ *   0, then (after a full barrier) re-reads the producer index and resumes
+ *   draining if it moved.  The driver issues a full barrier between the
+ *   user's producer store and its read of the flag, so one side always sees
+ *   the other.  A NIC that never writes the flag gets every doorbell.
  *   ARM_CQ is a request with a reply: when the reply arrives the CQ is armed,
  *   so a CQE the NIC writes after that raises exactly one EV_CQ_COMP; a CQE
  *   written before is visible to the poll the application does after arming.
@@ -130,6 +139,7 @@
 #define FALCONNIC_PBL_ENTRIES	512		/* __le64 entries per 4 KiB PBL page */
 #define FALCONNIC_FIRST_QPN	16
 #define FALCONNIC_RING_HDR_SIZE	384		/* sizeof(struct rxe_queue_buf) */
+#define FALCONNIC_RING_NIC_POLLING_OFF 64	/* SQ: NIC is draining (see Doorbells) */
 
 /* struct falconnic_hdr: the common header of every message. */
 struct falconnic_hdr {
