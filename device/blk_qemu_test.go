@@ -60,6 +60,7 @@ func TestBlkQemuFioVerify(t *testing.T) {
 	vsMust(t, err)
 	blk, err := NewBlk(BlkConfig{Port: a, Path: path, NSID: 1, Info: info, Serial: "fnic-qemu-disk"})
 	vsMust(t, err)
+	blk.drain = 300 * time.Millisecond
 	blkSock := filepath.Join(dir, "blk.sock")
 	var trace []string
 	var traceMu sync.Mutex
@@ -188,6 +189,31 @@ func TestBlkQemuFioVerify(t *testing.T) {
 		srv.Counters.Sessions.Load(), tail(out, 12))
 	if srv.Counters.Sessions.Load() <= before {
 		t.Fatalf("no new session after the disconnect\n%s", report())
+	}
+	// Harder: the target stalls with requests in flight, the back-end
+	// drops its session and gives up on them (detached from guest memory,
+	// unanswered); the next session resubmits them from the inflight
+	// region and fio's verification still passes.
+	go func() { done <- fio("stall", "randwrite", "4k", "--offset=0 --size=32M") }()
+	time.Sleep(4 * time.Second)
+	release := make(chan struct{})
+	stalled := make(chan struct{})
+	s.Do(func(*falcon.Endpoint) { close(stalled); <-release })
+	<-stalled
+	time.Sleep(200 * time.Millisecond) // requests pile up in flight
+	resub := srv.Counters.InflightResub.Load()
+	srv.Disconnect()
+	time.Sleep(blk.drain + 1500*time.Millisecond) // the old worker gives up; QEMU reconnects
+	close(release)
+	select {
+	case out = <-done:
+	case <-time.After(5 * time.Minute):
+		t.Fatalf("fio across the stalled restart did not finish\n%s", report())
+	}
+	t.Logf("fio randwrite 4k + verify across a stalled disconnect (cancelled %d, resubmitted %d):\n%s",
+		blk.Stats.Cancelled.Load(), srv.Counters.InflightResub.Load()-resub, tail(out, 6))
+	if blk.Stats.Cancelled.Load() == 0 || srv.Counters.InflightResub.Load() == resub {
+		t.Fatalf("nothing was in flight across the restart\n%s", report())
 	}
 	t.Logf("blk counters: %v", blk.Stats.Set().NonZero())
 	t.Logf("initiator counters: %v", ini.Engine.Stats.Set().NonZero())
