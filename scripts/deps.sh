@@ -19,14 +19,21 @@ for p in "${APT_PACKAGES[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
 done
 
-if ((${#need[@]})); then
-	echo "deps: installing ${need[*]}" >&2
+# Image builds download Debian packages by name: make sure the package lists
+# know the guest kernel even when nothing needs installing.
+policy=$(apt-cache policy linux-image-6.1.0-56-amd64 2>/dev/null || true)
+if ! grep -q 'Candidate: [0-9]' <<<"$policy"; then
+	need_update=1
+fi
+
+if ((${#need[@]})) || [ -n "${need_update:-}" ]; then
+	echo "deps: installing ${need[*]:-nothing (refreshing package lists)}" >&2
 	SUDO=""
 	[ "$(id -u)" -eq 0 ] || SUDO=sudo
 	for try in 1 2 3 4 5; do
 		if $SUDO apt-get update -q >/dev/null &&
-			DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q \
-				-o DPkg::Lock::Timeout=120 "${need[@]}" >/dev/null; then
+			{ ((${#need[@]} == 0)) || DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q \
+				-o DPkg::Lock::Timeout=120 "${need[@]}" >/dev/null; }; then
 			break
 		fi
 		[ "$try" -eq 5 ] && { echo "deps: apt-get install failed" >&2; exit 1; }

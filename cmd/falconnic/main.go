@@ -40,6 +40,11 @@ func main() {
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "falconnic:", err)
+		// A command run in a guest passes its exit status through.
+		var ec interface{ ExitCode() int }
+		if errors.As(err, &ec) && ec.ExitCode() > 0 {
+			os.Exit(ec.ExitCode())
+		}
 		os.Exit(1)
 	}
 }
