@@ -45,9 +45,9 @@ func TestBlkQemuFioVerify(t *testing.T) {
 
 	// Two NICs: "host" (initiator, serves the disk) and "store" (target).
 	a, s := NewFalconPort(nil, nil), NewFalconPort(nil, nil)
+	ini, tgt := NewNVMeFunc(a, 1), NewNVMeFunc(s, 2) // before Run: SetULP
 	go a.Run(ctx)
 	go s.Run(ctx)
-	ini, tgt := NewNVMeFunc(a, 1), NewNVMeFunc(s, 2)
 	const size = 64 << 20
 	s.Call(func(*falcon.Endpoint) {
 		_, err = tgt.AddNamespace(NamespaceSpec{NSID: 1, Backing: NamespaceMemory, Size: size})

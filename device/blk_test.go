@@ -40,9 +40,9 @@ const blkRigBlocks = 4096 // 2 MiB of 512-byte blocks
 func newBlkRig(t testing.TB, ns NamespaceSpec) *blkRig {
 	ctx, cancel := context.WithCancel(context.Background())
 	a, b := NewFalconPort(nil, nil), NewFalconPort(nil, nil)
+	ini, tgt := NewNVMeFunc(a, 1), NewNVMeFunc(b, 2) // before Run: SetULP
 	go a.Run(ctx)
 	go b.Run(ctx)
-	ini, tgt := NewNVMeFunc(a, 1), NewNVMeFunc(b, 2)
 	var nsObj *nvme.Namespace
 	var err error
 	b.Call(func(*falconEndpoint) { nsObj, err = tgt.AddNamespace(ns) })
@@ -265,7 +265,7 @@ func TestBlkReadWriteEndToEnd(t *testing.T) {
 func TestBlkFlushGetIDDiscardWriteZeroes(t *testing.T) {
 	r := newBlkRig(t, memNS(false))
 	r.start()
-	copy(r.mem.Bytes(), bytes.Repeat([]byte{0xee}, 64*512))
+	r.mem.WriteAt(bytes.Repeat([]byte{0xee}, 64*512), 0)
 	seg := func(sector uint64, n uint32, flags uint32) []byte {
 		b := make([]byte, 16)
 		binary.LittleEndian.PutUint64(b, sector)
@@ -429,7 +429,7 @@ func TestBlkFirmwareThenLinux(t *testing.T) {
 	if err := r.fe.BlkStart(r.q, bios, 0); err != nil {
 		t.Fatal(err)
 	}
-	copy(r.mem.Bytes(), "BOOT SECTOR")
+	r.mem.WriteAt([]byte("BOOT SECTOR"), 0)
 	rd := r.request(blkTypeIn, 0, true, nil, 512)
 	r.run(rd)
 	if rd.status() != blkStatusOK || string(rd.data(11)) != "BOOT SECTOR" {

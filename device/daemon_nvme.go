@@ -55,8 +55,8 @@ func (d *Daemon) addNVMe() error {
 		}
 		port := NewFalconPort(nil, nil)
 		n.ports.Add(1)
+		f := NewNVMeFunc(port, uint32(len(n.funcs)+1)) // before Run: SetULP
 		go func() { defer n.ports.Done(); port.Run(ctx) }()
-		f := NewNVMeFunc(port, uint32(len(n.funcs)+1))
 		n.funcs[nic] = f
 		return f
 	}

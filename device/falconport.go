@@ -21,6 +21,7 @@ type FalconPort struct {
 	clk   clock.Clock
 	work  chan portWork
 	ulps  [16]falcon.ULP
+	timed []ulpTimers
 	dead  chan struct{} // closed when Run returns
 	Stats FalconPortCounters
 }
@@ -62,9 +63,35 @@ func NewFalconPort(clk clock.Clock, link falcon.Link) *FalconPort {
 	return p
 }
 
-// SetULP attaches u for connections of protocol proto. Call before Run
-// or through Do.
-func (p *FalconPort) SetULP(proto wire.ProtocolType, u falcon.ULP) { p.ulps[proto&15] = u }
+// ulpTimers is what a ULP with deadlines of its own (command timeouts)
+// implements; the port drives them with the endpoint's.
+type ulpTimers interface {
+	NextDeadline() (time.Duration, bool)
+	OnTimer(now time.Duration)
+}
+
+// SetULP attaches u for connections of protocol proto (and drives its
+// timers if it has any). Call before Run.
+func (p *FalconPort) SetULP(proto wire.ProtocolType, u falcon.ULP) {
+	p.ulps[proto&15] = u
+	if t, ok := u.(ulpTimers); ok {
+		p.timed = append(p.timed, t)
+	}
+}
+
+// Clock returns the port's clock.
+func (p *FalconPort) Clock() clock.Clock { return p.clk }
+
+// nextDeadline is the earliest of the endpoint's and the ULPs' deadlines.
+func (p *FalconPort) nextDeadline() (time.Duration, bool) {
+	at, ok := p.ep.NextDeadline()
+	for _, t := range p.timed {
+		if d, has := t.NextDeadline(); has && (!ok || d < at) {
+			at, ok = d, true
+		}
+	}
+	return at, ok
+}
 
 // Receive queues a Falcon frame from the link (copied; never blocks).
 func (p *FalconPort) Receive(pkt []byte, flow uint32) {
@@ -122,7 +149,7 @@ func (p *FalconPort) Run(ctx context.Context) {
 			}
 		}
 		d := time.Hour
-		if at, ok := p.ep.NextDeadline(); ok {
+		if at, ok := p.nextDeadline(); ok {
 			d = max(at-p.clk.Now(), 0)
 		}
 		t.Reset(d)
@@ -142,7 +169,13 @@ func (p *FalconPort) Run(ctx context.Context) {
 			}
 		case <-t.C:
 		}
-		p.ep.OnTimer(p.clk.Now())
+		now := p.clk.Now()
+		p.ep.OnTimer(now)
+		for _, u := range p.timed {
+			if at, ok := u.NextDeadline(); ok && at <= now {
+				u.OnTimer(now)
+			}
+		}
 	}
 }
 

@@ -83,6 +83,7 @@ var (
 	StatusInvalidField      = MakeStatus(SCTGeneric, 0x02, true)
 	StatusDataTransferError = MakeStatus(SCTGeneric, 0x04, false)
 	StatusInternalError     = MakeStatus(SCTGeneric, 0x06, false)
+	StatusTransportError    = MakeStatus(SCTGeneric, 0x22, false) // Transient Transport Error (timeout)
 	StatusInvalidNamespace  = MakeStatus(SCTGeneric, 0x0B, true)
 	StatusWriteProtected    = MakeStatus(SCTGeneric, 0x20, true) // Namespace is Write Protected
 	StatusLBAOutOfRange     = MakeStatus(SCTGeneric, 0x80, true)
@@ -109,12 +110,13 @@ var statusNames = map[Status]string{
 	StatusInvalidNamespace: "invalid-namespace", StatusWriteProtected: "namespace-write-protected",
 	StatusLBAOutOfRange: "lba-out-of-range", StatusWriteFault: "write-fault",
 	StatusUnrecoveredRead: "unrecovered-read-error", StatusInternalPathError: "internal-path-error",
+	StatusTransportError: "transient-transport-error",
 }
 
 // KnownStatuses lists every status this package produces.
 var KnownStatuses = []Status{StatusSuccess, StatusInvalidOpcode, StatusInvalidField, StatusDataTransferError,
 	StatusInternalError, StatusInvalidNamespace, StatusWriteProtected, StatusLBAOutOfRange, StatusWriteFault,
-	StatusUnrecoveredRead, StatusInternalPathError}
+	StatusUnrecoveredRead, StatusInternalPathError, StatusTransportError}
 
 // String names the status.
 func (s Status) String() string {

@@ -6,12 +6,12 @@ import "falconnic/internal/stats"
 // by cause.
 type Counters struct {
 	// initiator
-	Submitted, SubmitInvalid, Completed, CompletedInError, Cancelled stats.Counter
-	NCMDsSent, ReadResponses, WriteCompletions                       stats.Counter
-	WriteDataSent, PullsSkipped                                      stats.Counter
-	TableFull, PullWindowFull, TxXoff                                stats.Counter
-	RxStaleTag, RxWrongResponse, RxPullUnknown                       stats.Counter
-	RxPullShort                                                      stats.Counter
+	Submitted, SubmitInvalid, Completed, CompletedInError, Cancelled, TimedOut stats.Counter
+	NCMDsSent, ReadResponses, WriteCompletions                                 stats.Counter
+	WriteDataSent, PullsSkipped                                                stats.Counter
+	TableFull, PullWindowFull, TxXoff                                          stats.Counter
+	RxStaleTag, RxWrongResponse, RxPullUnknown                                 stats.Counter
+	RxPullShort                                                                stats.Counter
 	// target
 	Commands, Responses, ErrorResponses, PullsSent stats.Counter
 	BadOpcode, BadField, BadNamespace, TargetBusy  stats.Counter
@@ -30,6 +30,7 @@ func (c *Counters) Set() stats.Set {
 		{Name: "Completed", Help: "host commands completed", Counter: &c.Completed},
 		{Name: "CompletedInError", Help: "host commands completed with an error status", Counter: &c.CompletedInError},
 		{Name: "Cancelled", Help: "host commands detached from their buffers (device stopped)", Counter: &c.Cancelled},
+		{Name: "TimedOut", Help: "host commands failed by the command timeout", Counter: &c.TimedOut},
 		{Name: "NCMDsSent", Help: "Read/Write Requests pushed (one per nCMD)", Counter: &c.NCMDsSent},
 		{Name: "ReadResponses", Help: "Read Responses received", Counter: &c.ReadResponses},
 		{Name: "WriteCompletions", Help: "Write Completions received", Counter: &c.WriteCompletions},

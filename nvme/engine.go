@@ -2,10 +2,12 @@ package nvme
 
 import (
 	"errors"
+	"time"
 
 	"falconnic/falcon"
 	"falconnic/falcon/tl"
 	"falconnic/falcon/wire"
+	"falconnic/internal/clock"
 )
 
 // Sizes and limits.
@@ -35,6 +37,13 @@ type Config struct {
 	// OnComplete is called (on the endpoint's goroutine) when a submitted
 	// Command finishes; cmd.Status holds the result.
 	OnComplete func(cmd *Command)
+	// Clock, if set, enables command timeouts (OnTimer, NextDeadline).
+	Clock clock.Clock
+	// CommandTimeout fails a started command that has not completed
+	// (default 30 s, Linux's NVMe I/O timeout) with a transient transport
+	// error: a response lost with a connection that died on the far side
+	// only would otherwise hang it forever.
+	CommandTimeout time.Duration
 }
 
 // Engine is one NIC's NVMe-over-Falcon function: the target for the
@@ -48,11 +57,16 @@ type Engine struct {
 	tslots  []tslot
 	tfree   []int32
 	scratch []byte
+	list    []*Path
+	scanAt  time.Duration // next timeout scan
 	Stats   Counters
 }
 
 // NewEngine returns an engine with no namespaces and no paths.
 func NewEngine(cfg Config) *Engine {
+	if cfg.CommandTimeout <= 0 {
+		cfg.CommandTimeout = 30 * time.Second
+	}
 	e := &Engine{cfg: cfg, ns: make(map[uint16]*Namespace), paths: make(map[*falcon.Conn]*Path),
 		tslots: make([]tslot, maxTargets), scratch: make([]byte, 0, wire.NBTHLen+wire.NVMeCmdLen+IdentifyLen)}
 	e.tfree = make([]int32, maxTargets)
@@ -92,6 +106,7 @@ func (e *Engine) AddPath(cmd, pull *falcon.Conn) (*Path, error) {
 	}
 	p := newPath(e, cmd, pull)
 	e.paths[cmd], e.paths[pull] = p, p
+	e.list = append(e.list, p)
 	return p, nil
 }
 
@@ -101,6 +116,56 @@ func (e *Engine) RemovePath(p *Path) {
 	p.fail()
 	delete(e.paths, p.cmd)
 	delete(e.paths, p.pull)
+	for i, x := range e.list {
+		if x == p {
+			e.list = append(e.list[:i], e.list[i+1:]...)
+			break
+		}
+	}
+}
+
+// now returns the engine clock's reading (0 without a clock).
+func (e *Engine) now() time.Duration {
+	if e.cfg.Clock == nil {
+		return 0
+	}
+	return e.cfg.Clock.Now()
+}
+
+// scanEvery is how often started commands are checked for timeouts.
+func (e *Engine) scanEvery() time.Duration { return min(e.cfg.CommandTimeout/4, time.Second) }
+
+// NextDeadline returns when OnTimer has work: the next timeout scan while
+// commands are in flight.
+func (e *Engine) NextDeadline() (time.Duration, bool) {
+	if e.cfg.Clock == nil {
+		return 0, false
+	}
+	for _, p := range e.list {
+		if len(p.icmdFree) < len(p.icmds) {
+			if e.scanAt == 0 {
+				e.scanAt = e.now() + e.scanEvery()
+			}
+			return e.scanAt, true
+		}
+	}
+	e.scanAt = 0
+	return 0, false
+}
+
+// OnTimer fails the started commands whose deadline passed.
+func (e *Engine) OnTimer(now time.Duration) {
+	if e.cfg.Clock == nil || e.scanAt == 0 || now < e.scanAt {
+		return
+	}
+	e.scanAt = now + e.scanEvery()
+	for _, p := range e.list {
+		for i := range p.icmds {
+			if ic := &p.icmds[i]; ic.cmd != nil && ic.deadline <= now {
+				p.timeout(int32(i))
+			}
+		}
+	}
 }
 
 // Cookie layout of this engine's Falcon transactions.

@@ -1,6 +1,8 @@
 package nvme
 
 import (
+	"time"
+
 	"falconnic/falcon"
 	"falconnic/falcon/wire"
 )
@@ -22,13 +24,14 @@ type ncmd struct {
 }
 
 type icmd struct {
-	cmd    *Command
-	gen    uint16
-	info   OpInfo
-	n      int // nCMDs
-	done   int
-	status Status
-	bytes  int
+	cmd      *Command
+	gen      uint16
+	info     OpInfo
+	n        int // nCMDs
+	done     int
+	status   Status
+	bytes    int
+	deadline time.Duration
 }
 
 // Path is the NVMe state towards one peer NIC: the initiator's command
@@ -163,6 +166,7 @@ func (p *Path) start() {
 		ic := &p.icmds[ii]
 		ic.gen++
 		ic.cmd, ic.info, ic.n, ic.done, ic.status, ic.bytes = c, info, n, 0, StatusSuccess, bytes
+		ic.deadline = p.e.now() + p.e.cfg.CommandTimeout
 		c.slot = ii
 		for k := 0; k < n; k++ {
 			ni := p.ncmdFree[len(p.ncmdFree)-1]
@@ -434,4 +438,18 @@ func (p *Path) Cancel(c *Command) {
 	c.Data = nil
 	c.Done = func(*Command) {}
 	p.e.Stats.Cancelled.Inc()
+}
+
+// timeout fails the rest of iCMD ii: its nCMDs are freed, so late
+// responses and pulls find no live tag (counted, answered with INV).
+func (p *Path) timeout(ii int32) {
+	p.e.Stats.TimedOut.Inc()
+	for ni := range p.ncmds {
+		if nc := &p.ncmds[ni]; nc.state != nFree && nc.icmd == ii {
+			p.finishNCMD(int32(ni), StatusTransportError)
+			if p.icmds[ii].cmd == nil {
+				return
+			}
+		}
+	}
 }

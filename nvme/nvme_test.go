@@ -271,3 +271,35 @@ func TestCancelDetachesBuffers(t *testing.T) {
 		t.Fatalf("%d commands still outstanding", r.path.Outstanding())
 	}
 }
+
+// TestCommandTimeout: a command whose response never comes (the target
+// dropped its path; the initiator's connections look healthy) fails with a
+// transient transport error after CommandTimeout, and a late response
+// would find no live tag.
+func TestCommandTimeout(t *testing.T) {
+	r := newRig(t, rigConfig{namespaces: []NamespaceConfig{ns1}, timeout: 2 * time.Second})
+	r.tgt.RemovePath(r.back)
+	buf := make([]byte, 4096)
+	c := r.submit(&Command{Op: OpRead, NSID: 1, Blocks: 8, Data: [][]byte{buf}})
+	r.pair.RunUntil(func() bool { return false }, 100*time.Millisecond)
+	if len(r.done) != 0 {
+		t.Fatalf("completed early: %v", c.Status)
+	}
+	for i := 0; i < 20 && len(r.done) == 0; i++ {
+		at, ok := r.ini.NextDeadline()
+		if !ok {
+			t.Fatal("no timeout deadline with a command in flight")
+		}
+		r.pair.Clock.Set(max(at, r.pair.Clock.Now()))
+		r.ini.OnTimer(r.pair.Clock.Now())
+	}
+	if len(r.done) != 1 || c.Status != StatusTransportError || r.ini.Stats.TimedOut.Load() != 1 {
+		t.Fatalf("done %d status %v", len(r.done), c.Status)
+	}
+	if now := r.pair.Clock.Now(); now < 2*time.Second || now > 3*time.Second {
+		t.Fatalf("timed out at %v, want about 2 s", now)
+	}
+	if _, ok := r.ini.NextDeadline(); ok {
+		t.Fatal("timer still armed with nothing in flight")
+	}
+}

@@ -25,12 +25,22 @@ type rigConfig struct {
 	impair     link.MemConfig
 	namespaces []NamespaceConfig // Backend nil: a MemBackend of the right size
 	maxTxns    uint32
+	timeout    time.Duration
 }
 
 func newRig(t testing.TB, rc rigConfig) *rig {
 	r := &rig{t: t, mem: make(map[uint16]*MemBackend)}
-	r.ini = NewEngine(Config{Function: 7, OnComplete: func(c *Command) { r.done = append(r.done, c) }})
-	r.tgt = NewEngine(Config{Function: 9})
+	cmd := falcon.ConnConfig{SCID: 10, DCID: 20, Protocol: wire.ProtoNVMe, TxReqPSN: 1000, RxReqPSN: 2000,
+		TxDataPSN: 3000, RxDataPSN: 4000, TxRSN: 77, RxRSN: 0xfffffff0, MaxTxns: rc.maxTxns}
+	imp := rc.impair
+	imp2 := imp
+	imp2.Seed++
+	p, err := falcon.NewPair(falcon.PairConfig{AB: imp, BA: imp2, Conn: cmd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.ini = NewEngine(Config{Function: 7, Clock: p.Clock, CommandTimeout: rc.timeout, OnComplete: func(c *Command) { r.done = append(r.done, c) }})
+	r.tgt = NewEngine(Config{Function: 9, Clock: p.Clock})
 	for _, nc := range rc.namespaces {
 		if nc.Backend == nil {
 			m := NewMemBackend(int64(nc.Blocks) * int64(nc.BlockSize))
@@ -45,15 +55,8 @@ func newRig(t testing.TB, rc rigConfig) *rig {
 			t.Fatal(err)
 		}
 	}
-	cmd := falcon.ConnConfig{SCID: 10, DCID: 20, Protocol: wire.ProtoNVMe, TxReqPSN: 1000, RxReqPSN: 2000,
-		TxDataPSN: 3000, RxDataPSN: 4000, TxRSN: 77, RxRSN: 0xfffffff0, MaxTxns: rc.maxTxns}
-	imp := rc.impair
-	imp2 := imp
-	imp2.Seed++
-	p, err := falcon.NewPair(falcon.PairConfig{AB: imp, BA: imp2, Conn: cmd, ULPA: r.ini, ULPB: r.tgt})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p.A.SetULP(r.ini)
+	p.B.SetULP(r.tgt)
 	r.pair = p
 	pull := cmd
 	pull.SCID, pull.DCID = 11, 21
