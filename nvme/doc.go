@@ -45,6 +45,13 @@
 // the numbering. MaxWrites bounds the numbers in flight. When falcon's
 // pulls carry the NBTH this collapses to one connection and a tag lookup.
 //
+// Lifetimes: a command completes exactly once — with the target's
+// status, with an internal path error when its connections die, or with a
+// transient transport error after Config.CommandTimeout (OnTimer and
+// NextDeadline, driven beside the endpoint's timers). Cancel detaches a
+// command from its buffers for a device whose guest memory goes away.
+// Late responses and pulls for a finished nCMD find no live tag.
+//
 // Invariants: every delivered push is acknowledged or NACKed exactly
 // once; a response is checked against a live nCMD (tag with generation,
 // iCMD id, offset, type, length) before it touches host memory; every
