@@ -34,5 +34,14 @@ type Device interface {
 	RunQueue(q *Queue)
 }
 
+// MemTableUser is implemented by devices that reach guest memory outside
+// their rings, such as a DMA engine. The session hands the device every new
+// memory table before it releases the old one, and nil when the session
+// ends. The device must take its own reference (TryAcquire) around each use
+// and retry with the newest table when that fails.
+type MemTableUser interface {
+	SetMemTable(t *MemTable)
+}
+
 // genericProtocolFeatures are handled by the back-end for every device.
 const genericProtocolFeatures = ProtoMQ | ProtoReplyAck | ProtoResetDevice | ProtoConfigureMemSlots | ProtoStatus

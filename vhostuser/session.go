@@ -292,7 +292,11 @@ func (s *Session) teardown() {
 		s.stopQueue(q)
 		s.closeRingFDs(q)
 	}
-	if t := s.mem.Swap(nil); t != nil {
+	t := s.mem.Swap(nil)
+	if u, ok := s.dev.(MemTableUser); ok {
+		u.SetMemTable(nil)
+	}
+	if t != nil {
 		t.Release()
 	}
 	s.inflight.unmap()

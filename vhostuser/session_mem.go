@@ -9,7 +9,11 @@ import "encoding/binary"
 func (s *Session) setMem(t *MemTable) {
 	s.c.MemTables.Inc()
 	t.onFree = s.c.MemTablesFreed.Inc
-	if old := s.mem.Swap(t); old != nil {
+	old := s.mem.Swap(t)
+	if u, ok := s.dev.(MemTableUser); ok {
+		u.SetMemTable(t)
+	}
+	if old != nil {
 		old.Release()
 	}
 	for _, q := range s.queues {

@@ -26,6 +26,20 @@ type echoDev struct {
 	hold bool
 	// batches, if set, receives a token after each pass that popped chains.
 	batches chan struct{}
+	// tables records what the session hands SetMemTable.
+	tables []*vhostuser.MemTable
+}
+
+func (d *echoDev) SetMemTable(t *vhostuser.MemTable) {
+	d.mu.Lock()
+	d.tables = append(d.tables, t)
+	d.mu.Unlock()
+}
+
+func (d *echoDev) memTables() []*vhostuser.MemTable {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]*vhostuser.MemTable(nil), d.tables...)
 }
 
 func (d *echoDev) Features() uint64         { return d.features }
@@ -580,6 +594,30 @@ func TestMemTableReplacedWhileRingRuns(t *testing.T) {
 	}
 	if got := dev.received(); len(got) != 2 || string(got[1]) != "two" {
 		t.Fatalf("got %q", got)
+	}
+}
+
+func TestDeviceGetsEachMemTableAndNilAtSessionEnd(t *testing.T) {
+	dev := &echoDev{features: vhostuser.FeatureVersion1, queues: 1}
+	r := newRig(t, dev, vhostusertest.OneRegion(1<<20), 0, 16)
+	r.startRings(vhostuser.FeatureVersion1)
+	p, fds := r.mem.MemTablePayload()
+	must(t, r.fe.Set(vhostuser.ReqSetMemTable, true, p, fds...))
+	closeFDs(fds)
+	got := dev.memTables()
+	if len(got) != 2 || got[0] == nil || got[1] == nil || got[0] == got[1] {
+		t.Fatalf("device got tables %v, want two distinct ones", got)
+	}
+	if !got[1].TryAcquire() {
+		t.Fatal("the newest table handed to the device is already released")
+	}
+	got[1].Release()
+	r.fe.Close()
+	<-r.done
+	r.done <- nil // the cleanup waits on it again
+	got = dev.memTables()
+	if len(got) != 3 || got[2] != nil {
+		t.Fatalf("after the session ended the device got %v, want a final nil", got)
 	}
 }
 
