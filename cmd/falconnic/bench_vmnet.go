@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -137,6 +138,7 @@ type vmnetSetup struct {
 	FalconnicNIC string  `json:"falconnic_nic"`
 	StreamNIC    string  `json:"stream_nic"`
 	BootSeconds  float64 `json:"boot_s"`
+	GOMAXPROCS   int     `json:"bench_process_gomaxprocs"`
 }
 
 // vmnetSeries is one link's samples and medians.
@@ -162,8 +164,16 @@ type vmnetSeries struct {
 type vmnetRatios struct {
 	Throughput float64 `json:"throughput_falconnic_over_qemu"`
 	RTT        float64 `json:"rtt_falconnic_over_qemu"`
-	GoalTput   bool    `json:"throughput_goal_met"` // ratio ≥ 1.0
-	GoalRTT    bool    `json:"rtt_goal_met"`        // ratio ≤ 1.0
+	// Paired: sample i of one link ran right next to sample i of the
+	// other, under about the same host load; the median of the per-pair
+	// ratios cancels most of the drift the medians above still carry.
+	PairedThroughput []float64 `json:"throughput_paired_ratios"`
+	PairedRTT        []float64 `json:"rtt_paired_ratios"`
+	PairedTputMedian float64   `json:"throughput_paired_ratio_median"`
+	PairedRTTMedian  float64   `json:"rtt_paired_ratio_median"`
+	PooledRTT        float64   `json:"rtt_all_replies_median_ratio"`
+	GoalTput         bool      `json:"throughput_goal_met"` // ratio ≥ 1.0
+	GoalRTT          bool      `json:"rtt_goal_met"`        // ratio ≤ 1.0
 }
 
 func runVMNet(ctx context.Context, o vmnetOpts, args []string, stderr io.Writer) (*vmnetResult, error) {
@@ -187,6 +197,7 @@ func runVMNet(ctx context.Context, o vmnetOpts, args []string, stderr io.Writer)
 		HostLoad: [2]string{loadavg(), ""},
 	}
 	defer func() { res.HostLoad[1] = loadavg() }()
+	res.Setup.GOMAXPROCS = runtime.GOMAXPROCS(0)
 
 	im, err := qemu.LoadImage(o.cache)
 	if err != nil {
@@ -348,6 +359,16 @@ samples:
 		if sOK.MedianRTT > 0 {
 			r.RTT = round3(f.MedianRTT / sOK.MedianRTT)
 		}
+		if sOK.PooledRTT > 0 {
+			r.PooledRTT = round3(f.PooledRTT / sOK.PooledRTT)
+		}
+		for i := range min(len(f.ThroughputMbps), len(sOK.ThroughputMbps)) {
+			if sOK.ThroughputMbps[i] > 0 && sOK.RTTMicros[i] > 0 {
+				r.PairedThroughput = append(r.PairedThroughput, round3(f.ThroughputMbps[i]/sOK.ThroughputMbps[i]))
+				r.PairedRTT = append(r.PairedRTT, round3(f.RTTMicros[i]/sOK.RTTMicros[i]))
+			}
+		}
+		r.PairedTputMedian, r.PairedRTTMedian = round3(median(r.PairedThroughput)), round3(median(r.PairedRTT))
 		r.GoalTput, r.GoalRTT = r.Throughput >= 1.0, r.RTT > 0 && r.RTT <= 1.0
 		res.Ratios = r
 	}
