@@ -172,12 +172,23 @@ func TestBlkQemuFioVerify(t *testing.T) {
 	out = fio("seq128k", "write", "128k", "--offset=16M")
 	t.Logf("fio write 128k + verify (%v):\n%s", time.Since(start).Round(time.Millisecond), tail(out, 12))
 
+	// midRun waits until fio is n writes into a run (not before, not after).
+	midRun := func(n uint64) {
+		t.Helper()
+		w0 := blk.Stats.Writes.Load()
+		for end := time.Now().Add(2 * time.Minute); blk.Stats.Writes.Load() < w0+n; {
+			if time.Now().After(end) {
+				t.Fatalf("fio did not get going\n%s", report())
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
 	// The back-end drops its session in the middle of a verified run:
 	// QEMU reconnects (reconnect=1) and the new session resubmits what the
 	// inflight region says was popped and not completed.
 	done := make(chan string, 1)
 	go func() { done <- fio("restart", "randwrite", "4k", "--offset=32M --size=32M") }()
-	time.Sleep(4 * time.Second)
+	midRun(1000)
 	before := srv.Counters.Sessions.Load()
 	srv.Disconnect()
 	select {
@@ -187,6 +198,9 @@ func TestBlkQemuFioVerify(t *testing.T) {
 	}
 	t.Logf("fio randwrite 4k + verify across a back-end disconnect (sessions %d → %d):\n%s", before,
 		srv.Counters.Sessions.Load(), tail(out, 12))
+	for end := time.Now().Add(10 * time.Second); srv.Counters.Sessions.Load() <= before && time.Now().Before(end); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	if srv.Counters.Sessions.Load() <= before {
 		t.Fatalf("no new session after the disconnect\n%s", report())
 	}
@@ -195,7 +209,7 @@ func TestBlkQemuFioVerify(t *testing.T) {
 	// unanswered); the next session resubmits them from the inflight
 	// region and fio's verification still passes.
 	go func() { done <- fio("stall", "randwrite", "4k", "--offset=0 --size=32M") }()
-	time.Sleep(4 * time.Second)
+	midRun(1000)
 	release := make(chan struct{})
 	stalled := make(chan struct{})
 	s.Do(func(*falcon.Endpoint) { close(stalled); <-release })
