@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"falconnic/falcon"
+	"falconnic/falcon/tl"
 	"falconnic/falcon/wire"
 )
 
@@ -148,6 +150,47 @@ func FuzzParseIdentify(f *testing.F) {
 		back, err := ParseIdentify(ns.AppendIdentify(nil))
 		if err != nil || back != ns {
 			t.Fatalf("round trip %+v -> %+v (%v)", ns, back, err)
+		}
+	})
+}
+
+// FuzzWriteData: the target takes a write's data only from a Write Data
+// Response naming that nCMD with exactly the nCMD's length; anything else
+// fails the write and leaves the namespace untouched.
+func FuzzWriteData(f *testing.F) {
+	good := func(tag uint32, n int) []byte {
+		fl := wire.NVMeFields{Type: wire.NVMeWriteDataResponse, InitiatorTag: tag, ICMD: 4}
+		b, _ := wire.AppendNVMe(nil, &fl)
+		return append(b, pattern(n, 2)...)
+	}
+	f.Add(good(3, 4096))
+	f.Add(good(3, 4095))
+	f.Add(good(9, 4096))
+	f.Add([]byte{0x12})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r := newRig(t, rigConfig{namespaces: []NamespaceConfig{{NSID: 1, BlockSize: 512, Blocks: 64}}})
+		e, p := r.tgt, r.back
+		si := e.tfree[len(e.tfree)-1]
+		e.tfree = e.tfree[:len(e.tfree)-1]
+		s := &e.tslots[si]
+		fl := wire.NVMeFields{Type: wire.NVMeWriteRequest, InitiatorTag: 3, ICMD: 4}
+		_, hdr := wire.AppendNVMe(nil, &fl)
+		d := decoded{op: OpWrite, ns: e.ns[1], lba: 8, blocks: 8, bytes: 4096}
+		s.fill(p, &hdr, &d, wire.NVMeWriteCompletion)
+		s.state = tPulling
+		e.onWriteData(p, si, &falcon.Completion{Kind: tl.Pull, Data: data})
+		written := !bytes.Equal(r.mem[1].Bytes(), make([]byte, 64*512))
+		n, err := wire.ParseNVMe(data, wire.TypePullData)
+		valid := err == nil && n.Type == wire.NVMeWriteDataResponse && !n.NBTH.INV() && n.NBTH.InitiatorTag() == 3 &&
+			n.NBTH.ICMD() == 4 && n.NBTH.NCNTOffset() == 0 && len(n.Data) == 4096
+		if written != (valid && !bytes.Equal(n.Data, make([]byte, 4096))) {
+			t.Fatalf("written %v for valid=%v", written, valid)
+		}
+		if written && !bytes.Equal(r.mem[1].Bytes()[8*512:16*512], n.Data) {
+			t.Fatal("data landed in the wrong blocks")
+		}
+		if len(e.tfree) != maxTargets {
+			t.Fatal("target slot not freed")
 		}
 	})
 }
