@@ -228,8 +228,12 @@ func (m Machine) Args() ([]string, error) {
 			return nil, fmt.Errorf("vsock: bad vhost-user socket path %q", m.Vsock.VhostUser)
 		}
 		// The guest CID is the backend's (config space), not QEMU's.
+		// No reconnect=: QEMU 7.2's vhost-user-vsock realize fails with
+		// it ("Failed to set msg fds", vhost_backend_init: protocol
+		// error), and the device does not recover from a dropped
+		// connection anyway (vsock stays dead until QEMU restarts).
 		a = append(a,
-			"-chardev", "socket,id=cvsock,path="+m.Vsock.VhostUser+",reconnect=1",
+			"-chardev", "socket,id=cvsock,path="+m.Vsock.VhostUser,
 			"-device", "vhost-user-vsock-pci,chardev=cvsock")
 	}
 	if m.AgentSock != "" {

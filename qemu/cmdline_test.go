@@ -54,6 +54,37 @@ func TestArgsVhostUserNICHasVectorsZeroAndReconnect(t *testing.T) {
 	}
 }
 
+// QEMU 7.2 refuses a vhost-user-vsock device whose chardev has reconnect=
+// ("vhost_backend_init failed: Protocol error"), so the vsock chardev is a
+// plain client socket while NICs and disks keep reconnect=1.
+func TestArgsVsockChardevHasNoReconnect(t *testing.T) {
+	m := base()
+	m.Vsock = &Vsock{VhostUser: "/run/fn/vs0.sock", UDS: "/run/fn/vs0.uds"}
+	m.NICs = []NIC{{VhostUser: "/run/fn/a0.sock", MAC: "52:54:00:00:00:0a"}}
+	a, err := m.Args()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vsockChardev string
+	for i, s := range a {
+		if s == "-chardev" && i+1 < len(a) && strings.Contains(a[i+1], "id=cvsock,") {
+			vsockChardev = a[i+1]
+		}
+	}
+	if vsockChardev != "socket,id=cvsock,path=/run/fn/vs0.sock" {
+		t.Errorf("vsock chardev = %q, want a plain client socket without reconnect=", vsockChardev)
+	}
+	got := strings.Join(a, " ")
+	for _, want := range []string{
+		"-device vhost-user-vsock-pci,chardev=cvsock",
+		"-chardev socket,id=cn0,path=/run/fn/a0.sock,reconnect=1",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("args lack %q:\n%s", want, got)
+		}
+	}
+}
+
 func TestArgsMultiqueueNIC(t *testing.T) {
 	m := base()
 	m.CPUs = 2
