@@ -24,7 +24,8 @@ type blkRig struct {
 	blk    *Blk
 	mem    *nvme.MemBackend
 	gm     *vhostusertest.GuestMemory
-	q      *vhostusertest.DriverQueue
+	q      *vhostusertest.DriverQueue // the queue requests go to
+	qs     []*vhostusertest.DriverQueue
 	fe     *vhostusertest.Frontend
 	srv    *vhostuser.Server
 	done   chan error
@@ -37,7 +38,11 @@ type blkRig struct {
 
 const blkRigBlocks = 4096 // 2 MiB of 512-byte blocks
 
-func newBlkRig(t testing.TB, ns NamespaceSpec) *blkRig {
+func newBlkRig(t testing.TB, ns NamespaceSpec) *blkRig { return newBlkRigQ(t, ns, 1) }
+
+// newBlkRigQ builds the rig with a disk of queues virtqueues; r.qs holds
+// them (r.q is queue 0).
+func newBlkRigQ(t testing.TB, ns NamespaceSpec, queues int) *blkRig {
 	ctx, cancel := context.WithCancel(context.Background())
 	a, b := NewFalconPort(nil, nil), NewFalconPort(nil, nil)
 	ini, tgt := NewNVMeFunc(a, 1), NewNVMeFunc(b, 2) // before Run: SetULP
@@ -58,7 +63,7 @@ func newBlkRig(t testing.TB, ns NamespaceSpec) *blkRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	blk, err := NewBlk(BlkConfig{Port: a, Path: path, NSID: ns.NSID, Info: info, Serial: "disk-serial-0001"})
+	blk, err := NewBlk(BlkConfig{Port: a, Path: path, NSID: ns.NSID, Info: info, Serial: "disk-serial-0001", Queues: queues})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,16 +72,23 @@ func newBlkRig(t testing.TB, ns NamespaceSpec) *blkRig {
 	if r.gm, err = vhostusertest.NewGuestMemory(vhostusertest.OneRegion(32 << 20)); err != nil {
 		t.Fatal(err)
 	}
-	if r.q, err = vhostusertest.NewDriverQueue(r.gm, 0, 128, 0, 136<<10); err != nil {
-		t.Fatal(err)
+	for i := 0; i < queues; i++ {
+		q, err := vhostusertest.NewDriverQueue(r.gm, i, 128, 0, 136<<10/uint32(queues))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.qs = append(r.qs, q)
 	}
+	r.q = r.qs[0]
 	blk.drain = 50 * time.Millisecond // TestBlkInflightSurvivesBackendRestart stalls the target longer
 	r.srv = &vhostuser.Server{Device: blk}
 	r.connect()
 	t.Cleanup(func() {
 		r.fe.Close()
 		<-r.done
-		r.q.Close()
+		for _, q := range r.qs {
+			q.Close()
+		}
 		r.gm.Close()
 		cancel()
 	})
@@ -100,7 +112,7 @@ func (r *blkRig) connect() {
 	r.done = make(chan error, 1)
 	go func() { r.done <- r.srv.ServeConn(back) }()
 	if r.fe == nil {
-		if r.fe, err = vhostusertest.NewFrontend(front, r.gm, []*vhostusertest.DriverQueue{r.q}); err != nil {
+		if r.fe, err = vhostusertest.NewFrontend(front, r.gm, r.qs); err != nil {
 			r.t.Fatal(err)
 		}
 	} else {
@@ -448,5 +460,38 @@ func TestBlkFirmwareThenLinux(t *testing.T) {
 	r.run(rd)
 	if rd.status() != blkStatusOK {
 		t.Fatalf("linux read: status %d", rd.status())
+	}
+}
+
+// TestBlkTwoQueues: each virtqueue has its own worker; requests on both
+// reach the same namespace.
+func TestBlkTwoQueues(t *testing.T) {
+	r := newBlkRigQ(t, memNS(false), 2)
+	if r.blk.Features()&blkFMQ == 0 || r.blk.NumQueues() != 2 {
+		t.Fatal("two-queue disk does not offer MQ")
+	}
+	cfg := r.start()
+	if binary.LittleEndian.Uint16(cfg[blkCfgNumQueues:]) != 2 {
+		t.Fatalf("num_queues % x", cfg[blkCfgNumQueues:blkCfgNumQueues+2])
+	}
+	q1 := r.qs[1]
+	if err := r.fe.RingSetup(q1, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.fe.Enable(1, true); err != nil {
+		t.Fatal(err)
+	}
+	a := bytes.Repeat([]byte{0xa1}, 4096)
+	w := r.request(blkTypeOut, 0, false, a, 4096)
+	r.run(w)
+	r.q, r.consumed = q1, 0
+	b := bytes.Repeat([]byte{0xb2}, 4096)
+	w1 := r.request(blkTypeOut, 8, false, b, 4096)
+	rd := r.request(blkTypeIn, 0, true, nil, 8192)
+	r.run(w1)
+	r.run(rd)
+	if w.status() != blkStatusOK || w1.status() != blkStatusOK || rd.status() != blkStatusOK ||
+		!bytes.Equal(rd.data(8192), append(a, b...)) {
+		t.Fatalf("statuses %d %d %d or data differs", w.status(), w1.status(), rd.status())
 	}
 }
