@@ -258,6 +258,7 @@ func (b *builder) key(pkgs []Package, guest []guestFile, gover string) (string, 
 		fmt.Fprintf(h, "package %s %s\n", p.Name, p.Version)
 	}
 	fmt.Fprintf(h, "modules %s\n", strings.Join(b.o.Modules, " "))
+	fmt.Fprintf(h, "staged %s\n", strings.Join(StagedModules, " "))
 	fmt.Fprintf(h, "ucmds %s\n", strings.Join(URootCommands, " "))
 	for _, g := range guest {
 		fmt.Fprintf(h, "guest %s %x\n", g.rel, sha256.Sum256(g.data))
@@ -450,6 +451,25 @@ func (b *builder) stageModules(kroot, stage string) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("image: %w", err)
 	}
+	all, err := md.LoadOrder(append(append([]string(nil), b.o.Modules...), StagedModules...), builtin)
+	if err != nil {
+		return nil, fmt.Errorf("image: %w", err)
+	}
+	loaded := map[string]bool{}
+	for _, m := range order {
+		loaded[m] = true
+	}
+	var staged strings.Builder
+	for _, m := range all {
+		if loaded[m] {
+			continue
+		}
+		dst := path.Join("lib/modules", KernelRelease, m)
+		if err := copyFile(filepath.Join(mdir, m), filepath.Join(stage, dst)); err != nil {
+			return nil, err
+		}
+		staged.WriteString("/" + dst + "\n")
+	}
 	var list strings.Builder
 	list.WriteString("# Kernel modules in load order, written by falconnic image build.\n")
 	for _, m := range order {
@@ -476,6 +496,9 @@ func (b *builder) stageModules(kroot, stage string) ([]string, error) {
 		}
 	}
 	if err := os.MkdirAll(filepath.Join(stage, "etc/falconnic"), 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(stage, StagedList), []byte(staged.String()), 0o644); err != nil {
 		return nil, err
 	}
 	return order, os.WriteFile(filepath.Join(stage, "etc/falconnic/modules"), []byte(list.String()), 0o644)

@@ -24,10 +24,21 @@ var GuestModules = []string{
 	"ib_core",
 	"ib_uverbs",
 	"rdma_ucm", // rdma_cm for perftest -R and rping
-	"rdma_rxe", // Soft-RoCE, the baseline
 	"nvme",
 	"ext4",
 }
+
+// StagedModules are in the image with their closure but not loaded at
+// boot; StagedList names them in load order. rdma_rxe (Soft-RoCE, the
+// baseline) is one: loaded next to falconnic.ko, its netdev notifier takes
+// falcon0 (which registers with rxe's driver id so that librxe drives it)
+// for one of its own and oopses in rxe_set_port_state. A test that wants
+// Soft-RoCE loads it with: xargs -n1 insmod < /etc/falconnic/modules.staged
+var StagedModules = []string{"rdma_rxe"}
+
+// StagedList is where the image lists the staged modules' files (those not
+// already loaded at boot), one per line, in load order.
+const StagedList = "/etc/falconnic/modules.staged"
 
 // ModuleDeps is a parsed modules.dep: module file → the files it needs.
 type ModuleDeps struct {

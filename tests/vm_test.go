@@ -129,7 +129,7 @@ func TestVMRunExecListStop(t *testing.T) {
 		t.Errorf("accept_dad = %q, want 0", got)
 	}
 	mods := v.exec(t, "cat", "/proc/modules")
-	for _, m := range []string{"virtio_net", "virtio_console", "rdma_rxe", "crc32_generic", "vmw_vsock_virtio_transport", "nvme"} {
+	for _, m := range []string{"virtio_net", "virtio_console", "ib_uverbs", "crc32_generic", "vmw_vsock_virtio_transport", "nvme"} {
 		if !strings.Contains(mods, "\n"+m+" ") && !strings.HasPrefix(mods, m+" ") {
 			t.Errorf("module %s not loaded:\n%s", m, mods)
 		}
@@ -175,7 +175,7 @@ func TestSoftRoCEBaselineOverAStreamLink(t *testing.T) {
 	a := boot(t, state, "A", "--net-stream", link+",ip=10.0.0.1/24,server=on")
 	b := boot(t, state, "B", "--net-stream", link+",ip=10.0.0.2/24,server=off")
 	for _, v := range []*vm{a, b} {
-		out := v.exec(t, "sh", "-c", "rdma link add rxe0 type rxe netdev eth0 && ibv_devinfo -d rxe0")
+		out := v.exec(t, "sh", "-c", "xargs -n1 insmod < /etc/falconnic/modules.staged && rdma link add rxe0 type rxe netdev eth0 && ibv_devinfo -d rxe0")
 		if !strings.Contains(out, "PORT_ACTIVE") {
 			t.Fatalf("%s: rxe0 not active:\n%s", v.name, out)
 		}
