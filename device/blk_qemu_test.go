@@ -26,8 +26,11 @@ import (
 // with verification in the guest (through the guest agent over vsock):
 // random 4 KiB and sequential 128 KiB writes, each read back and checked,
 // then the same while the back-end session is dropped mid-run (QEMU
-// reconnects; inflight resubmission). Set FALCONNIC_BLK_QEMU_IMAGE to a
-// guest image directory (the one holding manifest.json).
+// reconnects), while it is dropped with requests stuck at a stalled target
+// (detached, then resubmitted from the inflight region), and while the
+// whole back-end is torn down and rebuilt, as a daemon restart would
+// (the namespace is a file). Set FALCONNIC_BLK_QEMU_IMAGE to a guest
+// image directory (the one holding manifest.json); ~1 min under TCG.
 func TestBlkQemuFioVerify(t *testing.T) {
 	imgDir := os.Getenv("FALCONNIC_BLK_QEMU_IMAGE")
 	if imgDir == "" {
@@ -43,34 +46,52 @@ func TestBlkQemuFioVerify(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 14*time.Minute)
 	defer cancel()
 
-	// Two NICs: "host" (initiator, serves the disk) and "store" (target).
-	a, s := NewFalconPort(nil, nil), NewFalconPort(nil, nil)
-	ini, tgt := NewNVMeFunc(a, 1), NewNVMeFunc(s, 2) // before Run: SetULP
-	go a.Run(ctx)
-	go s.Run(ctx)
+	// Two NICs: "host" (initiator, serves the disk) and "store" (target,
+	// a file namespace so that it outlives a back-end restart).
 	const size = 64 << 20
-	s.Call(func(*falcon.Endpoint) {
-		_, err = tgt.AddNamespace(NamespaceSpec{NSID: 1, Backing: NamespaceMemory, Size: size})
-	})
-	vsMust(t, err)
-	var cids atomic.Uint32
-	path, _, err := ConnectNVMeLocal(ini, tgt, func() uint32 { return cids.Add(1) })
-	vsMust(t, err)
-	info, err := IdentifyRemote(a, path, 1, 5*time.Second)
-	vsMust(t, err)
-	blk, err := NewBlk(BlkConfig{Port: a, Path: path, NSID: 1, Info: info, Serial: "fnic-qemu-disk"})
-	vsMust(t, err)
-	blk.drain = 300 * time.Millisecond
+	nsFile := filepath.Join(dir, "ns.img")
 	blkSock := filepath.Join(dir, "blk.sock")
 	var trace []string
 	var traceMu sync.Mutex
-	srv := &vhostuser.Server{Path: blkSock, Device: blk, Trace: func(l string) {
-		traceMu.Lock()
-		trace = append(trace, time.Now().Format("15:04:05.000")+" "+l)
-		traceMu.Unlock()
-	}}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ctx) }()
+	var (
+		blk    *Blk
+		srv    *vhostuser.Server
+		ini    *NVMeFunc
+		s      *FalconPort
+		served chan error
+		stop   context.CancelFunc
+	)
+	// startBackend builds the whole back-end afresh, as a restarted
+	// daemon would: ports, NVMe functions, path, Identify, disk, server.
+	startBackend := func() {
+		bctx, bcancel := context.WithCancel(ctx)
+		a, ts := NewFalconPort(nil, nil), NewFalconPort(nil, nil)
+		fi, ft := NewNVMeFunc(a, 1), NewNVMeFunc(ts, 2) // before Run: SetULP
+		go a.Run(bctx)
+		go ts.Run(bctx)
+		var err error
+		ts.Call(func(*falcon.Endpoint) {
+			_, err = ft.AddNamespace(NamespaceSpec{NSID: 1, Backing: nsFile, Size: size})
+		})
+		vsMust(t, err)
+		var cids atomic.Uint32
+		path, _, err := ConnectNVMeLocal(fi, ft, func() uint32 { return cids.Add(1) })
+		vsMust(t, err)
+		info, err := IdentifyRemote(a, path, 1, 5*time.Second)
+		vsMust(t, err)
+		b, err := NewBlk(BlkConfig{Port: a, Path: path, NSID: 1, Info: info, Serial: "fnic-qemu-disk"})
+		vsMust(t, err)
+		b.drain = 300 * time.Millisecond
+		sv := &vhostuser.Server{Path: blkSock, Device: b, Trace: func(l string) {
+			traceMu.Lock()
+			trace = append(trace, time.Now().Format("15:04:05.000")+" "+l)
+			traceMu.Unlock()
+		}}
+		done := make(chan error, 1)
+		go func() { done <- sv.Serve(bctx) }()
+		blk, srv, ini, s, served, stop = b, sv, fi, ts, done, bcancel
+	}
+	startBackend()
 
 	v, err := NewVsock(VsockConfig{Name: "vsock0", Socket: filepath.Join(dir, "vs.sock"), GuestCID: 3, UDS: filepath.Join(dir, "v"), Dial: true})
 	vsMust(t, err)
@@ -228,6 +249,33 @@ func TestBlkQemuFioVerify(t *testing.T) {
 		blk.Stats.Cancelled.Load(), srv.Counters.InflightResub.Load()-resub, tail(out, 6))
 	if blk.Stats.Cancelled.Load() == 0 || srv.Counters.InflightResub.Load() == resub {
 		t.Fatalf("nothing was in flight across the restart\n%s", report())
+	}
+	// A back-end restart with requests in flight: the whole back-end
+	// (ports, engines, disk, server) goes away while the target is stalled
+	// and a new one takes the socket, as a restarted daemon would. QEMU
+	// reconnects, the new back-end resubmits what the inflight region
+	// holds, and the namespace file keeps what was written.
+	go func() { done <- fio("restart-backend", "randwrite", "4k", "--offset=32M --size=32M") }()
+	midRun(1000)
+	release2 := make(chan struct{})
+	stalled2 := make(chan struct{})
+	s.Do(func(*falcon.Endpoint) { close(stalled2); <-release2 })
+	<-stalled2
+	time.Sleep(200 * time.Millisecond)
+	oldServed := served
+	stop()
+	<-oldServed
+	startBackend()
+	close(release2)
+	select {
+	case out = <-done:
+	case <-time.After(5 * time.Minute):
+		t.Fatalf("fio across the back-end restart did not finish\n%s", report())
+	}
+	t.Logf("fio randwrite 4k + verify across a back-end restart (new back-end resubmitted %d):\n%s",
+		srv.Counters.InflightResub.Load(), tail(out, 6))
+	if srv.Counters.InflightResub.Load() == 0 {
+		t.Fatalf("the new back-end resubmitted nothing\n%s", report())
 	}
 	t.Logf("blk counters: %v", blk.Stats.Set().NonZero())
 	t.Logf("initiator counters: %v", ini.Engine.Stats.Set().NonZero())
