@@ -7,6 +7,7 @@ import (
 
 	"falconnic/falcon"
 	"falconnic/falcon/wire"
+	"falconnic/firmware"
 	"falconnic/internal/clock"
 	"falconnic/internal/stats"
 )
@@ -59,7 +60,7 @@ func NewFalconPort(clk clock.Clock, link falcon.Link) *FalconPort {
 		link = dropLink{}
 	}
 	p := &FalconPort{clk: clk, work: make(chan portWork, falconPortQueue), dead: make(chan struct{})}
-	p.ep = falcon.New(falcon.Config{Clock: clk, Link: link, ULP: portDemux{p}})
+	p.ep = falcon.New(falcon.Config{Clock: clk, Link: link, ULP: portDemux{p}, RUE: firmware.NewFixed(firmware.FixedConfig{})})
 	return p
 }
 

@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"falconnic/falcon"
+	"falconnic/firmware"
 	"falconnic/internal/clock"
 	"falconnic/internal/stats"
 	"falconnic/verbs"
@@ -121,7 +122,7 @@ func NewRDMAFunc(mac net.HardwareAddr, deliver func([]byte), hub *RDMAHub, clk c
 	r.mem.stats = &r.Stats
 	r.eng = verbs.New(verbs.Config{Mem: &r.mem, Events: r.sendEvent})
 	r.eng.SetConns(rdmaConns{r})
-	r.ep = falcon.New(falcon.Config{Clock: clk, ULP: r.eng, Link: dropLink{}})
+	r.ep = falcon.New(falcon.Config{Clock: clk, ULP: r.eng, Link: dropLink{}, RUE: firmware.NewFixed(firmware.FixedConfig{})})
 	if hub != nil {
 		hub.add(r)
 	}
