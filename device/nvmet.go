@@ -61,32 +61,25 @@ func (f *NVMeFunc) AddNamespace(s NamespaceSpec) (*nvme.Namespace, error) {
 }
 
 // ConnectNVMeLocal joins two NVMe functions of one daemon with a path
-// (a command and a pull connection, unordered, each end's packets handed
-// straight to the other's port). cid returns CIDs unique in the daemon.
-// It returns ini's path (to submit on) and tgt's (serving it).
+// (one unordered connection, each end's packets handed straight to the
+// other's port). cid returns CIDs unique in the daemon. It returns ini's
+// path (to submit on) and tgt's (serving it).
 func ConnectNVMeLocal(ini, tgt *NVMeFunc, cid func() uint32) (iniPath, tgtPath *nvme.Path, err error) {
-	var cfgs [2]falcon.ConnConfig
-	for i := range cfgs {
-		c := falcon.ConnConfig{SCID: cid(), DCID: cid(), Protocol: wire.ProtoNVMe, Peer: portLink{tgt.Port}}
-		var peer falcon.ConnConfig
-		if !ini.Port.Call(func(ep *falcon.Endpoint) { ep.RandomPSNs(&c) }) ||
-			!tgt.Port.Call(func(ep *falcon.Endpoint) { ep.RandomPSNs(&peer) }) {
-			return nil, nil, ErrPortStopped
-		}
-		c.RxReqPSN, c.RxDataPSN, c.RxRSN = peer.TxReqPSN, peer.TxDataPSN, peer.TxRSN
-		cfgs[i] = c
+	c := falcon.ConnConfig{SCID: cid(), DCID: cid(), Protocol: wire.ProtoNVMe, Peer: portLink{tgt.Port}}
+	var peer falcon.ConnConfig
+	if !ini.Port.Call(func(ep *falcon.Endpoint) { ep.RandomPSNs(&c) }) ||
+		!tgt.Port.Call(func(ep *falcon.Endpoint) { ep.RandomPSNs(&peer) }) {
+		return nil, nil, ErrPortStopped
 	}
+	c.RxReqPSN, c.RxDataPSN, c.RxRSN = peer.TxReqPSN, peer.TxDataPSN, peer.TxRSN
 	// The target side first, so nothing the initiator sends finds no connection.
 	ok := tgt.Port.Call(func(ep *falcon.Endpoint) {
-		var conns [2]*falcon.Conn
-		for i, c := range cfgs {
-			m := falcon.Mirror(c)
-			m.Peer = portLink{ini.Port}
-			if conns[i], err = ep.Connect(m); err != nil {
-				return
-			}
+		m := falcon.Mirror(c)
+		m.Peer = portLink{ini.Port}
+		var conn *falcon.Conn
+		if conn, err = ep.Connect(m); err == nil {
+			tgtPath, err = tgt.Engine.AddPath(conn)
 		}
-		tgtPath, err = tgt.Engine.AddPath(conns[0], conns[1])
 	})
 	if !ok {
 		return nil, nil, ErrPortStopped
@@ -95,13 +88,10 @@ func ConnectNVMeLocal(ini, tgt *NVMeFunc, cid func() uint32) (iniPath, tgtPath *
 		return nil, nil, err
 	}
 	ok = ini.Port.Call(func(ep *falcon.Endpoint) {
-		var conns [2]*falcon.Conn
-		for i, c := range cfgs {
-			if conns[i], err = ep.Connect(c); err != nil {
-				return
-			}
+		var conn *falcon.Conn
+		if conn, err = ep.Connect(c); err == nil {
+			iniPath, err = ini.Engine.AddPath(conn)
 		}
-		iniPath, err = ini.Engine.AddPath(conns[0], conns[1])
 	})
 	if !ok {
 		return nil, nil, ErrPortStopped

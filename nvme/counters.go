@@ -8,18 +8,17 @@ type Counters struct {
 	// initiator
 	Submitted, SubmitInvalid, Completed, CompletedInError, Cancelled, TimedOut stats.Counter
 	NCMDsSent, ReadResponses, WriteCompletions                                 stats.Counter
-	WriteDataSent, PullsSkipped                                                stats.Counter
-	TableFull, PullWindowFull, TxXoff                                          stats.Counter
+	WriteDataSent                                                              stats.Counter
+	TableFull, TxXoff                                                          stats.Counter
 	RxStaleTag, RxWrongResponse, RxPullUnknown                                 stats.Counter
 	RxPullShort                                                                stats.Counter
 	// target
 	Commands, Responses, ErrorResponses, PullsSent stats.Counter
 	BadOpcode, BadField, BadNamespace, TargetBusy  stats.Counter
-	PullSeqOutOfWindow, PullSeqDuplicate           stats.Counter
 	RxWriteDataInvalid, RxWriteDataMismatch        stats.Counter
 	// both
-	RxBadHeader, RxBadLength, RxUnknownConn      stats.Counter
-	RxPullOnCmdConn, RxPushOnPullConn, TxnFailed stats.Counter
+	RxBadHeader, RxBadLength, RxUnknownConn stats.Counter
+	TxnFailed                               stats.Counter
 }
 
 // Set lists the counters with help text.
@@ -35,9 +34,7 @@ func (c *Counters) Set() stats.Set {
 		{Name: "ReadResponses", Help: "Read Responses received", Counter: &c.ReadResponses},
 		{Name: "WriteCompletions", Help: "Write Completions received", Counter: &c.WriteCompletions},
 		{Name: "WriteDataSent", Help: "Write Data Responses sent with data", Counter: &c.WriteDataSent},
-		{Name: "PullsSkipped", Help: "zero-length pulls of writes the target refused", Counter: &c.PullsSkipped},
 		{Name: "TableFull", Help: "times a command waited for initiator table room", Counter: &c.TableFull},
-		{Name: "PullWindowFull", Help: "times a write waited for the pull-sequence window", Counter: &c.PullWindowFull},
 		{Name: "TxXoff", Help: "Falcon submissions refused (Xoff), retried on Xon", Counter: &c.TxXoff},
 		{Name: "RxStaleTag", Help: "dropped: response or data for no live nCMD / target tag", Counter: &c.RxStaleTag},
 		{Name: "RxWrongResponse", Help: "dropped: response type does not match the command", Counter: &c.RxWrongResponse},
@@ -51,15 +48,11 @@ func (c *Counters) Set() stats.Set {
 		{Name: "BadField", Help: "commands refused: invalid field", Counter: &c.BadField},
 		{Name: "BadNamespace", Help: "commands refused: namespace not exported", Counter: &c.BadNamespace},
 		{Name: "TargetBusy", Help: "requests RNR-NACKed: target table full", Counter: &c.TargetBusy},
-		{Name: "PullSeqOutOfWindow", Help: "writes refused: pull sequence outside the window", Counter: &c.PullSeqOutOfWindow},
-		{Name: "PullSeqDuplicate", Help: "writes refused: pull sequence already in use", Counter: &c.PullSeqDuplicate},
 		{Name: "RxWriteDataInvalid", Help: "writes failed: initiator marked the data invalid (INV)", Counter: &c.RxWriteDataInvalid},
 		{Name: "RxWriteDataMismatch", Help: "writes failed: Write Data Response names another nCMD", Counter: &c.RxWriteDataMismatch},
 		{Name: "RxBadHeader", Help: "dropped: NBTH missing, malformed or of an unexpected type", Counter: &c.RxBadHeader},
 		{Name: "RxBadLength", Help: "data of the wrong length", Counter: &c.RxBadLength},
 		{Name: "RxUnknownConn", Help: "dropped: connection bound to no path", Counter: &c.RxUnknownConn},
-		{Name: "RxPullOnCmdConn", Help: "dropped: pull on a path's command connection", Counter: &c.RxPullOnCmdConn},
-		{Name: "RxPushOnPullConn", Help: "dropped: push on a path's pull connection", Counter: &c.RxPushOnPullConn},
 		{Name: "TxnFailed", Help: "Falcon transactions that completed in error", Counter: &c.TxnFailed},
 	}
 }

@@ -33,17 +33,15 @@
 // the opcode of other commands rides in the command's reserved C7 bits;
 // Read and Write keep 0 there.
 //
-// Pull sequence. [N] puts the NBTH in the Write Data Request so the
-// initiator knows which write's data the target pulls. Package falcon's
-// Pull carries no ULP header (Conn.Pull has no payload; a delivered pull
-// has only its RSN and length), so each path uses two connections: cmd
-// for every push in both directions, and pull for the targets' pulls
-// only. The initiator numbers its write nCMDs (NBTH W4, reserved in [N])
-// and the target issues their pulls strictly in that order, so the k-th
-// pull on the pull connection (its RSN minus the peer's initial RSN) is
-// write k. A write the target refuses is pulled with length 0, keeping
-// the numbering. MaxWrites bounds the numbers in flight. When falcon's
-// pulls carry the NBTH this collapses to one connection and a tag lookup.
+// One connection per path. The Write Data Request is a Pull Request
+// whose ULP header is the NBTH (falcon.Conn.PullHeader; the initiator
+// reads it as Request.Payload): it carries the Initiator Tag, iCMD id and
+// NCNT Offset of the Write Request, so the initiator finds the nCMD by
+// tag, as it does for responses, and answers with its data. A pull naming
+// no live write nCMD is answered with an NBTH marked INV (no data), which
+// fails that write at the target. A write the target refuses is never
+// pulled: its Write Completion carries the error. Pushes and pulls in
+// both directions share the path's one unordered connection [N].
 //
 // Lifetimes: a command completes exactly once — with the target's
 // status, with an internal path error when its connections die, or with a

@@ -20,9 +20,6 @@ const (
 	MaxTransfer = MaxChunks * ChunkSize
 	// MaxBlocks is the largest block count of one command (NLB is 16 bits).
 	MaxBlocks = 1 << 16
-	// MaxWrites is the pull-sequence window: write nCMDs a path may have
-	// between Write Request and Write Completion (doc.go, "Pull sequence").
-	MaxWrites = 1024
 
 	maxICMDs   = 1024 // per path; tags: 10 bits index + 14 bits generation
 	maxNCMDs   = 4096 // per path; tags: 12 bits index + 12 bits generation
@@ -93,19 +90,19 @@ func (e *Engine) Namespace(nsid uint16) *Namespace { return e.ns[nsid] }
 
 // Path errors.
 var (
-	ErrPathConns = errors.New("nvme: a path needs two distinct, unused NVMe connections")
+	ErrPathConns = errors.New("nvme: a path needs an NVMe connection no other path uses")
 	ErrInvalid   = errors.New("nvme: invalid command")
 	ErrPathDown  = errors.New("nvme: path is down")
 )
 
-// AddPath binds a pair of unordered Falcon connections to one peer NIC
-// (doc.go, "Pull sequence", says why two). Both ends must pass them in the same roles.
-func (e *Engine) AddPath(cmd, pull *falcon.Conn) (*Path, error) {
-	if cmd == nil || pull == nil || cmd == pull || e.paths[cmd] != nil || e.paths[pull] != nil {
+// AddPath binds an unordered Falcon connection to one peer NIC [N]. Both
+// ends may initiate and serve commands on it.
+func (e *Engine) AddPath(c *falcon.Conn) (*Path, error) {
+	if c == nil || e.paths[c] != nil {
 		return nil, ErrPathConns
 	}
-	p := newPath(e, cmd, pull)
-	e.paths[cmd], e.paths[pull] = p, p
+	p := newPath(e, c)
+	e.paths[c] = p
 	e.list = append(e.list, p)
 	return p, nil
 }
@@ -114,8 +111,7 @@ func (e *Engine) AddPath(cmd, pull *falcon.Conn) (*Path, error) {
 // its commands complete with an internal path error.
 func (e *Engine) RemovePath(p *Path) {
 	p.fail()
-	delete(e.paths, p.cmd)
-	delete(e.paths, p.pull)
+	delete(e.paths, p.conn)
 	for i, x := range e.list {
 		if x == p {
 			e.list = append(e.list[:i], e.list[i+1:]...)
@@ -185,17 +181,7 @@ func (e *Engine) OnRequest(c *falcon.Conn, r *falcon.Request) {
 		return
 	}
 	if r.Kind == tl.Pull {
-		if c != p.pull {
-			e.Stats.RxPullOnCmdConn.Inc()
-			refuse(c, r)
-			return
-		}
-		p.onWriteDataRequest(r.RSN, int(r.Length))
-		return
-	}
-	if c != p.cmd {
-		e.Stats.RxPushOnPullConn.Inc()
-		refuse(c, r)
+		p.onWriteDataRequest(r.RSN, int(r.Length), r.Payload)
 		return
 	}
 	n, err := wire.ParseNVMe(r.Payload, wire.TypePushData)

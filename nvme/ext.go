@@ -1,10 +1,6 @@
 package nvme
 
-import (
-	"encoding/binary"
-
-	"falconnic/falcon/wire"
-)
+import "falconnic/falcon/wire"
 
 // Fields this package puts in bytes that [N] leaves reserved. They are
 // the only places where the wire format goes beyond the spec; see doc.go.
@@ -13,7 +9,6 @@ import (
 //	                      Write Request means Write: the spec's only ones)
 //	NVMeCmd C7 bits 8:15  Flags (bit 0: Write Zeroes may deallocate;
 //	                      Identify: CNS)
-//	NBTH    W4            Pull sequence of a Write's nCMD (doc.go, "Pull sequence")
 
 // cmdExt is a view of the extension bytes of a Read/Write Request command.
 type cmdExt wire.NVMeCmd
@@ -53,12 +48,3 @@ func (c cmdExt) SetFlags(v uint8) { c[29] = v }
 
 // flagDeallocate on Write Zeroes: the target may unmap.
 const flagDeallocate = 1
-
-// nbthExt is a view of the NBTH's reserved words used here.
-type nbthExt wire.NBTH
-
-// PullSeq returns W4: the pull sequence of a Write nCMD.
-func (h nbthExt) PullSeq() uint32 { return binary.BigEndian.Uint32(h[16:]) }
-
-// SetPullSeq sets W4.
-func (h nbthExt) SetPullSeq(v uint32) { binary.BigEndian.PutUint32(h[16:], v) }

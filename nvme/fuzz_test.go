@@ -96,16 +96,10 @@ func FuzzTargetRequests(f *testing.F) {
 		if !bytes.Equal(r.mem[1].Bytes(), make([]byte, 64*512)) {
 			t.Fatal("hostile requests wrote data")
 		}
-		// Writes whose pull number is ahead of the sequence wait for the
-		// missing ones (bounded by MaxWrites per path); nothing else stays.
-		parked := 0
-		for _, s := range r.back.pullRing {
-			if s != 0 {
-				parked++
-			}
-		}
-		if held := maxTargets - len(r.tgt.tfree); held != parked {
-			t.Fatalf("%d target slots held, %d writes parked", held, parked)
+		// Each write's pull names no live nCMD at this initiator, which
+		// answers INV: the write fails and no target state stays.
+		if held := maxTargets - len(r.tgt.tfree); held != 0 {
+			t.Fatalf("%d target slots held", held)
 		}
 	})
 }
@@ -194,3 +188,53 @@ func FuzzWriteData(f *testing.F) {
 		}
 	})
 }
+
+// FuzzWriteDataRequest: a hostile Write Data Request (the pull's NBTH)
+// gets a live write's data only when it names that nCMD exactly; anything
+// else is answered without data.
+func FuzzWriteDataRequest(f *testing.F) {
+	named := func(tag, icmd uint32, off uint8, typ wire.NVMePacketType) []byte {
+		fl := wire.NVMeFields{Type: typ, InitiatorTag: tag, ICMD: icmd, NCNTOffset: off}
+		b, _ := wire.AppendNVMe(nil, &fl)
+		return b
+	}
+	live := named(nTag(0, 1), iTag(0, 1), 0, wire.NVMeWriteDataRequest)
+	f.Add(live, uint16(wire.NBTHLen+4096))
+	f.Add(live, uint16(100))
+	f.Add(named(nTag(0, 2), iTag(0, 1), 0, wire.NVMeWriteDataRequest), uint16(wire.NBTHLen+4096))
+	f.Add(named(nTag(0, 1), iTag(0, 1), 1, wire.NVMeWriteDataRequest), uint16(wire.NBTHLen+4096))
+	f.Add(named(nTag(0, 1), iTag(0, 1), 0, wire.NVMeReadRequest), uint16(wire.NBTHLen+4096))
+	f.Add([]byte{0x10}, uint16(4))
+	f.Fuzz(func(t *testing.T, hdr []byte, length uint16) {
+		r := newRig(t, rigConfig{namespaces: []NamespaceConfig{{NSID: 1, BlockSize: 512, Blocks: 64}}})
+		data := pattern(4096, 9)
+		r.submit(&Command{Op: OpWrite, NSID: 1, Blocks: 8, Data: [][]byte{data}})
+		var got []byte
+		r.pair.B.SetULP(&pullCatcher{got: &got})
+		if len(hdr) > 1024 {
+			hdr = hdr[:1024]
+		}
+		if _, err := r.pair.CB.PullHeader(0, int(length)%5000, hdr); err != nil {
+			return
+		}
+		r.pair.RunUntil(func() bool { return got != nil }, time.Second)
+		n, err := wire.ParseNVMe(hdr, wire.TypePullRequest)
+		valid := err == nil && n.Type == wire.NVMeWriteDataRequest && n.NBTH.InitiatorTag() == nTag(0, 1) &&
+			n.NBTH.ICMD() == iTag(0, 1) && n.NBTH.NCNTOffset() == 0 && int(length)%5000 >= wire.NBTHLen+4096
+		carried := len(got) > wire.NBTHLen && bytes.Equal(got[wire.NBTHLen:], data)
+		if carried != valid {
+			t.Fatalf("data carried %v for a valid=%v request (answer %d bytes)", carried, valid, len(got))
+		}
+	})
+}
+
+// pullCatcher is a ULP that records the data answering its pull.
+type pullCatcher struct{ got *[]byte }
+
+func (c *pullCatcher) OnRequest(cn *falcon.Conn, r *falcon.Request) { refuse(cn, r) }
+func (c *pullCatcher) OnCompletion(_ *falcon.Conn, cpl *falcon.Completion) {
+	if cpl.Kind == tl.Pull {
+		*c.got = append([]byte{}, cpl.Data...)
+	}
+}
+func (c *pullCatcher) OnXon(*falcon.Conn) {}

@@ -20,7 +20,6 @@ type ncmd struct {
 	pulled bool
 	off    uint8 // index in the iCMD
 	icmd   int32
-	seq    uint32 // pull sequence (writes)
 }
 
 type icmd struct {
@@ -34,39 +33,38 @@ type icmd struct {
 	deadline time.Duration
 }
 
-// Path is the NVMe state towards one peer NIC: the initiator's command
-// tables and the target's pull sequencing for that peer.
+// Path is the NVMe state towards one peer NIC over one unordered Falcon
+// connection: the initiator's command tables and the target's queues for
+// that peer.
 type Path struct {
-	e         *Engine
-	cmd, pull *falcon.Conn
-	pullBase  wire.RSN // the peer's first RSN on the pull connection
-	down      bool
+	e    *Engine
+	conn *falcon.Conn
+	down bool
 
 	// initiator
 	icmds    []icmd
 	icmdFree []int32
 	ncmds    []ncmd
 	ncmdFree []int32
-	backlog  []*Command // waiting for table room
-	txQ      []int32    // nCMDs refused by Falcon (Xoff), in order
-	seqRing  []int32    // pull sequence → nCMD index+1
-	seqNext  uint32
+	backlog  []*Command    // waiting for table room
+	txQ      []int32       // nCMDs refused by Falcon (Xoff), in order
 	pullQ    []pendingPull // Write Data Responses refused (Xoff)
 
 	// target
-	pullRing []int32 // pull sequence → target slot+1
-	nextPull uint32
+	pullWait []int32 // target slots whose Write Data Request Falcon refused (Xoff)
 	respQ    []int32 // target responses refused (Xoff)
 }
 
+// pendingPull is a Write Data Request waiting for room to answer.
 type pendingPull struct {
 	rsn    wire.RSN
 	length int
+	ni     int32  // the nCMD it named when it came, or -1
+	tag    uint32 // that nCMD's tag
 }
 
-func newPath(e *Engine, cmd, pull *falcon.Conn) *Path {
-	p := &Path{e: e, cmd: cmd, pull: pull, pullBase: pull.Config().RxRSN, icmds: make([]icmd, maxICMDs), ncmds: make([]ncmd, maxNCMDs),
-		seqRing: make([]int32, MaxWrites), pullRing: make([]int32, MaxWrites)}
+func newPath(e *Engine, c *falcon.Conn) *Path {
+	p := &Path{e: e, conn: c, icmds: make([]icmd, maxICMDs), ncmds: make([]ncmd, maxNCMDs)}
 	p.icmdFree = make([]int32, maxICMDs)
 	for i := range p.icmdFree {
 		p.icmdFree[i] = int32(maxICMDs - 1 - i)
@@ -78,8 +76,12 @@ func newPath(e *Engine, cmd, pull *falcon.Conn) *Path {
 	return p
 }
 
-// Conns returns the path's command and pull connections.
-func (p *Path) Conns() (cmd, pull *falcon.Conn) { return p.cmd, p.pull }
+// Conn returns the path's connection.
+func (p *Path) Conn() *falcon.Conn { return p.conn }
+
+// Down reports whether the path failed (its connection died or it was
+// removed); Submit refuses with ErrPathDown from then on.
+func (p *Path) Down() bool { return p.down }
 
 // Outstanding returns the commands submitted and not yet completed.
 func (p *Path) Outstanding() int { return maxICMDs - len(p.icmdFree) + len(p.backlog) }
@@ -151,14 +153,6 @@ func (p *Path) start() {
 			p.e.Stats.TableFull.Inc()
 			return
 		}
-		if c.Op == OpWrite {
-			for k := 0; k < n; k++ {
-				if p.seqRing[(p.seqNext+uint32(k))%MaxWrites] != 0 {
-					p.e.Stats.PullWindowFull.Inc()
-					return
-				}
-			}
-		}
 		p.backlog[0] = nil
 		p.backlog = p.backlog[1:]
 		ii := p.icmdFree[len(p.icmdFree)-1]
@@ -174,11 +168,6 @@ func (p *Path) start() {
 			nc := &p.ncmds[ni]
 			nc.gen++
 			nc.state, nc.pulled, nc.off, nc.icmd = nQueued, false, uint8(k), ii
-			if c.Op == OpWrite {
-				nc.seq = p.seqNext
-				p.seqRing[p.seqNext%MaxWrites] = ni + 1
-				p.seqNext++
-			}
 			p.txQ = append(p.txQ, ni)
 		}
 		p.flushTx()
@@ -223,10 +212,7 @@ func (p *Path) sendNCMD(ni int32, nc *ncmd) bool {
 	if c.Op == OpWriteZeroes && c.Deallocate {
 		x.SetFlags(flagDeallocate)
 	}
-	if c.Op == OpWrite {
-		nbthExt(n.NBTH).SetPullSeq(nc.seq)
-	}
-	_, err := p.cmd.Push(ckIniPush|uint64(nTag(ni, nc.gen)), b)
+	_, err := p.conn.Push(ckIniPush|uint64(nTag(ni, nc.gen)), b)
 	switch err {
 	case nil:
 		nc.state = nSent
@@ -306,9 +292,6 @@ func (p *Path) onPushFailed(tag uint32) {
 func (p *Path) finishNCMD(ni int32, st Status) {
 	nc := &p.ncmds[ni]
 	ic := &p.icmds[nc.icmd]
-	if ic.cmd.Op == OpWrite && p.seqRing[nc.seq%MaxWrites] == ni+1 {
-		p.seqRing[nc.seq%MaxWrites] = 0
-	}
 	nc.state = nFree
 	p.ncmdFree = append(p.ncmdFree, ni)
 	ic.done++
@@ -332,26 +315,39 @@ func (p *Path) finishNCMD(ni int32, st Status) {
 }
 
 // onWriteDataRequest answers the target's pull for a write nCMD's data.
-// The pull carries no NBTH on this Falcon engine, so its RSN names the
-// write (doc.go, "Pull sequence").
-func (p *Path) onWriteDataRequest(rsn wire.RSN, length int) {
-	if !p.answerPull(rsn, length) {
+// The Pull Request carries the Write Data Request's NBTH (hdr, hostile),
+// which names the nCMD as its Write Request did.
+func (p *Path) onWriteDataRequest(rsn wire.RSN, length int, hdr []byte) {
+	pp := pendingPull{rsn: rsn, length: length, ni: -1}
+	n, err := wire.ParseNVMe(hdr, wire.TypePullRequest)
+	switch {
+	case err != nil || n.Type != wire.NVMeWriteDataRequest:
+		p.e.Stats.RxBadHeader.Inc()
+	default:
+		h := n.NBTH
+		if ni := p.lookup(h.InitiatorTag(), h.ICMD(), h.NCNTOffset()); ni >= 0 && p.icmds[p.ncmds[ni].icmd].cmd.Op == OpWrite {
+			pp.ni, pp.tag = ni, h.InitiatorTag()
+		} else {
+			p.e.Stats.RxPullUnknown.Inc()
+		}
+	}
+	if len(p.pullQ) > 0 || !p.answerPull(pp) {
 		p.e.Stats.TxXoff.Inc()
-		p.pullQ = append(p.pullQ, pendingPull{rsn, length})
+		p.pullQ = append(p.pullQ, pp)
 	}
 }
 
-// answerPull sends the Write Data Response; false means Xoff.
-func (p *Path) answerPull(rsn wire.RSN, length int) bool {
-	seq := uint32(rsn) - uint32(p.pullBase)
+// answerPull sends the Write Data Response; false means Xoff. A pull that
+// names no live write (or one that finished while the answer waited) is
+// answered with an NBTH marked INV, or nothing if it has no room for one.
+func (p *Path) answerPull(pp pendingPull) bool {
 	b := p.e.scratch[:0]
-	ni := p.seqRing[seq%MaxWrites] - 1
-	if length == 0 {
-		// The target refused the write: it pulls nothing but the sequence.
-		p.e.Stats.PullsSkipped.Inc()
-	} else if ni < 0 || p.ncmds[ni].state != nSent || p.ncmds[ni].seq != seq || length < wire.NBTHLen {
-		p.e.Stats.RxPullUnknown.Inc()
-		if length >= wire.NBTHLen {
+	ni := pp.ni
+	if ni >= 0 && (p.ncmds[ni].state != nSent || nTag(ni, p.ncmds[ni].gen) != pp.tag) {
+		ni = -1
+	}
+	if ni < 0 || pp.length < wire.NBTHLen {
+		if pp.length >= wire.NBTHLen {
 			f := wire.NVMeFields{Type: wire.NVMeWriteDataResponse, InitiatorFunction: p.e.cfg.Function, INV: true}
 			b, _ = wire.AppendNVMe(b, &f)
 		}
@@ -363,7 +359,7 @@ func (p *Path) answerPull(rsn wire.RSN, length int) bool {
 		var n wire.NVMe
 		b, n = wire.AppendNVMe(b, &f)
 		want := ic.chunkLen(nc.off)
-		if length < wire.NBTHLen+want {
+		if pp.length < wire.NBTHLen+want {
 			p.e.Stats.RxPullShort.Inc()
 			n.NBTH.SetINV(true)
 		} else {
@@ -372,15 +368,14 @@ func (p *Path) answerPull(rsn wire.RSN, length int) bool {
 			p.e.Stats.WriteDataSent.Inc()
 		}
 	}
-	err := p.pull.PullData(rsn, b)
+	err := p.conn.PullData(pp.rsn, b)
 	return err != falcon.ErrXoff
 }
 
 // resume retries everything Falcon refused, then admits new commands.
 func (p *Path) resume() {
 	for len(p.pullQ) > 0 {
-		pp := p.pullQ[0]
-		if !p.answerPull(pp.rsn, pp.length) {
+		if !p.answerPull(p.pullQ[0]) {
 			return
 		}
 		p.pullQ = p.pullQ[1:]

@@ -92,14 +92,15 @@ func TestStatusCodes(t *testing.T) {
 	if r.tgt.Namespace(2).Stats.WriteProtected.Load() != 3 || r.tgt.Namespace(1).Stats.OutOfRange.Load() != 4 {
 		t.Errorf("refusal counters: ns1 %v ns2 %v", r.tgt.Namespace(1).Stats.Set().NonZero(), r.tgt.Namespace(2).Stats.Set().NonZero())
 	}
-	// A refused write is pulled with length 0 so the pull numbering holds:
-	// a write after it still lands.
+	// A refused write is answered at once, never pulled; a write after it
+	// still lands.
+	pulls := r.tgt.Stats.PullsSent.Load()
 	data := pattern(4096, 3)
 	if st := r.do(&Command{Op: OpWrite, NSID: 1, SLBA: 0, Blocks: 8, Data: [][]byte{data}}); !st.OK() {
 		t.Fatalf("write after refusals: %v", st)
 	}
-	if !bytes.Equal(r.mem[1].Bytes()[:4096], data) || r.ini.Stats.PullsSkipped.Load() != 3 {
-		t.Fatalf("write after refusals lost (skipped pulls %d)", r.ini.Stats.PullsSkipped.Load())
+	if !bytes.Equal(r.mem[1].Bytes()[:4096], data) || r.tgt.Stats.PullsSent.Load() != pulls+1 {
+		t.Fatalf("write after refusals lost (pulls %d, want %d)", r.tgt.Stats.PullsSent.Load(), pulls+1)
 	}
 }
 
@@ -230,7 +231,7 @@ func TestPathFailureCompletesEverything(t *testing.T) {
 			Data: [][]byte{pattern(4096, byte(i))}}))
 	}
 	r.pair.Step() // some requests on the wire, none answered yet
-	if err := r.pair.A.Close(r.path.cmd.SCID()); err != nil {
+	if err := r.pair.A.Close(r.path.conn.SCID()); err != nil {
 		t.Fatal(err)
 	}
 	r.run(len(cmds))

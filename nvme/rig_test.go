@@ -11,7 +11,7 @@ import (
 
 // rig is the package's test peer: an initiator NIC (A) and a target NIC
 // (B) exporting memory namespaces, over two in-memory Falcon endpoints on
-// a manual clock, joined by one path (cmd + pull connections).
+// a manual clock, joined by one path (one unordered connection).
 type rig struct {
 	t          testing.TB
 	pair       *falcon.Pair
@@ -58,21 +58,10 @@ func newRig(t testing.TB, rc rigConfig) *rig {
 	p.A.SetULP(r.ini)
 	p.B.SetULP(r.tgt)
 	r.pair = p
-	pull := cmd
-	pull.SCID, pull.DCID = 11, 21
-	pull.TxRSN, pull.RxRSN = 5, 0xfffffffe // the target's pull RSNs wrap
-	pa, err := p.A.Connect(pull)
-	if err != nil {
+	if r.path, err = r.ini.AddPath(p.CA); err != nil {
 		t.Fatal(err)
 	}
-	pb, err := p.B.Connect(falcon.Mirror(pull))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.path, err = r.ini.AddPath(p.CA, pa); err != nil {
-		t.Fatal(err)
-	}
-	if r.back, err = r.tgt.AddPath(p.CB, pb); err != nil {
+	if r.back, err = r.tgt.AddPath(p.CB); err != nil {
 		t.Fatal(err)
 	}
 	return r

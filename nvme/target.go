@@ -9,7 +9,7 @@ import (
 // Target nCMD states.
 const (
 	tFree    uint8 = iota
-	tPulling       // write waiting for its pull (sequence) or its data
+	tPulling       // write waiting for its pull to be sent or answered
 	tRespond       // response ready (queued if Falcon said Xoff)
 )
 
@@ -126,38 +126,27 @@ func (e *Engine) decodeCommand(n *wire.NVMe) decoded {
 func (e *Engine) onCommand(p *Path, rsn wire.RSN, n *wire.NVMe) {
 	if len(e.tfree) == 0 {
 		e.Stats.TargetBusy.Inc()
-		_ = p.cmd.NackPush(rsn, wire.NackRNR, 0, rnrRetry)
+		_ = p.conn.NackPush(rsn, wire.NackRNR, 0, rnrRetry)
 		return
 	}
 	e.Stats.Commands.Inc()
 	d := e.decodeCommand(n)
 	si := e.tfree[len(e.tfree)-1]
-	s := &e.tslots[si]
-	if d.op == OpWrite && n.Type == wire.NVMeWriteRequest {
-		seq := nbthExt(n.NBTH).PullSeq()
-		if seq-p.nextPull >= MaxWrites {
-			e.Stats.PullSeqOutOfWindow.Inc()
-			d.status = StatusInvalidField
-		} else if p.pullRing[seq%MaxWrites] != 0 {
-			e.Stats.PullSeqDuplicate.Inc()
-			d.status = StatusInvalidField
-		} else {
-			e.tfree = e.tfree[:len(e.tfree)-1]
-			s.fill(p, n, &d, wire.NVMeWriteCompletion)
-			s.state = tPulling
-			p.pullRing[seq%MaxWrites] = si + 1
-			_ = p.cmd.AckPush(rsn)
-			e.drainPulls(p)
-			return
-		}
-	}
 	e.tfree = e.tfree[:len(e.tfree)-1]
+	s := &e.tslots[si]
 	rt := wire.NVMeWriteCompletion
 	if n.Type == wire.NVMeReadRequest {
 		rt = wire.NVMeReadResponse
 	}
 	s.fill(p, n, &d, rt)
-	_ = p.cmd.AckPush(rsn)
+	_ = p.conn.AckPush(rsn)
+	if d.op == OpWrite && n.Type == wire.NVMeWriteRequest && s.status.OK() {
+		s.state = tPulling
+		if len(p.pullWait) > 0 || !e.pull(si) {
+			p.pullWait = append(p.pullWait, si)
+		}
+		return
+	}
 	if s.status.OK() && !opTable[s.op].Read {
 		s.status = e.execute(s)
 	}
@@ -198,32 +187,38 @@ func (e *Engine) execute(s *tslot) Status {
 	return StatusSuccess
 }
 
-// drainPulls issues the pulls of path p's writes in pull-sequence order.
-func (e *Engine) drainPulls(p *Path) {
-	for !p.down {
-		si := p.pullRing[p.nextPull%MaxWrites] - 1
-		if si < 0 {
-			return
-		}
-		s := &e.tslots[si]
-		length := 0
-		if s.status.OK() {
-			length = wire.NBTHLen + s.bytes
-		}
-		_, err := p.pull.Pull(ckTgtPull|uint64(si), length)
-		if err == falcon.ErrXoff {
-			e.Stats.TxXoff.Inc()
-			return
-		}
-		p.pullRing[p.nextPull%MaxWrites] = 0
-		p.nextPull++
-		if err != nil {
-			s.status = StatusDataTransferError
-			s.state = tRespond
-			e.respond(si)
-			continue
-		}
+// pull sends slot si's Write Data Request: a pull of the nCMD's data
+// whose header is the NBTH naming it [N]. False means Xoff; on any other
+// refusal the write completes with a data transfer error.
+func (e *Engine) pull(si int32) bool {
+	s := &e.tslots[si]
+	p := s.path
+	h := wire.NBTH(s.nbth[:])
+	f := wire.NVMeFields{Type: wire.NVMeWriteDataRequest, InitiatorFunction: h.InitiatorFunction(), TargetTag: s.tag(si),
+		NCNTTotal: h.NCNTTotal(), InitiatorTag: h.InitiatorTag(), NCNTOffset: h.NCNTOffset(), ICMD: h.ICMD()}
+	b, _ := wire.AppendNVMe(e.scratch[:0], &f)
+	_, err := p.conn.PullHeader(ckTgtPull|uint64(si), wire.NBTHLen+s.bytes, b)
+	switch err {
+	case nil:
 		e.Stats.PullsSent.Inc()
+	case falcon.ErrXoff:
+		e.Stats.TxXoff.Inc()
+		return false
+	default:
+		s.status = StatusDataTransferError
+		s.state = tRespond
+		e.respond(si)
+	}
+	return true
+}
+
+// drainPulls sends the Write Data Requests Falcon refused, in order.
+func (e *Engine) drainPulls(p *Path) {
+	for len(p.pullWait) > 0 && !p.down {
+		if !e.pull(p.pullWait[0]) {
+			return
+		}
+		p.pullWait = p.pullWait[1:]
 	}
 }
 
@@ -336,7 +331,7 @@ func (e *Engine) sendResponse(si int32) bool {
 	if !st.OK() {
 		e.Stats.ErrorResponses.Inc()
 	}
-	_, err := p.cmd.Push(ckTgtPush|uint64(si), b)
+	_, err := p.conn.Push(ckTgtPush|uint64(si), b)
 	if err == falcon.ErrXoff {
 		e.Stats.TxXoff.Inc()
 		return false
@@ -361,6 +356,5 @@ func (e *Engine) dropTargets(p *Path) {
 			e.freeTarget(int32(i))
 		}
 	}
-	p.respQ = nil
-	clear(p.pullRing)
+	p.respQ, p.pullWait = nil, nil
 }
