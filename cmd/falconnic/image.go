@@ -3,12 +3,16 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 
 	"falconnic/qemu"
@@ -31,6 +35,7 @@ func runImage(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var extra extraFlag
 	fs.Var(&extra, "extra", "add host file SRC at DST in the guest (repeatable)")
 	fs.Var(moduleFlag{&extra}, "extra-module", "add kernel module SRC (a .ko) to the guest and load it last (repeatable)")
+	noDriver := fs.Bool("no-driver", false, "leave out falconnic.ko (built from guest-driver/ by default)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
@@ -40,6 +45,15 @@ func runImage(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 		*src = s
+	}
+	if !*noDriver && !hasModule(extra, "falconnic.ko") {
+		ko, err := buildDriver(ctx, *src, *cache, stderr)
+		if err != nil {
+			return err
+		}
+		if err := (moduleFlag{&extra}).Set(ko); err != nil {
+			return err
+		}
 	}
 	o := qemu.ImageOptions{CacheDir: *cache, SrcDir: *src, Extra: extra, Force: *force}
 	if !*quiet {
@@ -80,6 +94,62 @@ func (m moduleFlag) Set(s string) error {
 	dst := "/lib/modules/" + qemu.KernelRelease + "/extra/" + filepath.Base(s)
 	*m.e = append(*m.e, qemu.ExtraFile{Src: s, Dst: dst, Load: true})
 	return nil
+}
+
+// hasModule reports whether extra already loads a module named name.
+func hasModule(extra extraFlag, name string) bool {
+	for _, e := range extra {
+		if e.Load && filepath.Base(e.Dst) == name {
+			return true
+		}
+	}
+	return false
+}
+
+// buildDriver builds falconnic.ko from SRC/guest-driver with its build.sh
+// into CACHE/driver/HASH, HASH covering the driver's sources, and returns the
+// module's path. An existing build with the same hash is reused, so the
+// module's bytes (part of the image key) only change with its sources.
+func buildDriver(ctx context.Context, src, cache string, stderr io.Writer) (string, error) {
+	dir := filepath.Join(src, "guest-driver")
+	var files []string
+	for _, pat := range []string{"Kbuild", "build.sh", "*.c", "*.h", "include/uapi/*.h"} {
+		m, _ := filepath.Glob(filepath.Join(dir, pat))
+		files = append(files, m...)
+	}
+	sort.Strings(files)
+	if len(files) == 0 {
+		return "", fmt.Errorf("image: no driver sources in %s (use --no-driver)", dir)
+	}
+	h := sha256.New()
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return "", err
+		}
+		rel, _ := filepath.Rel(dir, f)
+		fmt.Fprintf(h, "%s %d\n", rel, len(b))
+		h.Write(b)
+	}
+	out := filepath.Join(cache, "driver", hex.EncodeToString(h.Sum(nil))[:16])
+	ko := filepath.Join(out, "falconnic.ko")
+	if _, err := os.Stat(ko); err == nil {
+		return ko, nil
+	}
+	fmt.Fprintf(stderr, "image: building falconnic.ko (guest-driver/build.sh %s)\n", out)
+	tmp := out + ".tmp"
+	os.RemoveAll(tmp)
+	cmd := exec.CommandContext(ctx, filepath.Join(dir, "build.sh"), tmp)
+	var log bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &log, &log
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("image: guest-driver/build.sh: %v: %s (use --no-driver to build without it)", err, strings.TrimSpace(log.String()))
+	}
+	os.RemoveAll(out)
+	if err := os.Rename(tmp, out); err != nil {
+		return "", err
+	}
+	return ko, nil
 }
 
 // findSourceTree finds falconnic's source tree: the directory with a go.mod

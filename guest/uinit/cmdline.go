@@ -11,6 +11,8 @@ import (
 type config struct {
 	hostname string
 	nics     []nicConfig
+	// noload names modules (file name without .ko) not to load at boot.
+	noload map[string]bool
 }
 
 // nicConfig configures one NIC. An empty mac means the first Ethernet NIC.
@@ -28,6 +30,16 @@ func parseCmdline(s string) (config, []error) {
 	for _, f := range strings.Fields(s) {
 		key, val, _ := strings.Cut(f, "=")
 		switch key {
+		case "falconnic.noload":
+			for _, m := range strings.Split(val, ",") {
+				if m == "" {
+					continue
+				}
+				if c.noload == nil {
+					c.noload = map[string]bool{}
+				}
+				c.noload[m] = true
+			}
 		case "falconnic.hostname":
 			c.hostname = val
 		case "falconnic.ip":

@@ -45,3 +45,11 @@ func FuzzParseCmdline(f *testing.F) {
 		}
 	})
 }
+
+func TestParseCmdlineNoload(t *testing.T) {
+	c, errs := parseCmdline("falconnic.noload=falconnic,rdma_rxe falconnic.noload=")
+	want := map[string]bool{"falconnic": true, "rdma_rxe": true}
+	if len(errs) != 0 || !reflect.DeepEqual(c.noload, want) {
+		t.Fatalf("noload = %v (errors %v), want %v", c.noload, errs, want)
+	}
+}

@@ -12,6 +12,8 @@
 //	falconnic.hostname=NAME
 //	falconnic.net=MAC,CIDR[,mtu=N]   once per NIC, matched by MAC
 //	falconnic.ip=CIDR                address of the first NIC (eth0)
+//	falconnic.noload=MOD[,MOD...]    do not load these modules (names without
+//	                                 .ko, e.g. falconnic for a Soft-RoCE guest)
 package main
 
 import (
@@ -48,7 +50,7 @@ func main() {
 	for _, p := range []string{"all", "default"} {
 		os.WriteFile("/proc/sys/net/ipv6/conf/"+p+"/accept_dad", []byte("0"), 0)
 	}
-	n, err := loadModules(modulesList)
+	n, err := loadModules(modulesList, cfg.noload, logf)
 	if err != nil {
 		logf("modules: %v", err)
 	}
@@ -115,9 +117,9 @@ func mountAll(logf func(string, ...any)) {
 	}
 }
 
-// loadModules loads each module file listed in path with finit_module. A
-// module that is already loaded is fine.
-func loadModules(path string) (int, error) {
+// loadModules loads each module file listed in path with finit_module,
+// except those named in noload. A module that is already loaded is fine.
+func loadModules(path string, noload map[string]bool, logf func(string, ...any)) (int, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return 0, err
@@ -128,6 +130,10 @@ func loadModules(path string) (int, error) {
 	for sc.Scan() {
 		mod := strings.TrimSpace(sc.Text())
 		if mod == "" || strings.HasPrefix(mod, "#") {
+			continue
+		}
+		if name := strings.TrimSuffix(filepath.Base(mod), ".ko"); noload[name] {
+			logf("not loading %s (falconnic.noload)", name)
 			continue
 		}
 		if err := insmod(mod); err != nil {

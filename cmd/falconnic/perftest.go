@@ -1,0 +1,494 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"falconnic/qemu"
+)
+
+func init() {
+	register("perftest", "run unmodified perftest between two VMs on falconnic NICs (falconnic perftest -h)", runPerftest)
+}
+
+const perftestUsage = `usage: falconnic perftest [--daemons 1|2] [--loss PCT] [--keep] [--state DIR] [--cache DIR]
+                          -- PROGRAM ARGS... [-- PROGRAM ARGS...]...
+Starts falconnic daemon(s) and two guests A and B with falconnic NICs, waits
+until falcon0 is ACTIVE in both, then for each program runs the server side
+(PROGRAM ARGS) in B and the client side (PROGRAM ARGS B's-IP) in A, and prints
+the client's output. Exits non-zero if any side failed. Examples:
+  falconnic perftest -- ib_write_bw -s 65536
+  falconnic perftest --daemons 2 --loss 1 -- ib_write_bw -s 65536 -- ibv_rc_pingpong -g 1 -c
+rdma_cm (perftest -R) is not supported by the guest driver yet.`
+
+// pairKind selects what carries RDMA between the two guests.
+type pairKind int
+
+const (
+	pairFalcon pairKind = iota // falconnic NICs and falconnic.ko (falcon0)
+	pairRXE                    // a QEMU stream link and Linux Soft-RoCE (rxe0)
+)
+
+// pairOptions describes a two-guest RDMA setup.
+type pairOptions struct {
+	kind    pairKind
+	daemons int     // 1 or 2 (falconnic only)
+	loss    float64 // fabric loss percent per direction (2 daemons)
+	dir     string  // work directory: configs, daemon logs, VM state
+	cache   string  // guest image cache
+	bin     string  // falconnic executable for `serve`
+	log     io.Writer
+}
+
+// rdmaPair is two running guests A (client) and B (server) that can reach
+// each other over RDMA, and the daemons behind them.
+type rdmaPair struct {
+	o       pairOptions
+	a, b    *qemu.VM
+	bIP     string
+	device  string
+	daemons []*exec.Cmd
+	dlogs   []string
+}
+
+const (
+	pairIPA = "10.0.0.1"
+	pairIPB = "10.0.0.2"
+	pairMAC = "52:54:00:fc:00:0"
+)
+
+// startPair brings the setup up; on error everything started is stopped.
+func startPair(ctx context.Context, o pairOptions) (p *rdmaPair, err error) {
+	p = &rdmaPair{o: o, bIP: pairIPB, device: "falcon0"}
+	defer func() {
+		if err != nil {
+			p.close()
+			p = nil
+		}
+	}()
+	im, err := qemu.LoadImage(o.cache)
+	if err != nil {
+		return nil, err
+	}
+	machine := func(name string, nic qemu.NIC) qemu.Machine {
+		return qemu.Machine{Name: name, Kernel: im.KernelPath(), Initrd: im.InitrdPath(), NICs: []qemu.NIC{nic}}
+	}
+	var ma, mb qemu.Machine
+	switch o.kind {
+	case pairFalcon:
+		socks, err := p.startDaemons()
+		if err != nil {
+			return nil, err
+		}
+		ma = machine("A", qemu.NIC{VhostUser: socks[0], MAC: pairMAC + "a", CIDR: pairIPA + "/24"})
+		mb = machine("B", qemu.NIC{VhostUser: socks[1], MAC: pairMAC + "b", CIDR: pairIPB + "/24"})
+	case pairRXE:
+		p.device = "rxe0"
+		link := filepath.Join(o.dir, "link.sock")
+		ma = machine("A", qemu.NIC{Stream: link, StreamServer: true, MAC: pairMAC + "a", CIDR: pairIPA + "/24"})
+		mb = machine("B", qemu.NIC{Stream: link, MAC: pairMAC + "b", CIDR: pairIPB + "/24"})
+		// rdma_rxe's netdev notifier oopses next to falconnic.ko.
+		ma.Append = []string{"falconnic.noload=falconnic"}
+		mb.Append = ma.Append
+	}
+	state := filepath.Join(o.dir, "vms")
+	if p.a, err = qemu.Start(state, ma); err != nil {
+		return nil, err
+	}
+	if o.kind == pairRXE {
+		// B connects to A's listening stream socket.
+		for i := 0; i < 100 && !isSock(ma.NICs[0].Stream); i++ {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	if p.b, err = qemu.Start(state, mb); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(o.log, "perftest: booting guests A and B (state %s)\n", state)
+	start := time.Now()
+	if err := both(func(v *qemu.VM) error { return v.WaitReady(ctx, 4*time.Minute) }, p.a, p.b); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(o.log, "perftest: guests ready in %.1fs\n", time.Since(start).Seconds())
+	if o.kind == pairRXE {
+		setup := "xargs -n1 insmod < /etc/falconnic/modules.staged && rdma link add rxe0 type rxe netdev eth0"
+		if err := both(func(v *qemu.VM) error {
+			out, err := guestOut(ctx, v, "sh", "-c", setup)
+			if err != nil {
+				return fmt.Errorf("%v: %s", err, out)
+			}
+			return nil
+		}, p.a, p.b); err != nil {
+			return nil, fmt.Errorf("soft-RoCE setup: %w", err)
+		}
+	}
+	if err := both(func(v *qemu.VM) error { return waitPortActive(ctx, v, p.device, 90*time.Second) }, p.a, p.b); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(o.log, "perftest: %s ACTIVE in both guests after %.1fs\n", p.device, time.Since(start).Seconds())
+	return p, nil
+}
+
+// both runs f for a and b concurrently and returns the first error.
+func both(f func(*qemu.VM) error, a, b *qemu.VM) error {
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i, v := range []*qemu.VM{a, b} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f(v); err != nil {
+				errs[i] = fmt.Errorf("vm %s: %w", v.Name, err)
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func isSock(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode()&os.ModeSocket != 0
+}
+
+// daemonConfig is the subset of device.Config that perftest writes.
+type daemonConfig struct {
+	Control string      `json:"control"`
+	NICs    []daemonNIC `json:"nics"`
+	Fabric  *daemonFab  `json:"fabric,omitempty"`
+}
+
+type daemonNIC struct {
+	Name   string `json:"name"`
+	Socket string `json:"socket"`
+	MAC    string `json:"mac"`
+}
+
+type daemonFab struct {
+	Listen      string   `json:"listen"`
+	Peers       []string `json:"peers"`
+	LossPercent float64  `json:"loss_percent,omitempty"`
+	Seed        uint64   `json:"seed,omitempty"`
+}
+
+// startDaemons starts one daemon with both NICs, or two daemons with one
+// NIC each linked by the UDP fabric on loopback, and returns A's and B's
+// vhost-user sockets once they exist.
+func (p *rdmaPair) startDaemons() ([]string, error) {
+	nics := []daemonNIC{{"a0", "a0.sock", pairMAC + "a"}, {"b0", "b0.sock", pairMAC + "b"}}
+	var cfgs []daemonConfig
+	var dirs []string
+	if p.o.daemons == 1 {
+		cfgs = []daemonConfig{{Control: "control.sock", NICs: nics}}
+		dirs = []string{filepath.Join(p.o.dir, "d1")}
+	} else {
+		ports, err := freeUDPPorts(2)
+		if err != nil {
+			return nil, err
+		}
+		for i := range 2 {
+			cfgs = append(cfgs, daemonConfig{Control: "control.sock", NICs: nics[i : i+1],
+				Fabric: &daemonFab{Listen: ports[i], Peers: []string{ports[1-i]}, LossPercent: p.o.loss, Seed: uint64(i + 1)}})
+			dirs = append(dirs, filepath.Join(p.o.dir, fmt.Sprintf("d%d", i+1)))
+		}
+	}
+	var socks []string
+	for i, cfg := range cfgs {
+		if err := os.MkdirAll(dirs[i], 0o755); err != nil {
+			return nil, err
+		}
+		b, _ := json.MarshalIndent(cfg, "", "  ")
+		path := filepath.Join(dirs[i], "daemon.json")
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			return nil, err
+		}
+		logPath := filepath.Join(dirs[i], "daemon.log")
+		lf, err := os.Create(logPath)
+		if err != nil {
+			return nil, err
+		}
+		cmd := exec.Command(p.o.bin, "serve", "--config", path)
+		cmd.Stdout, cmd.Stderr = lf, lf
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+		err = cmd.Start()
+		lf.Close()
+		if err != nil {
+			return nil, err
+		}
+		p.daemons = append(p.daemons, cmd)
+		p.dlogs = append(p.dlogs, logPath)
+		for _, n := range cfg.NICs {
+			socks = append(socks, filepath.Join(dirs[i], n.Socket))
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for _, s := range socks {
+		for !isSock(s) {
+			if time.Now().After(deadline) {
+				return nil, fmt.Errorf("daemon socket %s did not appear in 30s: %s", s, p.daemonTails())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	fmt.Fprintf(p.o.log, "perftest: %d daemon(s) up (logs %s)\n", len(cfgs), strings.Join(p.dlogs, " "))
+	return socks, nil
+}
+
+func (p *rdmaPair) daemonTails() string {
+	var s strings.Builder
+	for _, l := range p.dlogs {
+		b, _ := os.ReadFile(l)
+		if len(b) > 1500 {
+			b = b[len(b)-1500:]
+		}
+		fmt.Fprintf(&s, "\n--- %s:\n%s", l, b)
+	}
+	return s.String()
+}
+
+// freeUDPPorts returns n loopback UDP addresses that were free a moment ago.
+func freeUDPPorts(n int) ([]string, error) {
+	var out []string
+	var conns []net.PacketConn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for range n {
+		c, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		conns = append(conns, c)
+		out = append(out, c.LocalAddr().String())
+	}
+	return out, nil
+}
+
+// close stops the guests, then the daemons.
+func (p *rdmaPair) close() {
+	for _, v := range []*qemu.VM{p.a, p.b} {
+		if v != nil {
+			v.Stop()
+		}
+	}
+	for _, d := range p.daemons {
+		d.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { d.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			d.Process.Kill()
+			<-done
+		}
+	}
+}
+
+// guestOut runs argv in v and returns its combined output.
+func guestOut(ctx context.Context, v *qemu.VM, argv ...string) (string, error) {
+	var out bytes.Buffer
+	err := execIn(ctx, v, "", argv, nil, &out, &out)
+	return out.String(), err
+}
+
+// waitPortActive polls ibv_devinfo until dev's port is ACTIVE.
+func waitPortActive(ctx context.Context, v *qemu.VM, dev string, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for {
+		out, err := guestOut(ctx, v, "ibv_devinfo", "-d", dev)
+		if err == nil && strings.Contains(out, "PORT_ACTIVE") {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("%s not ACTIVE after %s: %v\n%s", dev, d, err, out)
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// notListening matches a client's failure to reach a server that does not
+// listen yet (perftest and the libibverbs pingpong examples).
+func notListening(out string) bool {
+	return strings.Contains(out, "Couldn't connect to")
+}
+
+// perftestResult is one client/server run.
+type perftestResult struct {
+	Client, Server string
+	ClientErr      error
+	ServerErr      error
+	Tries          int
+}
+
+// Err is the run's failure, naming the side(s) that failed.
+func (r perftestResult) Err() error {
+	var errs []error
+	if r.ClientErr != nil {
+		errs = append(errs, fmt.Errorf("client (A): %w", r.ClientErr))
+	}
+	if r.ServerErr != nil {
+		errs = append(errs, fmt.Errorf("server (B): %w", r.ServerErr))
+	}
+	return errors.Join(errs...)
+}
+
+// run starts argv as the server in B and argv + B's address as the client
+// in A, retrying the client while the server does not listen yet.
+func (p *rdmaPair) run(ctx context.Context, argv []string, timeout time.Duration) perftestResult {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var r perftestResult
+	srvDone := make(chan struct{})
+	go func() {
+		defer close(srvDone)
+		r.Server, r.ServerErr = guestOut(ctx, p.b, argv...)
+	}()
+	client := append(append([]string(nil), argv...), p.bIP)
+	for {
+		r.Tries++
+		time.Sleep(time.Second) // let the server start listening
+		r.Client, r.ClientErr = guestOut(ctx, p.a, client...)
+		if r.ClientErr == nil || !notListening(r.Client) || ctx.Err() != nil {
+			break
+		}
+		select {
+		case <-srvDone: // the server gave up: no point retrying
+		default:
+			continue
+		}
+		break
+	}
+	if r.ClientErr != nil {
+		// A failed client leaves the server waiting for a peer.
+		select {
+		case <-srvDone:
+		case <-time.After(20 * time.Second):
+			cancel()
+		}
+	}
+	<-srvDone
+	return r
+}
+
+// splitPrograms splits ARGS at "--" into program invocations.
+func splitPrograms(args []string) [][]string {
+	var progs [][]string
+	cur := []string{}
+	for _, a := range args {
+		if a == "--" {
+			if len(cur) > 0 {
+				progs = append(progs, cur)
+			}
+			cur = []string{}
+			continue
+		}
+		cur = append(cur, a)
+	}
+	if len(cur) > 0 {
+		progs = append(progs, cur)
+	}
+	return progs
+}
+
+// checkProgram refuses what the guest driver cannot do yet.
+func checkProgram(argv []string) error {
+	for _, a := range argv {
+		if a == "-R" || a == "--rdma_cm" {
+			return fmt.Errorf("%w: %s -R: rdma_cm is not supported by the falconnic guest driver yet (no QP1/CM)", errUsage, argv[0])
+		}
+	}
+	return nil
+}
+
+func runPerftest(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("perftest", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprintln(stderr, perftestUsage); fs.PrintDefaults() }
+	daemons := fs.Int("daemons", 1, "1: both NICs on one daemon; 2: one daemon each, linked by the UDP fabric on loopback")
+	loss := fs.Float64("loss", 0, "fabric loss in percent, each direction (needs --daemons 2)")
+	keep := fs.Bool("keep", false, "keep the guests and daemons running after the programs, until interrupted")
+	state := fs.String("state", "", "work directory (default: a new temporary one, removed at the end unless --keep)")
+	cache := fs.String("cache", qemu.DefaultCacheDir(), "guest image cache")
+	timeout := fs.Duration("timeout", 10*time.Minute, "time limit per program")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	progs := splitPrograms(fs.Args())
+	if len(progs) == 0 {
+		return fmt.Errorf("%w: falconnic perftest [FLAGS] -- PROGRAM ARGS... (e.g. -- ib_write_bw -s 65536)", errUsage)
+	}
+	for _, p := range progs {
+		if err := checkProgram(p); err != nil {
+			return err
+		}
+	}
+	if *daemons != 1 && *daemons != 2 {
+		return fmt.Errorf("%w: --daemons must be 1 or 2", errUsage)
+	}
+	if *loss < 0 || *loss >= 100 {
+		return fmt.Errorf("%w: --loss must be in [0, 100)", errUsage)
+	}
+	if *loss > 0 && *daemons == 1 {
+		return fmt.Errorf("%w: --loss needs --daemons 2: with one daemon there is no fabric to impair", errUsage)
+	}
+	bin, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	dir := *state
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "fn-perftest-"); err != nil {
+			return err
+		}
+		if !*keep {
+			defer os.RemoveAll(dir)
+		}
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	p, err := startPair(ctx, pairOptions{kind: pairFalcon, daemons: *daemons, loss: *loss, dir: dir, cache: *cache, bin: bin, log: stderr})
+	if err != nil {
+		return err
+	}
+	defer p.close()
+	var failed []error
+	for _, argv := range progs {
+		fmt.Fprintf(stderr, "perftest: server B: %s; client A: %s %s\n", strings.Join(argv, " "), strings.Join(argv, " "), p.bIP)
+		start := time.Now()
+		r := p.run(ctx, argv, *timeout)
+		fmt.Fprint(stdout, r.Client)
+		if err := r.Err(); err != nil {
+			fmt.Fprintf(stderr, "perftest: %s failed after %.1fs: %v\n--- server output:\n%s", argv[0], time.Since(start).Seconds(), err, r.Server)
+			failed = append(failed, fmt.Errorf("%s: %w", argv[0], err))
+			continue
+		}
+		fmt.Fprintf(stderr, "perftest: %s done in %.1fs\n", argv[0], time.Since(start).Seconds())
+	}
+	if *keep {
+		fmt.Fprintf(stderr, "perftest: keeping guests A (%s) and B (%s) until interrupted: falconnic vm exec A --state %s -- CMD\n",
+			pairIPA, pairIPB, filepath.Join(dir, "vms"))
+		<-ctx.Done()
+	}
+	return errors.Join(failed...)
+}
