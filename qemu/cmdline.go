@@ -39,9 +39,19 @@ type NIC struct {
 	Queues int
 }
 
-// Disk is one guest disk.
+// Disk is one guest disk: a falconnic vhost-user-blk disk (VhostUserBlk)
+// or, as the baseline without falconnic, a raw file QEMU serves itself
+// through virtio-blk (File).
 type Disk struct {
 	VhostUserBlk string // vhost-user-blk socket path
+	// Queues is the number of vhost-user-blk virtqueues (0 or 1: one);
+	// it must not exceed the daemon disk's queues.
+	Queues int
+	// File is a raw image QEMU opens itself (cache=none, aio=native).
+	File string
+	// Serial is the local disk's serial (/sys/block/vdX/serial); a
+	// vhost-user-blk disk's serial is the daemon's.
+	Serial string
 }
 
 // Vsock is a vhost-user-vsock device served by the daemon.
@@ -215,13 +225,11 @@ func (m Machine) Args() ([]string, error) {
 		kargs = append(kargs, karg)
 	}
 	for i, d := range m.Disks {
-		if d.VhostUserBlk == "" || unsafeOpt(d.VhostUserBlk) {
-			return nil, fmt.Errorf("disk %d: bad vhost-user-blk socket path %q", i, d.VhostUserBlk)
+		da, err := d.args(fmt.Sprintf("d%d", i))
+		if err != nil {
+			return nil, fmt.Errorf("disk %d: %w", i, err)
 		}
-		id := fmt.Sprintf("d%d", i)
-		a = append(a,
-			"-chardev", "socket,id=c"+id+",path="+d.VhostUserBlk+",reconnect=1",
-			"-device", "vhost-user-blk-pci,chardev=c"+id)
+		a = append(a, da...)
 	}
 	if m.Vsock != nil {
 		if m.Vsock.VhostUser == "" || unsafeOpt(m.Vsock.VhostUser) {

@@ -164,8 +164,13 @@ func Start(stateDir string, m Machine) (*VM, error) {
 		}
 	}
 	for i, d := range m.Disks {
-		if !isSocket(d.VhostUserBlk) {
-			return nil, fmt.Errorf("disk %d: vhost-user-blk socket %s does not exist", i, d.VhostUserBlk)
+		if d.VhostUserBlk != "" && !isSocket(d.VhostUserBlk) {
+			return nil, fmt.Errorf("disk %d: vhost-user-blk socket %s does not exist (is the daemon serving this disk?)", i, d.VhostUserBlk)
+		}
+		if d.File != "" {
+			if fi, err := os.Stat(d.File); err != nil || !(fi.Mode().IsRegular() || fi.Mode()&os.ModeDevice != 0) {
+				return nil, fmt.Errorf("disk %d: %s is not a file or block device", i, d.File)
+			}
 		}
 	}
 	if m.Vsock != nil && !isSocket(m.Vsock.VhostUser) {

@@ -25,10 +25,13 @@ func init() {
 const vmUsage = `usage:
   falconnic vm run --name NAME [--nic SOCK[,mac=M][,ip=CIDR][,mtu=N][,queues=Q]]...
                    [--net-stream SOCK[,mac=M][,ip=CIDR][,server=on|off]]...
-                   [--vsock SOCK[,uds=BRIDGE]] [--mem 1G] [--cpus 1] [--timeout 3m]
+                   [--disk SOCK[,queues=N]]... [--vsock SOCK[,uds=BRIDGE]]
+                   [--mem 1G] [--cpus 1] [--timeout 3m]
                    [-- CMD ARGS...]
       boot, wait until ready; with CMD run it in the guest, print its output
-      and power off; without CMD keep running until interrupted
+      and power off; without CMD keep running until interrupted. Each
+      --disk is a vhost-user-blk disk the daemon serves at SOCK (nvme.disks
+      in its config), /dev/vda, /dev/vdb, ... in the guest in flag order
   falconnic vm ls                      list VMs
   falconnic vm stop NAME               stop a VM (a stopped one: forget it)
   falconnic vm exec NAME [--stdin] [--timeout D] [--via serial|vsock] -- CMD ARGS...
@@ -137,6 +140,52 @@ func (n nicFlag) Set(s string) error {
 	return nil
 }
 
+// diskFlag collects --disk values: SOCK[,queues=N].
+type diskFlag struct{ disks *[]qemu.Disk }
+
+func (d diskFlag) String() string { return "" }
+
+func (d diskFlag) Set(s string) error {
+	sock, opts, _ := strings.Cut(s, ",")
+	if sock == "" {
+		return errors.New("missing socket path")
+	}
+	disk := qemu.Disk{VhostUserBlk: sock}
+	for opts != "" {
+		var p string
+		p, opts, _ = strings.Cut(opts, ",")
+		k, v, ok := strings.Cut(p, "=")
+		if !ok || k != "queues" {
+			return fmt.Errorf("unknown option %q (want SOCK[,queues=N])", p)
+		}
+		q, err := strconv.Atoi(v)
+		if err != nil || q < 1 || q > qemu.MaxDiskQueues {
+			return fmt.Errorf("bad queues %q (1..%d)", v, qemu.MaxDiskQueues)
+		}
+		disk.Queues = q
+	}
+	*d.disks = append(*d.disks, disk)
+	return nil
+}
+
+// checkDiskSockets fails early, with the daemon named, when a --disk
+// socket is missing or nobody accepts on it (a daemon that died leaves
+// its socket file behind).
+func checkDiskSockets(disks []qemu.Disk) error {
+	for _, d := range disks {
+		fi, err := os.Stat(d.VhostUserBlk)
+		if err != nil || fi.Mode()&os.ModeSocket == 0 {
+			return fmt.Errorf("--disk %s: no vhost-user-blk socket there; is `falconnic serve` running with this disk in its config (nvme.disks[].socket)?", d.VhostUserBlk)
+		}
+		c, err := net.DialTimeout("unix", d.VhostUserBlk, 2*time.Second)
+		if err != nil {
+			return fmt.Errorf("--disk %s: nobody serves this socket (%v); is `falconnic serve` running?", d.VhostUserBlk, err)
+		}
+		c.Close()
+	}
+	return nil
+}
+
 // parseMem reads 1G, 1536M or a plain number of MiB.
 func parseMem(s string) (int, error) {
 	mult := 1
@@ -160,6 +209,8 @@ func vmRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cpus := f.fs.Int("cpus", qemu.DefaultCPUs, "guest CPUs")
 	timeout := f.fs.Duration("timeout", 3*time.Minute, "how long to wait for the guest to be ready")
 	var nics []qemu.NIC
+	var disks []qemu.Disk
+	f.fs.Var(diskFlag{&disks}, "disk", "falconnic vhost-user-blk disk: SOCK[,queues=N] (repeatable; the daemon must serve SOCK)")
 	vsock := f.fs.String("vsock", "", "vhost-user-vsock device: SOCK[,uds=BRIDGE] (the daemon's; with uds, vm exec uses vsock)")
 	f.fs.Var(nicFlag{&nics, false}, "nic", "falconnic NIC: vhost-user SOCK[,mac=M][,ip=CIDR][,mtu=N][,queues=Q] (repeatable)")
 	f.fs.Var(nicFlag{&nics, true}, "net-stream", "plain QEMU stream link SOCK[,mac=M][,ip=CIDR][,server=on|off] (repeatable)")
@@ -173,11 +224,14 @@ func vmRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if err := checkDiskSockets(disks); err != nil {
+		return err
+	}
 	im, err := qemu.LoadImage(*f.cache)
 	if err != nil {
 		return err
 	}
-	m := qemu.Machine{Name: *name, Kernel: im.KernelPath(), Initrd: im.InitrdPath(), MemMiB: memMiB, CPUs: *cpus, NICs: nics}
+	m := qemu.Machine{Name: *name, Kernel: im.KernelPath(), Initrd: im.InitrdPath(), MemMiB: memMiB, CPUs: *cpus, NICs: nics, Disks: disks}
 	if *vsock != "" {
 		sock, opt, _ := strings.Cut(*vsock, ",")
 		m.Vsock = &qemu.Vsock{VhostUser: sock}

@@ -1,0 +1,305 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"falconnic/device"
+	"falconnic/qemu"
+)
+
+func init() {
+	benchmarks["nvme"] = struct {
+		summary string
+		run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+	}{"fio in a VM: NVMe-over-Falcon disk vs QEMU's own virtio-blk on the same file", benchNVMe}
+}
+
+// nvmeBenchTest is one fio workload of `bench nvme`.
+type nvmeBenchTest struct {
+	Name    string // JSON name
+	RW      string // fio --rw
+	BS      string // fio --bs
+	IODepth int
+	Metric  string // "iops" or "MiB/s"
+}
+
+// nvmeBenchTests are the four workloads the bench compares.
+var nvmeBenchTests = []nvmeBenchTest{
+	{"randread_4k_qd32", "randread", "4k", 32, "iops"},
+	{"randwrite_4k_qd32", "randwrite", "4k", 32, "iops"},
+	{"read_128k", "read", "128k", 32, "MiB/s"},
+	{"write_128k", "write", "128k", 32, "MiB/s"},
+}
+
+// nvmeBenchGoal is the ratio to local the disk should reach on every test.
+const nvmeBenchGoal = 0.8
+
+// nvmeBenchResult is one test's outcome: medians over the samples.
+type nvmeBenchResult struct {
+	Name         string    `json:"name"`
+	Metric       string    `json:"metric"`
+	NVMe         float64   `json:"nvme"`
+	Local        float64   `json:"local"`
+	Ratio        float64   `json:"ratio"`
+	NVMeSamples  []float64 `json:"nvme_samples"`
+	LocalSamples []float64 `json:"local_samples"`
+}
+
+type nvmeBenchReport struct {
+	Command string            `json:"command"`
+	Setup   map[string]string `json:"setup"`
+	Tests   []nvmeBenchResult `json:"tests"`
+	Goal    float64           `json:"goal_ratio"`
+	Met     bool              `json:"goal_met"`
+}
+
+func benchNVMe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("bench nvme", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cache := fs.String("cache", qemu.DefaultCacheDir(), "guest image cache")
+	sizeMiB := fs.Int("size", 256, "namespace (and fio region) size in MiB")
+	runtime := fs.Duration("runtime", 10*time.Second, "fio run time per test and disk")
+	samples := fs.Int("samples", 3, "samples per test and disk (medians are reported)")
+	queues := fs.Int("queues", 1, "virtqueues of the NVMe-over-Falcon disk")
+	cpus := fs.Int("cpus", qemu.DefaultCPUs, "guest CPUs")
+	blockSize := fs.Int("block-size", 512, "namespace block size")
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if *sizeMiB < 16 || *runtime < time.Second || *samples < 1 || *queues < 1 || *queues > qemu.MaxDiskQueues {
+		return fmt.Errorf("%w: size ≥ 16 MiB, runtime ≥ 1s, samples ≥ 1, queues 1..%d", errUsage, qemu.MaxDiskQueues)
+	}
+	im, err := qemu.LoadImage(*cache)
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "fnb-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	size := int64(*sizeMiB) << 20
+	nsFile := filepath.Join(dir, "ns.img")
+	if err := fillFile(nsFile, size); err != nil {
+		return err
+	}
+
+	// The daemon runs in this process: an initiator NIC serving the disk
+	// and a target NIC exporting the file, as in a one-daemon config.
+	cfgJSON := fmt.Sprintf(`{"control": "c.sock",
+	  "nics": [{"name": "ini", "socket": "ini.sock", "mac": "52:54:00:fb:00:01"},
+	           {"name": "tgt", "socket": "tgt.sock", "mac": "52:54:00:fb:00:02"}],
+	  "nvme": {"namespaces": [{"nic": "tgt", "nsid": 1, "backing": %q, "size": %d, "block_size": %d}],
+	           "disks": [{"name": "d0", "socket": "d0.sock", "nic": "ini", "target": "tgt", "nsid": 1,
+	                      "serial": "fn-bench", "queues": %d}]}}`, nsFile, size, *blockSize, *queues)
+	cfgPath := filepath.Join(dir, "daemon.json")
+	if err := os.WriteFile(cfgPath, []byte(cfgJSON), 0o644); err != nil {
+		return err
+	}
+	cfg, err := device.LoadConfig(cfgPath)
+	if err != nil {
+		return err
+	}
+	d, err := device.NewDaemon(cfg, device.DaemonOptions{Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	if err != nil {
+		return err
+	}
+	dctx, stopDaemon := context.WithCancel(ctx)
+	daemonDone := make(chan error, 1)
+	go func() { daemonDone <- d.Run(dctx) }()
+	defer func() { stopDaemon(); <-daemonDone }()
+	sock := filepath.Join(dir, "d0.sock")
+	for i := 0; !isUnixSocket(sock); i++ {
+		if i == 100 {
+			return errors.New("the daemon's disk socket did not appear")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	m := qemu.Machine{Name: "nvmebench", Kernel: im.KernelPath(), Initrd: im.InitrdPath(), CPUs: *cpus,
+		Disks: []qemu.Disk{{VhostUserBlk: sock, Queues: *queues}, {File: nsFile, Serial: "fn-local"}}}
+	vm, err := qemu.Start(filepath.Join(dir, "vm"), m)
+	if err != nil {
+		return err
+	}
+	defer vm.Stop()
+	fmt.Fprintf(stderr, "bench nvme: booting (console: %s)\n", vm.ConsoleLog())
+	if err := vm.WaitReady(ctx, 5*time.Minute); err != nil {
+		return err
+	}
+	run := func(argv ...string) (string, error) {
+		var out, errOut bytes.Buffer
+		if err := execIn(ctx, vm, "", argv, nil, &out, &errOut); err != nil {
+			return "", fmt.Errorf("%s: %w\n%s%s", strings.Join(argv, " "), err, out.String(), errOut.String())
+		}
+		return out.String(), nil
+	}
+	devs := map[string]string{}
+	for _, dev := range []string{"vda", "vdb"} {
+		serial, err := run("cat", "/sys/block/"+dev+"/serial")
+		if err != nil {
+			return err
+		}
+		devs[strings.TrimSpace(serial)] = "/dev/" + dev
+	}
+	nvmeDev, localDev := devs["fn-bench"], devs["fn-local"]
+	if nvmeDev == "" || localDev == "" {
+		return fmt.Errorf("guest disks by serial: %v (want fn-bench and fn-local)", devs)
+	}
+
+	results := make([]nvmeBenchResult, len(nvmeBenchTests))
+	for s := 0; s < *samples; s++ {
+		for i, tc := range nvmeBenchTests {
+			// Alternate which disk goes first, so that drift in the
+			// host's load falls on both alike.
+			order := []string{nvmeDev, localDev}
+			if (s+i)%2 == 1 {
+				order[0], order[1] = order[1], order[0]
+			}
+			for _, dev := range order {
+				out, err := run("fio", "--name="+tc.Name, "--filename="+dev, "--direct=1", "--ioengine=libaio",
+					"--rw="+tc.RW, "--bs="+tc.BS, "--iodepth="+strconv.Itoa(tc.IODepth),
+					"--size="+strconv.Itoa(*sizeMiB)+"M", "--runtime="+strconv.Itoa(int(runtime.Seconds())),
+					"--time_based", "--ramp_time=1", "--output-format=json")
+				if err != nil {
+					return err
+				}
+				v, err := fioResult(out, tc)
+				if err != nil {
+					return fmt.Errorf("%s on %s: %w", tc.Name, dev, err)
+				}
+				fmt.Fprintf(stderr, "bench nvme: sample %d %-18s %-9s %10.1f %s\n", s+1, tc.Name, dev, v, tc.Metric)
+				r := &results[i]
+				if dev == nvmeDev {
+					r.NVMeSamples = append(r.NVMeSamples, v)
+				} else {
+					r.LocalSamples = append(r.LocalSamples, v)
+				}
+			}
+		}
+	}
+	rep := nvmeBenchReport{
+		Command: "falconnic bench nvme " + strings.Join(args, " "),
+		Setup: map[string]string{
+			"nvme":    "vhost-user-blk (falconnic daemon, in-process) → NVMe-over-Falcon → file namespace",
+			"local":   "QEMU virtio-blk-pci, -drive format=raw,cache=none,aio=native, same file",
+			"size":    strconv.Itoa(*sizeMiB) + " MiB",
+			"runtime": runtime.String() + " per sample (+1 s ramp)",
+			"samples": strconv.Itoa(*samples),
+			"queues":  strconv.Itoa(*queues),
+			"guest":   fmt.Sprintf("TCG, %d CPU, %d MiB", max(*cpus, 1), qemu.DefaultMemMiB),
+		},
+		Goal: nvmeBenchGoal, Met: true,
+	}
+	for i, tc := range nvmeBenchTests {
+		r := &results[i]
+		r.Name, r.Metric = tc.Name, tc.Metric
+		r.NVMe, r.Local = fioMedian(r.NVMeSamples), fioMedian(r.LocalSamples)
+		if r.Local > 0 {
+			r.Ratio = fioRound(r.NVMe / r.Local)
+		}
+		if r.Ratio < nvmeBenchGoal {
+			rep.Met = false
+		}
+	}
+	rep.Tests = results
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rep)
+}
+
+// fioResult reads IOPS or MiB/s of tc's direction from fio's JSON output.
+func fioResult(out string, tc nvmeBenchTest) (float64, error) {
+	i := strings.IndexByte(out, '{')
+	if i < 0 {
+		return 0, fmt.Errorf("no JSON in fio output: %q", out)
+	}
+	var res struct {
+		Jobs []struct {
+			Error int      `json:"error"`
+			Read  fioStats `json:"read"`
+			Write fioStats `json:"write"`
+		} `json:"jobs"`
+	}
+	if err := json.Unmarshal([]byte(out[i:]), &res); err != nil {
+		return 0, fmt.Errorf("fio JSON: %w", err)
+	}
+	if len(res.Jobs) != 1 || res.Jobs[0].Error != 0 {
+		return 0, fmt.Errorf("fio: %d jobs, error %v", len(res.Jobs), res.Jobs)
+	}
+	st := res.Jobs[0].Read
+	if strings.Contains(tc.RW, "write") {
+		st = res.Jobs[0].Write
+	}
+	if st.IOs == 0 {
+		return 0, errors.New("fio did no I/O")
+	}
+	if tc.Metric == "iops" {
+		return fioRound(st.IOPS), nil
+	}
+	return fioRound(float64(st.BW) / 1024), nil // fio's bw is KiB/s
+}
+
+type fioStats struct {
+	IOs  uint64  `json:"total_ios"`
+	IOPS float64 `json:"iops"`
+	BW   uint64  `json:"bw"`
+}
+
+// fillFile writes size bytes of pseudo-random data to path, so that reads
+// hit allocated, written blocks on both disks.
+func fillFile(path string, size int64) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	buf := make([]byte, 1<<20)
+	for off := int64(0); off < size; off += int64(len(buf)) {
+		for j := 0; j+8 <= len(buf); j += 8 {
+			v := r.Uint64()
+			for k := 0; k < 8; k++ {
+				buf[j+k] = byte(v >> (8 * k))
+			}
+		}
+		n := min(int64(len(buf)), size-off)
+		if _, err := f.Write(buf[:n]); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	return f.Close()
+}
+
+func isUnixSocket(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode()&os.ModeSocket != 0
+}
+
+func fioMedian(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return fioRound((s[len(s)/2-1] + s[len(s)/2]) / 2)
+}
+
+func fioRound(v float64) float64 { return float64(int64(v*1000+0.5)) / 1000 }
