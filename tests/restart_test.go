@@ -1,9 +1,12 @@
 package tests
 
 import (
+	"encoding/json"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"falconnic/device"
 )
 
 // killAtFraction is how far into the transfer the daemon dies: late
@@ -14,6 +17,10 @@ const killAtFraction = 4 // kill after 1/4 of the bytes
 // outage is how long the daemon stays dead: over QEMU's reconnect period
 // (1 s), so that at least one reconnect attempt fails.
 const outage = 2500 * time.Millisecond
+
+// reconnectBound bounds QEMU's reconnect and the NICs' restart after the
+// daemon is back (about a second when the host is idle).
+const reconnectBound = time.Minute
 
 // A daemon killed (SIGKILL) in the middle of a TCP transfer between two
 // guests and started again with the same config: QEMU's chardevs reconnect
@@ -85,6 +92,10 @@ func TestDaemonKilledMidTransferRestartsAndTheTransferCompletes(t *testing.T) {
 	if x.finished() {
 		t.Fatal("the transfer ended while the daemon was dead")
 	}
+	// QEMU must come back by itself: both NICs' sessions running again
+	// within a bounded time, else the transfer would only hang.
+	waitSessionsRunning(t, d, reconnectBound, "a0", "b0")
+	t.Logf("both NICs running again %.2fs after the kill", time.Since(killed).Seconds())
 	x.wait(t)
 
 	// The restarted daemon carried the rest: at least half of the bytes
@@ -101,4 +112,35 @@ func TestDaemonKilledMidTransferRestartsAndTheTransferCompletes(t *testing.T) {
 	}
 	// The link stays usable both ways.
 	ping(t, b, "10.0.0.1")
+}
+
+// waitSessionsRunning waits until each named NIC's vhost-user session has a
+// running ring, or fails the test after bound.
+func waitSessionsRunning(t *testing.T, d *daemonProc, bound time.Duration, nics ...string) {
+	t.Helper()
+	deadline := time.Now().Add(bound)
+	for {
+		st, err := d.status()
+		if err != nil {
+			t.Fatalf("status: %v", err)
+		}
+		var waiting []string
+		for _, name := range nics {
+			r, ok := nicReport(st, name)
+			var ns device.NICStatus
+			if ok {
+				json.Unmarshal(r.Device, &ns)
+			}
+			if ns.Session != "running" {
+				waiting = append(waiting, name+"="+ns.Session)
+			}
+		}
+		if len(waiting) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("NIC sessions not running %v after the daemon came back: %v", bound, waiting)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
