@@ -59,6 +59,11 @@ type BlkConfig struct {
 	Info   nvme.NamespaceInfo // from Identify (IdentifyRemote)
 	Serial string             // GET_ID answer (≤ 20 bytes)
 	Queues int                // 1..16
+	// Paths, if set, replaces a broken path: commands its path fails are
+	// resubmitted (blk_path.go), waiting at most RetryWindow (default 30 s)
+	// for a path.
+	Paths       BlkPaths
+	RetryWindow time.Duration
 }
 
 // Blk is the NIC's block function served over vhost-user-blk: virtio-blk
@@ -68,6 +73,10 @@ type BlkConfig struct {
 type Blk struct {
 	cfg   BlkConfig
 	drain time.Duration // blkDrainTimeout; tests shorten it before serving
+
+	// on the port's goroutine
+	path   *nvme.Path
+	parked []blkParked
 
 	mu     sync.Mutex
 	config [blkConfigLen]byte
@@ -82,6 +91,7 @@ type BlkCounters struct {
 	ReadBytes, WriteBytes                                           stats.Counter
 	Unsupported, BadHeader, NoStatus, BadLayout                     stats.Counter
 	Misaligned, TooLarge, BadSegments, IOErrors, Cancelled          stats.Counter
+	Retries, Parked, RetryExpired                                   stats.Counter
 }
 
 // Set lists the counters with help text.
@@ -104,6 +114,9 @@ func (c *BlkCounters) Set() stats.Set {
 		{Name: "blk_too_large", Help: "requests needing too many NVMe commands (IOERR)", Counter: &c.TooLarge},
 		{Name: "blk_bad_segments", Help: "malformed discard/write-zeroes segment lists (IOERR)", Counter: &c.BadSegments},
 		{Name: "blk_io_errors", Help: "requests completed with IOERR by the NVMe side", Counter: &c.IOErrors},
+		{Name: "blk_retries", Help: "NVMe commands resubmitted after their path failed them", Counter: &c.Retries},
+		{Name: "blk_parked", Help: "NVMe commands that waited for a new path", Counter: &c.Parked},
+		{Name: "blk_retry_expired", Help: "NVMe commands failed after waiting the retry window for a path", Counter: &c.RetryExpired},
 		{Name: "blk_cancelled", Help: "requests abandoned at queue stop (inflight resubmits them)", Counter: &c.Cancelled},
 	}
 }
@@ -125,7 +138,7 @@ func NewBlk(cfg BlkConfig) (*Blk, error) {
 	if cfg.Serial == "" {
 		cfg.Serial = blkDefaultSerial
 	}
-	b := &Blk{cfg: cfg, drain: blkDrainTimeout}
+	b := &Blk{cfg: cfg, drain: blkDrainTimeout, path: cfg.Path}
 	c := b.config[:]
 	bs := uint32(cfg.Info.BlockSize)
 	perBS := bs / blkSector

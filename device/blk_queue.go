@@ -19,6 +19,7 @@ type blkReq struct {
 	written uint32
 	result  byte
 	pending int
+	retries int
 	cmds    []nvme.Command
 	segs    [][]byte
 	doneFn  func(*nvme.Command)
@@ -63,14 +64,11 @@ func (w *blkWorker) pop() {
 	if len(w.batch) > 0 {
 		batch := w.batch
 		w.batch = nil
-		path := w.b.cfg.Path
-		w.b.cfg.Port.Do(func(*falcon.Endpoint) {
+		b := w.b
+		b.cfg.Port.Do(func(*falcon.Endpoint) {
 			for _, r := range batch {
 				for i := range r.cmds {
-					if err := path.Submit(&r.cmds[i]); err != nil {
-						r.cmds[i].Status = nvme.StatusInternalPathError
-						r.done(&r.cmds[i])
-					}
+					b.submit(r, &r.cmds[i])
 				}
 			}
 		})
@@ -216,6 +214,9 @@ func (w *blkWorker) build(q *blkReq, r *blkRequest) byte {
 
 // done runs on the port's goroutine for each completed command.
 func (r *blkReq) done(c *nvme.Command) {
+	if !c.Status.OK() && r.w.b.retry(r, c) {
+		return
+	}
 	if !c.Status.OK() && r.result == blkStatusOK {
 		r.result = blkStatusIOErr
 		if c.Status == nvme.StatusInvalidOpcode {
@@ -280,11 +281,16 @@ func (w *blkWorker) drain() {
 }
 
 func (w *blkWorker) cancelAll() {
-	path := w.b.cfg.Path
-	w.b.cfg.Port.Call(func(*falcon.Endpoint) {
+	b := w.b
+	b.cfg.Port.Call(func(*falcon.Endpoint) {
 		for _, r := range w.allLive() {
 			for i := range r.cmds {
-				path.Cancel(&r.cmds[i])
+				b.unpark(&r.cmds[i])
+				if b.path != nil {
+					b.path.Cancel(&r.cmds[i])
+				} else {
+					r.cmds[i].Data, r.cmds[i].Done = nil, func(*nvme.Command) {}
+				}
 			}
 			w.b.Stats.Cancelled.Inc()
 		}

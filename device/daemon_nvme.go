@@ -3,12 +3,14 @@ package device
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"sync"
 	"time"
 
 	"falconnic/falcon"
+	"falconnic/nvme"
 	"falconnic/vhostuser"
 )
 
@@ -23,13 +25,18 @@ type nvmeDaemon struct {
 	ports  sync.WaitGroup
 	served sync.WaitGroup // the disks' servers
 	nextID uint32
+	cm     *NVMeCM
+	mu     sync.Mutex // remote disks' blk/srv // with a fabric: paths to other daemons' NICs
 }
 
 type nvmeDisk struct {
 	spec DiskSpec
-	blk  *Blk
-	srv  *vhostuser.Server
-	err  error
+	ini  *NVMeFunc // its NIC's NVMe function
+	// blk and srv are set by NewDaemon for a local target, by remoteDisk
+	// in Run (under nvmeDaemon.mu) for a target on another daemon.
+	blk *Blk
+	srv *vhostuser.Server
+	err error
 }
 
 // nvmeIdentifyTimeout bounds a disk's Identify at start-up.
@@ -56,9 +63,21 @@ func (d *Daemon) addNVMe() error {
 		port := NewFalconPort(nil, nil)
 		n.ports.Add(1)
 		f := NewNVMeFunc(port, uint32(len(n.funcs)+1)) // before Run: SetULP
+		if t := spec.CommandTimeout; t > 0 {
+			f.Engine.SetCommandTimeout(time.Duration(t))
+		}
 		go func() { defer n.ports.Done(); port.Run(ctx) }()
 		n.funcs[nic] = f
+		if n.cm != nil {
+			n.cm.Add(d.nicMAC(nic), f)
+		}
 		return f
+	}
+	if d.fabric != nil {
+		if d.rdma.hub == nil {
+			d.rdma.hub = NewRDMAHub(d.fabric)
+		}
+		n.cm = NewNVMeCM(d.rdma.hub, d.fabric)
 	}
 	for _, s := range spec.Namespaces {
 		f := fn(s.NIC)
@@ -72,8 +91,21 @@ func (d *Daemon) addNVMe() error {
 	}
 	cid := func() uint32 { n.nextID++; return n.nextID }
 	for _, ds := range spec.Disks {
-		ini, tgt := fn(ds.NIC), fn(ds.Target)
-		path, _, err := ConnectNVMeLocal(ini, tgt, cid)
+		ini := fn(ds.NIC)
+		if !ds.Dial {
+			if err := os.MkdirAll(filepath.Dir(ds.Socket), 0o755); err != nil {
+				return fmt.Errorf("disk %s: %w", ds.Name, err)
+			}
+		}
+		if !d.isNIC(ds.Target) {
+			// Set up in Run, once the fabric receives (remoteDisk).
+			if n.cm == nil {
+				return fmt.Errorf("disk %s: target %s is not a nic of this daemon, and there is no fabric", ds.Name, ds.Target)
+			}
+			n.disks = append(n.disks, &nvmeDisk{spec: ds, ini: ini})
+			continue
+		}
+		path, _, err := ConnectNVMeLocal(ini, fn(ds.Target), cid)
 		if err != nil {
 			return fmt.Errorf("disk %s: %w", ds.Name, err)
 		}
@@ -85,14 +117,118 @@ func (d *Daemon) addNVMe() error {
 		if err != nil {
 			return fmt.Errorf("disk %s: %w", ds.Name, err)
 		}
-		if !ds.Dial {
-			if err := os.MkdirAll(filepath.Dir(ds.Socket), 0o755); err != nil {
-				return fmt.Errorf("disk %s: %w", ds.Name, err)
-			}
-		}
 		n.disks = append(n.disks, &nvmeDisk{spec: ds, blk: blk, srv: &vhostuser.Server{Path: ds.Socket, Dial: ds.Dial, Device: blk}})
 	}
 	return nil
+}
+
+// isNIC reports whether name is a NIC of this daemon.
+func (d *Daemon) isNIC(name string) bool {
+	for _, n := range d.cfg.NICs {
+		if n.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// nicMAC returns the MAC of this daemon's NIC name.
+func (d *Daemon) nicMAC(name string) [6]byte {
+	var m [6]byte
+	for _, n := range d.cfg.NICs {
+		if n.Name == name {
+			copy(m[:], n.hwAddr())
+		}
+	}
+	return m
+}
+
+// diskPaths is a remote disk's view of its NIC's NVMe path to the target
+// NIC (BlkPaths); used on the port's goroutine.
+type diskPaths struct {
+	cm          *NVMeCM
+	local, peer [6]byte
+	blk         *Blk
+	latest      *nvme.Path
+	first       chan *nvme.Path
+}
+
+// use takes a new path from the CM.
+func (p *diskPaths) use(path *nvme.Path) {
+	p.latest = path
+	if p.blk != nil {
+		p.blk.SetPath(path)
+		return
+	}
+	select {
+	case p.first <- path:
+	default:
+	}
+}
+
+// attach hands the path to blk from now on (and any newer one it missed).
+func (p *diskPaths) attach(b *Blk) {
+	p.blk = b
+	b.cfg.Port.AddTimers(b)
+	if p.latest != nil && p.latest != b.path {
+		b.SetPath(p.latest)
+	}
+}
+
+// Broken implements BlkPaths.
+func (p *diskPaths) Broken(path *nvme.Path) { p.cm.Broken(p.local, p.peer, path) }
+
+// remoteRetryEvery paces a remote disk's set-up while its target does
+// not answer (its daemon not up yet).
+const remoteRetryEvery = time.Second
+
+// remoteDisk sets up disk k whose target NIC is on another daemon: a path
+// from the NVMe CM, Identify, the block function; it retries until it
+// works or ctx ends. The disk's socket appears once it is set up.
+func (d *Daemon) remoteDisk(ctx context.Context, k *nvmeDisk) (*vhostuser.Server, error) {
+	ds, ini := k.spec, k.ini
+	hw, err := net.ParseMAC(ds.Target)
+	if err != nil || len(hw) != 6 {
+		return nil, fmt.Errorf("target %q: not a MAC address", ds.Target)
+	}
+	p := &diskPaths{cm: d.nvme.cm, local: d.nicMAC(ds.NIC), first: make(chan *nvme.Path, 1)}
+	copy(p.peer[:], hw)
+	d.nvme.cm.Dial(ini, p.local, p.peer, p.use)
+	var path *nvme.Path
+	for {
+		select {
+		case path = <-p.first:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(remoteRetryEvery * 5):
+			d.log.Warn("disk waiting for its target", "disk", ds.Name, "target", ds.Target)
+			ini.Port.Do(func(*falconEndpoint) { p.Broken(p.latest) })
+			continue
+		}
+		info, err := IdentifyRemote(ini.Port, path, ds.NSID, nvmeIdentifyTimeout)
+		if err == nil {
+			blk, err := NewBlk(BlkConfig{Port: ini.Port, Path: path, NSID: ds.NSID, Info: info, Serial: ds.Serial,
+				Queues: ds.Queues, Paths: p, RetryWindow: time.Duration(d.cfg.NVMe.RetryWindow)})
+			if err != nil {
+				return nil, err
+			}
+			if !ini.Port.Call(func(*falcon.Endpoint) { p.attach(blk) }) {
+				return nil, ErrPortStopped
+			}
+			srv := &vhostuser.Server{Path: ds.Socket, Dial: ds.Dial, Device: blk}
+			d.nvme.mu.Lock()
+			k.blk, k.srv = blk, srv
+			d.nvme.mu.Unlock()
+			return srv, nil
+		}
+		d.log.Warn("disk identify failed", "disk", ds.Name, "target", ds.Target, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(remoteRetryEvery):
+		}
+		ini.Port.Do(func(*falconEndpoint) { p.Broken(path) })
+	}
 }
 
 func (d *Daemon) runNVMe(ctx context.Context, wg *sync.WaitGroup) {
@@ -102,7 +238,18 @@ func (d *Daemon) runNVMe(ctx context.Context, wg *sync.WaitGroup) {
 		go func() {
 			defer wg.Done()
 			defer d.nvme.served.Done()
-			if err := k.srv.Serve(ctx); err != nil && ctx.Err() == nil {
+			srv := k.srv
+			if srv == nil {
+				var err error
+				if srv, err = d.remoteDisk(ctx, k); err != nil {
+					if ctx.Err() == nil {
+						k.err = err
+						d.log.Error("disk set-up failed", "disk", k.spec.Name, "err", err)
+					}
+					return
+				}
+			}
+			if err := srv.Serve(ctx); err != nil && ctx.Err() == nil {
 				k.err = err
 				d.log.Error("disk stopped", "disk", k.spec.Name, "err", err)
 			}
@@ -136,6 +283,7 @@ type NVMeStatus struct {
 	Disks      []DiskStatus                 `json:"disks,omitempty"`
 	Engines    map[string]map[string]uint64 `json:"engines,omitempty"`
 	Namespaces map[string]map[string]uint64 `json:"namespaces,omitempty"`
+	CM         map[string]uint64            `json:"cm,omitempty"` // the NVMe connection manager
 }
 
 func (d *Daemon) nvmeStatus() *NVMeStatus {
@@ -143,9 +291,17 @@ func (d *Daemon) nvmeStatus() *NVMeStatus {
 		return nil
 	}
 	st := &NVMeStatus{Engines: map[string]map[string]uint64{}, Namespaces: map[string]map[string]uint64{}}
+	d.nvme.mu.Lock()
 	for _, k := range d.nvme.disks {
-		st.Disks = append(st.Disks, DiskStatus{Name: k.spec.Name, Socket: k.spec.Socket, Target: k.spec.Target,
-			NSID: k.spec.NSID, Blocks: k.blk.cfg.Info.Blocks, Session: k.srv.Status(), Counters: k.blk.Stats.Set().Snapshot()})
+		ds := DiskStatus{Name: k.spec.Name, Socket: k.spec.Socket, Target: k.spec.Target, NSID: k.spec.NSID}
+		if k.blk != nil {
+			ds.Blocks, ds.Session, ds.Counters = k.blk.cfg.Info.Blocks, k.srv.Status(), k.blk.Stats.Set().Snapshot()
+		}
+		st.Disks = append(st.Disks, ds)
+	}
+	d.nvme.mu.Unlock()
+	if d.nvme.cm != nil {
+		st.CM = d.nvme.cm.Stats.Set().Snapshot()
 	}
 	for name, f := range d.nvme.funcs {
 		st.Engines[name] = f.Engine.Stats.Set().Snapshot()

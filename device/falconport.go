@@ -103,6 +103,13 @@ func (p *FalconPort) Receive(pkt []byte, flow uint32) {
 	}
 }
 
+// ReceiveFalcon is Receive for the fabric's Falcon demux (RDMAHub.AllocCID).
+func (p *FalconPort) ReceiveFalcon(pkt []byte, flow uint32) { p.Receive(pkt, flow) }
+
+// AddTimers drives t's deadlines with the endpoint's (on the port's
+// goroutine: before Run, or through Call).
+func (p *FalconPort) AddTimers(t ulpTimers) { p.timed = append(p.timed, t) }
+
 // Do queues fn to run on the owning goroutine. It reports false, and
 // fn never runs, once the port has stopped.
 func (p *FalconPort) Do(fn func(ep *falcon.Endpoint)) bool {

@@ -2,6 +2,7 @@ package device
 
 import (
 	"fmt"
+	"net"
 	"path/filepath"
 )
 
@@ -19,15 +20,24 @@ const NamespaceMemory = "memory"
 //	  ],
 //	  "disks": [
 //	    {"name": "d0", "socket": "d0.sock", "nic": "n0", "target": "n1", "nsid": 1,
-//	     "serial": "falconnic-d0", "queues": 1, "dial": false}
-//	  ]
+//	     "serial": "falconnic-d0", "queues": 1, "dial": false},
+//	    {"name": "d1", "socket": "d1.sock", "nic": "n0", "target": "52:54:00:00:00:09", "nsid": 1}
+//	  ],
+//	  "command_timeout": "30s",   // an NVMe command without a response fails (and is retried)
+//	  "retry_window": "30s"       // a remote disk's command waits this long for a new path
 //	}
 //
 // A disk belongs to NIC "nic" (its initiator) and reaches namespace nsid
-// exported by NIC "target"; today both NICs must be in this daemon.
+// exported by NIC "target": the name of a NIC of this daemon, or the MAC
+// address of a NIC of another daemon reached over the fabric (the config
+// needs a "fabric" section; the NVMe connection manager finds the daemon
+// that has the MAC). A remote disk's path is replaced when it breaks
+// (either daemon restarted): commands it failed are resubmitted.
 type NVMeSpec struct {
-	Namespaces []NamespaceSpec `json:"namespaces,omitempty"`
-	Disks      []DiskSpec      `json:"disks,omitempty"`
+	Namespaces     []NamespaceSpec `json:"namespaces,omitempty"`
+	Disks          []DiskSpec      `json:"disks,omitempty"`
+	CommandTimeout Duration        `json:"command_timeout,omitzero"`
+	RetryWindow    Duration        `json:"retry_window,omitzero"`
 }
 
 // NamespaceSpec is one exported namespace.
@@ -95,12 +105,12 @@ func (s *NVMeSpec) check(nics []NICSpec, sockets map[string]bool) error {
 			return fmt.Errorf("nvme.disks[%d]: socket %q missing or used twice", i, d.Socket)
 		case !names[d.NIC]:
 			return fmt.Errorf("nvme.disks[%d]: no nic %q", i, d.NIC)
-		case !names[d.Target]:
-			return fmt.Errorf("nvme.disks[%d]: no target nic %q", i, d.Target)
+		case !names[d.Target] && !isMAC(d.Target):
+			return fmt.Errorf("nvme.disks[%d]: target %q is neither a nic nor a MAC address", i, d.Target)
 		case len(d.Serial) > 20:
 			return fmt.Errorf("nvme.disks[%d]: serial longer than 20 bytes", i)
 		}
-		if _, ok := nsids[[2]any{d.Target, d.NSID}]; !ok {
+		if _, ok := nsids[[2]any{d.Target, d.NSID}]; !ok && names[d.Target] {
 			return fmt.Errorf("nvme.disks[%d]: nic %q exports no nsid %d", i, d.Target, d.NSID)
 		}
 		if d.Queues == 0 {
@@ -112,6 +122,12 @@ func (s *NVMeSpec) check(nics []NICSpec, sockets map[string]bool) error {
 		sockets[d.Socket] = true
 	}
 	return nil
+}
+
+// isMAC reports whether s is a 48-bit MAC address.
+func isMAC(s string) bool {
+	hw, err := net.ParseMAC(s)
+	return err == nil && len(hw) == 6
 }
 
 // resolve makes relative paths absolute against dir.

@@ -25,6 +25,7 @@ type RDMAHub struct {
 	cids    map[uint32]FalconReceiver
 	nextCID uint32
 	pairs   map[[2]verbs.MAC]*cmPair // key: (local, remote)
+	ulpCM   map[uint8]func(from netip.AddrPort, m cmMsg)
 
 	Stats RDMAHubCounters
 }
@@ -44,7 +45,7 @@ type cmPair struct {
 type RDMAHubCounters struct {
 	LocalConns, REQSent, REQRecv, REPRecv, REJRecv stats.Counter
 	CMDecodeErr, CMNoNIC, CMStale, CMGaveUp        stats.Counter
-	Replaced, CMTooMany                            stats.Counter
+	Replaced, CMTooMany, CMNoULP                   stats.Counter
 	FalconNoCID, FalconShort                       stats.Counter
 }
 
@@ -61,6 +62,7 @@ func (c *RDMAHubCounters) Set() stats.Set {
 		{Name: "cm_stale", Help: "REP/REJ for no pending set-up", Counter: &c.CMStale},
 		{Name: "cm_gave_up", Help: "set-ups abandoned after every REQ retry", Counter: &c.CMGaveUp},
 		{Name: "cm_too_many", Help: "REQs refused: the NIC has maxPeersPerNIC connections", Counter: &c.CMTooMany},
+		{Name: "cm_no_ulp", Help: "CM messages for a ULP no CM handles", Counter: &c.CMNoULP},
 		{Name: "cm_replaced", Help: "connections replaced by a peer's new REQ (peer restarted or found ours dead)", Counter: &c.Replaced},
 		{Name: "falcon_no_cid", Help: "Falcon packets from the fabric for a CID no NIC owns", Counter: &c.FalconNoCID},
 		{Name: "falcon_short", Help: "Falcon datagrams too short for a header", Counter: &c.FalconShort},
@@ -207,11 +209,33 @@ func (h *RDMAHub) sendREQ(pr *cmPair) {
 	})
 }
 
+// HandleCM hands CM messages naming ULP proto (byte 6, non-zero) to fn,
+// called on the fabric's goroutine without the hub's lock.
+func (h *RDMAHub) HandleCM(proto uint8, fn func(from netip.AddrPort, m cmMsg)) {
+	h.mu.Lock()
+	if h.ulpCM == nil {
+		h.ulpCM = map[uint8]func(netip.AddrPort, cmMsg){}
+	}
+	h.ulpCM[proto] = fn
+	h.mu.Unlock()
+}
+
 // receiveCM handles a CM message from the fabric.
 func (h *RDMAHub) receiveCM(from netip.AddrPort, flow uint32, payload []byte) {
 	m, err := decodeCM(payload)
 	if err != nil {
 		h.Stats.CMDecodeErr.Inc()
+		return
+	}
+	if m.proto != 0 {
+		h.mu.Lock()
+		fn := h.ulpCM[m.proto]
+		h.mu.Unlock()
+		if fn == nil {
+			h.Stats.CMNoULP.Inc()
+			return
+		}
+		fn(from, m)
 		return
 	}
 	h.mu.Lock()

@@ -11,7 +11,11 @@ import (
 // numbers; the NIC with the destination MAC answers REP with its own (or
 // REJ when it has no such NIC). All integers are big-endian.
 //
-//	0  magic "FNCM"          4  version (1) | type | reserved 2
+// Byte 6 names the ULP whose connection is set up: 0 (as before) is RDMA,
+// one ordered connection; wire.ProtoNVMe asks for an NVMe path's one
+// unordered connection, handled by the ULP's CM (RDMAHub.HandleCM).
+//
+//	0  magic "FNCM"          4  version (1) | type | ULP | reserved
 //	8  source NIC MAC (6)   14  destination NIC MAC (6)
 //	20 sender's CID         24  receiver's CID (0 in REQ)
 //	28 sender's initial request-window PSN
@@ -38,6 +42,7 @@ const (
 // cmMsg is a decoded CM message.
 type cmMsg struct {
 	typ            cmType
+	proto          uint8 // 0: RDMA; otherwise a wire.ProtocolType
 	src, dst       [6]byte
 	srcCID, dstCID uint32
 	reqPSN         uint32
@@ -58,7 +63,7 @@ func (m *cmMsg) append(b []byte) []byte {
 	var x [cmMsgLen]byte
 	be := binary.BigEndian
 	be.PutUint32(x[0:], cmMagic)
-	x[4], x[5] = cmVersion, byte(m.typ)
+	x[4], x[5], x[6] = cmVersion, byte(m.typ), m.proto
 	copy(x[8:], m.src[:])
 	copy(x[14:], m.dst[:])
 	be.PutUint32(x[20:], m.srcCID)
@@ -80,7 +85,7 @@ func decodeCM(b []byte) (cmMsg, error) {
 	if b[4] != cmVersion {
 		return cmMsg{}, errCMVersion
 	}
-	m := cmMsg{typ: cmType(b[5]), srcCID: be.Uint32(b[20:]), dstCID: be.Uint32(b[24:]),
+	m := cmMsg{typ: cmType(b[5]), proto: b[6], srcCID: be.Uint32(b[20:]), dstCID: be.Uint32(b[24:]),
 		reqPSN: be.Uint32(b[28:]), dataPSN: be.Uint32(b[32:]), rsn: be.Uint32(b[36:])}
 	if m.typ < cmREQ || m.typ > cmREJ {
 		return cmMsg{}, errCMType

@@ -73,6 +73,13 @@ func NewEngine(cfg Config) *Engine {
 	return e
 }
 
+// SetCommandTimeout sets Config.CommandTimeout (before commands run).
+func (e *Engine) SetCommandTimeout(d time.Duration) {
+	if d > 0 {
+		e.cfg.CommandTimeout = d
+	}
+}
+
 // SetOnComplete sets the completion callback.
 func (e *Engine) SetOnComplete(f func(*Command)) { e.cfg.OnComplete = f }
 
