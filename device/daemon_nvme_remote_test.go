@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -203,5 +204,50 @@ func TestDiskSurvivesTargetDaemonRestart(t *testing.T) {
 	r.writeRead(2048, 8, 2)
 	if host.nvme.cm.Stats.PathsUp.Load() < 2 {
 		t.Errorf("no new path after the restart: %v", host.nvme.cm.Stats.Set().NonZero())
+	}
+}
+
+// TestRestartedInitiatorDaemonReplacesItsPath: daemon A (the disk's) is
+// restarted; its new REQ replaces B's connection to the old A, and the
+// new disk reads what the old one wrote.
+func TestRestartedInitiatorDaemonReplacesItsPath(t *testing.T) {
+	la, lb := freeUDPPort(t), freeUDPPort(t)
+	store := startDaemon(t, storeConfig(lb, la, NamespaceMemory, ""))
+	host := startDaemon(t, hostConfig(la, lb, ""))
+	r := remoteDisk(t, host)
+	r.writeRead(0, 8, 7)
+	if err := host.stop(); err != nil {
+		t.Fatal(err)
+	}
+	host = startDaemon(t, hostConfig(la, lb, ""))
+	r = remoteDisk(t, host)
+	var rs []*blkReqBuilder
+	for i := 0; i < 8; i++ {
+		rs = append(rs, r.request(blkTypeIn, uint64(i)*8, true, nil, 4096))
+	}
+	r.run(rs...)
+	for i, rd := range rs {
+		want := bytes.Repeat([]byte{7, byte(i), 0x5a, 0}, 1024)
+		if rd.status() != blkStatusOK || !bytes.Equal(rd.data(4096), want) {
+			t.Fatalf("read %d after the restart: status %d, data equal %v", i, rd.status(), bytes.Equal(rd.data(4096), want))
+		}
+	}
+	if n := store.nvme.cm.Stats.Replaced.Load(); n != 1 {
+		t.Errorf("store replaced %d paths, want 1: %v", n, store.nvme.cm.Stats.Set().NonZero())
+	}
+}
+
+func TestConfigChecksRemoteDisks(t *testing.T) {
+	nic := `{"nics": [{"name": "a", "socket": "a.sock", "mac": "52:54:00:00:00:01"}], "nvme": `
+	if _, err := ParseConfig([]byte(nic + `{"disks": [{"name": "d", "socket": "d.sock", "nic": "a", "target": "52:54:00:00:00:09", "nsid": 1}]}}`)); err != nil {
+		t.Errorf("a disk on another daemon's NIC: %v", err)
+	}
+	_, err := ParseConfig([]byte(nic + `{"disks": [{"name": "d", "socket": "d.sock", "nic": "a", "target": "zz", "nsid": 1}]}}`))
+	if err == nil || !strings.Contains(err.Error(), "neither a nic nor a MAC") {
+		t.Errorf("unknown target: %v", err)
+	}
+	_, err = ParseConfig([]byte(nic + `{"disks": [{"name": "d", "socket": "d.sock", "nic": "a", "target": "52:54:00:00:00:09", "nsid": 0}]}}`))
+	if err == nil || !strings.Contains(err.Error(), "nsid") {
+		t.Errorf("nsid 0: %v", err)
 	}
 }

@@ -53,6 +53,7 @@ type nvmePair struct {
 type NVMeCMCounters struct {
 	REQSent, REQRecv, REPRecv, REJRecv, PathsUp stats.Counter
 	NoNIC, Stale, GaveUp, Replaced, ConnErr     stats.Counter
+	TooMany                                     stats.Counter
 }
 
 // Set lists the counters with help text.
@@ -67,6 +68,7 @@ func (c *NVMeCMCounters) Set() stats.Set {
 		{Name: "nvme_cm_stale", Help: "REPs for no pending set-up, or REQs while ours wins", Counter: &c.Stale},
 		{Name: "nvme_cm_gave_up", Help: "set-ups abandoned after every REQ retry", Counter: &c.GaveUp},
 		{Name: "nvme_cm_replaced", Help: "paths replaced by a new connection", Counter: &c.Replaced},
+		{Name: "nvme_cm_too_many", Help: "NVMe REQs refused: the NIC has maxPeersPerNIC paths", Counter: &c.TooMany},
 		{Name: "nvme_cm_conn_err", Help: "connections the endpoint refused to set up", Counter: &c.ConnErr},
 	}
 }
@@ -133,8 +135,8 @@ func (cm *NVMeCM) dial(pr *nvmePair) {
 		ep.RandomPSNs(&cfg)
 		cm.mu.Lock()
 		defer cm.mu.Unlock()
-		if pr.scid != 0 && pr.scid != scid && pr.path == nil {
-			cm.hub.ReleaseCID(pr.scid)
+		if pr.scid != 0 && (pr.path == nil || pr.path.Conn().SCID() != pr.scid) {
+			cm.hub.ReleaseCID(pr.scid) // an earlier set-up that got no REP
 		}
 		pr.cfg, pr.scid = cfg, scid
 		cm.sendREQ(pr)
@@ -214,6 +216,11 @@ func (cm *NVMeCM) onREQ(from netip.AddrPort, m cmMsg) {
 	key := [2][6]byte{m.dst, m.src}
 	pr := cm.pairs[key]
 	switch {
+	case pr == nil && cm.pairsOf(m.dst) >= maxPeersPerNIC:
+		cm.Stats.TooMany.Inc()
+		rej := cmMsg{typ: cmREJ, proto: uint8(wire.ProtoNVMe), src: m.dst, dst: m.src, dstCID: m.srcCID}
+		_ = cm.fabric.Send(KindCM, from, 0, rej.append(nil))
+		return
 	case pr == nil:
 		pr = &nvmePair{f: f, local: m.dst, peer: m.src}
 		cm.pairs[key] = pr
@@ -246,6 +253,17 @@ func (cm *NVMeCM) onREQ(from netip.AddrPort, m cmMsg) {
 		cm.mu.Unlock()
 		return cfg
 	})
+}
+
+// pairsOf counts the pairs of local NIC mac (cm.mu held).
+func (cm *NVMeCM) pairsOf(mac [6]byte) int {
+	n := 0
+	for k := range cm.pairs {
+		if k[0] == mac {
+			n++
+		}
+	}
+	return n
 }
 
 // install connects pr's new connection on its port's goroutine (cfg, or

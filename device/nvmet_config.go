@@ -107,6 +107,8 @@ func (s *NVMeSpec) check(nics []NICSpec, sockets map[string]bool) error {
 			return fmt.Errorf("nvme.disks[%d]: no nic %q", i, d.NIC)
 		case !names[d.Target] && !isMAC(d.Target):
 			return fmt.Errorf("nvme.disks[%d]: target %q is neither a nic nor a MAC address", i, d.Target)
+		case d.NSID == 0:
+			return fmt.Errorf("nvme.disks[%d]: nsid must be 1..65535", i)
 		case len(d.Serial) > 20:
 			return fmt.Errorf("nvme.disks[%d]: serial longer than 20 bytes", i)
 		}

@@ -487,6 +487,7 @@ func FuzzCMMessage(f *testing.F) {
 	f.Add((&cmMsg{typ: cmREQ, srcCID: 1, reqPSN: 5}).append(nil))
 	f.Add((&cmMsg{typ: cmREP, srcCID: 2, dstCID: 1}).append(nil))
 	f.Add((&cmMsg{typ: cmREJ, dstCID: 1}).append(nil))
+	f.Add((&cmMsg{typ: cmREQ, proto: 3, srcCID: 7, rsn: 9}).append(nil))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := decodeCM(b)
 		if err != nil {
