@@ -295,6 +295,9 @@ func TestNVMeDiskDaemonRestart(t *testing.T) {
 	}
 	checkFio(t, "fio 4k across a daemon restart", res.out)
 	c := r.diskCounters(t, "rw")
+	if r.daemon.runs != 2 || c["blk_writes"] == 0 {
+		t.Fatalf("the restarted daemon (run %d) served %d writes: fio did not go on through it", r.daemon.runs, c["blk_writes"])
+	}
 	t.Logf("after the restart the new daemon served %d writes, %d reads", c["blk_writes"], c["blk_reads"])
 }
 

@@ -12,6 +12,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -77,6 +78,7 @@ func benchNVMe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	queues := fs.Int("queues", 1, "virtqueues of the NVMe-over-Falcon disk")
 	cpus := fs.Int("cpus", qemu.DefaultCPUs, "guest CPUs")
 	blockSize := fs.Int("block-size", 512, "namespace block size")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process (the daemon's data path) to `FILE`")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
@@ -161,6 +163,17 @@ func benchNVMe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return fmt.Errorf("guest disks by serial: %v (want fn-bench and fn-local)", devs)
 	}
 
+	if *cpuProfile != "" {
+		pf, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	results := make([]nvmeBenchResult, len(nvmeBenchTests))
 	for s := 0; s < *samples; s++ {
 		for i, tc := range nvmeBenchTests {
