@@ -1,0 +1,196 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"falconnic/qemu"
+)
+
+func init() {
+	benchmarks["perftest"] = struct {
+		summary string
+		run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+	}{"unmodified perftest between two TCG guests: falconnic (falcon0) vs Linux Soft-RoCE (rxe0)", benchPerftest}
+}
+
+// perftestCase is one benchmarked program and how its figure is read.
+type perftestCase struct {
+	argv []string
+	// bandwidth: BW average (MB/s, higher is better); else t_typical (µs).
+	bandwidth bool
+}
+
+var perftestCases = []perftestCase{
+	{[]string{"ib_write_bw", "-s", "65536"}, true},
+	{[]string{"ib_read_bw", "-s", "65536"}, true},
+	{[]string{"ib_write_lat", "-s", "8"}, false},
+	{[]string{"ib_send_lat", "-s", "8"}, false},
+}
+
+var (
+	// perftest's bandwidth line: bytes, iterations, peak, average, Mpps.
+	benchBWLine = regexp.MustCompile(`(?m)^\s*(\d+)\s+\d+\s+[0-9.]+\s+([0-9.]+)\s+[0-9.]+\s*$`)
+	// perftest's latency line: bytes, iterations, t_min, t_max, t_typical, ...
+	benchLatLine = regexp.MustCompile(`(?m)^\s*(\d+)\s+\d+\s+[0-9.]+\s+[0-9.]+\s+([0-9.]+)\s+[0-9.]+`)
+)
+
+// parsePerftest reads c's figure from a client's output: the first
+// positive BW average or t_typical.
+func parsePerftest(c perftestCase, out string) (float64, error) {
+	re := benchLatLine
+	if c.bandwidth {
+		re = benchBWLine
+	}
+	for _, m := range re.FindAllStringSubmatch(out, -1) {
+		v, err := strconv.ParseFloat(m[2], 64)
+		if err == nil && v > 0 {
+			return v, nil
+		}
+	}
+	return 0, fmt.Errorf("%s: no result line in output:\n%s", c.argv[0], out)
+}
+
+// benchSeries is one program's samples on one transport.
+type benchSeries struct {
+	Samples []float64 `json:"samples"`
+	Median  float64   `json:"median"`
+}
+
+type benchRow struct {
+	Test      string      `json:"test"`
+	Unit      string      `json:"unit"`
+	Falconnic benchSeries `json:"falconnic"`
+	RXE       benchSeries `json:"rxe"`
+	// Ratio is falconnic/rxe of the medians: ≥ 5 is the bandwidth goal,
+	// ≤ 0.5 the latency goal.
+	Ratio   float64 `json:"ratio_falconnic_over_rxe"`
+	Goal    string  `json:"goal"`
+	GoalMet bool    `json:"goal_met"`
+}
+
+type benchPerftestResult struct {
+	Setup   string     `json:"setup"`
+	RXELink string     `json:"rxe_link"`
+	Samples int        `json:"samples"`
+	Rows    []benchRow `json:"results"`
+	Seconds float64    `json:"seconds"`
+}
+
+func perftestMedian(v []float64) float64 {
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	if n := len(s); n%2 == 1 {
+		return s[n/2]
+	} else if n > 0 {
+		return (s[n/2-1] + s[n/2]) / 2
+	}
+	return 0
+}
+
+func benchPerftest(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("bench perftest", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	samples := fs.Int("samples", 3, "runs of each program on each transport (medians are compared)")
+	cache := fs.String("cache", qemu.DefaultCacheDir(), "guest image cache")
+	only := fs.String("only", "", "comma-separated program names to run (default: all four)")
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if *samples < 1 {
+		return fmt.Errorf("%w: --samples must be at least 1", errUsage)
+	}
+	cases := perftestCases
+	if *only != "" {
+		cases = nil
+		for _, c := range perftestCases {
+			if strings.Contains(","+*only+",", ","+c.argv[0]+",") {
+				cases = append(cases, c)
+			}
+		}
+		if cases == nil {
+			return fmt.Errorf("%w: --only matches none of the programs", errUsage)
+		}
+	}
+	bin, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "fn-bench-pt-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	start := time.Now()
+	results := map[pairKind][][]float64{}
+	// One pair at a time: two TCG guests already use most of two cores.
+	for _, kind := range []pairKind{pairFalcon, pairRXE} {
+		sub := fmt.Sprintf("%s/k%d", dir, kind)
+		p, err := startPair(ctx, pairOptions{kind: kind, daemons: 1, dir: sub, cache: *cache, bin: bin, log: stderr})
+		if err != nil {
+			return err
+		}
+		rows := make([][]float64, len(cases))
+		for s := 0; s < *samples; s++ {
+			for i, c := range cases {
+				r := p.run(ctx, c.argv, 5*time.Minute)
+				if err := r.Err(); err != nil {
+					p.close()
+					return fmt.Errorf("%s on %s: %w\n%s\nserver:\n%s", strings.Join(c.argv, " "), p.device, err, r.Client, r.Server)
+				}
+				v, err := parsePerftest(c, r.Client)
+				if err != nil {
+					p.close()
+					return err
+				}
+				fmt.Fprintf(stderr, "bench perftest: %s sample %d: %s = %.2f\n", p.device, s+1, strings.Join(c.argv, " "), v)
+				rows[i] = append(rows[i], v)
+			}
+		}
+		p.close()
+		results[kind] = rows
+	}
+	res := benchPerftestResult{
+		Setup: "two TCG guests (qemu64, 1 vCPU, 1 GiB) from the same image and kernel on this host, booted as a pair; " +
+			"falconnic: one daemon, both guests' falconnic NICs, falconnic.ko (falcon0); " +
+			"rxe: Linux Soft-RoCE (rdma_rxe, falconnic.ko not loaded) on each guest's virtio-net",
+		RXELink: "QEMU -netdev stream on an AF_UNIX socket between the two guests' virtio-net (guest MTU 1500, RoCE MTU 1024)",
+		Samples: *samples,
+	}
+	var errs []string
+	for i, c := range cases {
+		row := benchRow{Test: strings.Join(c.argv, " ")}
+		row.Falconnic = benchSeries{results[pairFalcon][i], perftestMedian(results[pairFalcon][i])}
+		row.RXE = benchSeries{results[pairRXE][i], perftestMedian(results[pairRXE][i])}
+		row.Ratio = row.Falconnic.Median / row.RXE.Median
+		if c.bandwidth {
+			row.Unit, row.Goal, row.GoalMet = "MB/s (perftest BW average)", ">= 5", row.Ratio >= 5
+		} else {
+			row.Unit, row.Goal, row.GoalMet = "µs (perftest t_typical)", "<= 0.5", row.Ratio <= 0.5
+		}
+		if !row.GoalMet {
+			errs = append(errs, fmt.Sprintf("%s: ratio %.2f misses the goal %s", row.Test, row.Ratio, row.Goal))
+		}
+		res.Rows = append(res.Rows, row)
+	}
+	res.Seconds = time.Since(start).Seconds()
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(res); err != nil {
+		return err
+	}
+	// A missed goal is a finding, not a failure of the benchmark.
+	for _, e := range errs {
+		fmt.Fprintf(stderr, "bench perftest: %v\n", e)
+	}
+	return nil
+}

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+const bwOutput = ` #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]
+ 65536      5000             594.98             408.61 		   0.006538
+---------------------------------------------------------------------------------------
+`
+
+const latOutput = ` #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] 
+ 2       1000          61.64          3850.27      172.95   	       279.80      	347.71 		1920.47 		3850.27
+`
+
+func TestParsePerftestReadsBandwidthAverageAndTypicalLatency(t *testing.T) {
+	if v, err := parsePerftest(perftestCases[0], bwOutput); err != nil || v != 408.61 {
+		t.Fatalf("bandwidth = %v, %v; want 408.61", v, err)
+	}
+	if v, err := parsePerftest(perftestCases[2], latOutput); err != nil || v != 172.95 {
+		t.Fatalf("latency = %v, %v; want 172.95", v, err)
+	}
+	if _, err := parsePerftest(perftestCases[0], "Couldn't connect to 10.0.0.2:18515\n"); err == nil {
+		t.Fatal("no result line was accepted")
+	}
+	if _, err := parsePerftest(perftestCases[0], latOutput); err == nil {
+		t.Fatal("a latency table was read as bandwidth")
+	}
+}
+
+func TestMedianOfOddAndEvenSamples(t *testing.T) {
+	if m := perftestMedian([]float64{3, 1, 2}); m != 2 {
+		t.Fatalf("median = %v, want 2", m)
+	}
+	if m := perftestMedian([]float64{4, 1, 2, 3}); m != 2.5 {
+		t.Fatalf("median = %v, want 2.5", m)
+	}
+}
+
+func TestSplitProgramsAndRejectRDMACM(t *testing.T) {
+	got := splitPrograms([]string{"ib_write_bw", "-s", "65536", "--", "--", "ib_write_lat"})
+	if len(got) != 2 || strings.Join(got[0], " ") != "ib_write_bw -s 65536" || strings.Join(got[1], " ") != "ib_write_lat" {
+		t.Fatalf("splitPrograms = %q", got)
+	}
+	if checkProgram([]string{"ib_write_bw", "-R"}) == nil {
+		t.Fatal("-R accepted")
+	}
+}
+
+func FuzzParsePerftest(f *testing.F) {
+	f.Add(bwOutput)
+	f.Add(latOutput)
+	f.Add(" 65536 5000 nan inf 1\n")
+	f.Fuzz(func(t *testing.T, out string) {
+		for _, c := range perftestCases {
+			if v, err := parsePerftest(c, out); err == nil && !(v > 0) {
+				t.Fatalf("accepted non-positive figure %v", v)
+			}
+		}
+	})
+}
