@@ -6,7 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"falconnic/falcon"
 	"falconnic/falcon/link"
+	"falconnic/falcon/tl"
+	"falconnic/falcon/wire"
 )
 
 var ns1 = NamespaceConfig{NSID: 1, BlockSize: 512, Blocks: 8192} // 4 MiB
@@ -302,5 +305,62 @@ func TestCommandTimeout(t *testing.T) {
 	}
 	if _, ok := r.ini.NextDeadline(); ok {
 		t.Fatal("timer still armed with nothing in flight")
+	}
+}
+
+// requestTap records what the initiator's ULP is handed, then passes it on.
+type requestTap struct {
+	falcon.ULP
+	conns []*falcon.Conn
+	kinds []tl.Kind
+	nbths []wire.NVMe
+}
+
+func (t *requestTap) OnRequest(c *falcon.Conn, r *falcon.Request) {
+	ft := wire.TypePushData
+	if r.Kind == tl.Pull {
+		ft = wire.TypePullRequest
+	}
+	n, _ := wire.ParseNVMe(append([]byte(nil), r.Payload...), ft)
+	t.conns, t.kinds, t.nbths = append(t.conns, c), append(t.kinds, r.Kind), append(t.nbths, n)
+	t.ULP.OnRequest(c, r)
+}
+
+// TestWrite8KFlow is [S §6.6] flow 8 on one unordered connection: two
+// Write Requests (pushes), two Write Data Requests (pulls whose header is
+// the NBTH naming each nCMD), two Write Completions (pushes).
+func TestWrite8KFlow(t *testing.T) {
+	r := newRig(t, rigConfig{namespaces: []NamespaceConfig{ns1}})
+	tap := &requestTap{ULP: r.ini}
+	r.pair.A.SetULP(tap)
+	data := pattern(8192, 4)
+	if st := r.do(&Command{Op: OpWrite, NSID: 1, SLBA: 16, Blocks: 16, Data: [][]byte{data}}); !st.OK() {
+		t.Fatalf("write: %v", st)
+	}
+	var pulls, pushes int
+	offs := map[uint8]uint32{}
+	for i, k := range tap.kinds {
+		if tap.conns[i] != r.path.Conn() {
+			t.Fatal("a request came on another connection")
+		}
+		n := tap.nbths[i]
+		switch {
+		case k == tl.Pull && n.Type == wire.NVMeWriteDataRequest:
+			pulls++
+			offs[n.NBTH.NCNTOffset()] = n.NBTH.InitiatorTag()
+			if n.NBTH.NCNTTotal() != 1 {
+				t.Errorf("pull NBTH NCNT total %d", n.NBTH.NCNTTotal())
+			}
+		case k == tl.Push && n.Type == wire.NVMeWriteCompletion:
+			pushes++
+		default:
+			t.Errorf("unexpected %v request of NVMe type %v", k, n.Type)
+		}
+	}
+	if pulls != 2 || pushes != 2 || len(offs) != 2 || offs[0] == offs[1] {
+		t.Fatalf("%d pulls (offsets→tags %v), %d completions", pulls, offs, pushes)
+	}
+	if !bytes.Equal(r.mem[1].Bytes()[16*512:32*512], data) {
+		t.Fatal("data not in the namespace")
 	}
 }
