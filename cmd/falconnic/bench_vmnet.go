@@ -336,6 +336,9 @@ samples:
 			progress("sample %d/%d over %s", i+1, o.samples, l.name)
 			s, err := vmnetSample(ctx, o, vmA, vmB, l)
 			if err != nil {
+				if ctx.Err() != nil {
+					err = fmt.Errorf("interrupted: %w", ctx.Err())
+				}
 				runErr = fmt.Errorf("sample %d over %s: %w", i+1, l.name, err)
 				break samples
 			}
