@@ -39,13 +39,17 @@ func storeConfig(listen, peer, backing string, impair string) string {
 
 // hostConfig is daemon A: NIC "host" has disk d0 on B's NIC by MAC.
 func hostConfig(listen, peer string, impair string) string {
+	return hostConfigTimeout(listen, peer, impair, "1s")
+}
+
+func hostConfigTimeout(listen, peer, impair, timeout string) string {
 	return fmt.Sprintf(`{
   "control": "ctl.sock",
   "nics": [{"name": "host", "socket": "host.sock", "mac": "52:54:00:00:00:01"}],
   "fabric": {"listen": %q, "peers": [%q]%s},
   "nvme": {"disks": [{"name": "d0", "socket": "vm/d0.sock", "nic": "host", "target": "52:54:00:00:00:02", "nsid": 1}],
-           "command_timeout": "1s", "retry_window": "20s"}
-}`, listen, peer, impair)
+           "command_timeout": %q, "retry_window": "20s"}
+}`, listen, peer, impair, timeout)
 }
 
 // remoteDisk is a guest (vhost-user simulator) on daemon A's disk.
@@ -145,12 +149,20 @@ func TestDiskReachesANamespaceOnAnotherDaemon(t *testing.T) {
 // in flight and started again on the same address and backing file. The
 // disk's requests complete (their commands fail over to a new connection
 // set up by the connection manager) or fail cleanly; none hangs; later
-// I/O works and verifies.
+// I/O works and verifies. A short command timeout finds the path broken
+// by timing out; Linux's 30 s leaves it to Falcon declaring the
+// connection dead (its retransmissions reach no CID).
 func TestDiskSurvivesTargetDaemonRestart(t *testing.T) {
+	for _, timeout := range []string{"1s", "30s"} {
+		t.Run("command timeout "+timeout, func(t *testing.T) { targetRestart(t, timeout) })
+	}
+}
+
+func targetRestart(t *testing.T, timeout string) {
 	la, lb := freeUDPPort(t), freeUDPPort(t)
 	backing := filepath.Join(t.TempDir(), "ns.img")
 	store := startDaemon(t, storeConfig(lb, la, backing, ""))
-	host := startDaemon(t, hostConfig(la, lb, ""))
+	host := startDaemon(t, hostConfigTimeout(la, lb, "", timeout))
 	r := remoteDisk(t, host)
 	r.writeRead(0, 8, 1)
 

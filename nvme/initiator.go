@@ -38,8 +38,9 @@ type icmd struct {
 // that peer.
 type Path struct {
 	e    *Engine
-	conn *falcon.Conn
-	down bool
+	conn     *falcon.Conn
+	down     bool
+	flushing bool // flushTx is running (completions may Submit again)
 
 	// initiator
 	icmds    []icmd
@@ -81,7 +82,7 @@ func (p *Path) Conn() *falcon.Conn { return p.conn }
 
 // Down reports whether the path failed (its connection died or it was
 // removed); Submit refuses with ErrPathDown from then on.
-func (p *Path) Down() bool { return p.down }
+func (p *Path) Down() bool { return p.down || p.conn.Dead() }
 
 // Outstanding returns the commands submitted and not yet completed.
 func (p *Path) Outstanding() int { return maxICMDs - len(p.icmdFree) + len(p.backlog) }
@@ -134,6 +135,9 @@ func (p *Path) Submit(c *Command) error {
 		p.e.Stats.SubmitInvalid.Inc()
 		return ErrInvalid
 	}
+	if p.conn.Dead() {
+		p.fail() // its completions may come back here: down is set first
+	}
 	if p.down {
 		return ErrPathDown
 	}
@@ -174,15 +178,23 @@ func (p *Path) start() {
 	}
 }
 
-// flushTx pushes queued nCMDs until Falcon says Xoff.
+// flushTx pushes queued nCMDs until Falcon says Xoff. A command failed
+// on the way completes at once, and its submitter may Submit again: that
+// only queues, and this loop sends it.
 func (p *Path) flushTx() {
+	if p.flushing {
+		return
+	}
+	p.flushing = true
+	defer func() { p.flushing = false }()
 	for len(p.txQ) > 0 {
 		ni := p.txQ[0]
 		nc := &p.ncmds[ni]
-		if nc.state == nQueued {
-			if !p.sendNCMD(ni, nc) {
-				return
-			}
+		if nc.state == nQueued && !p.sendNCMD(ni, nc) {
+			return
+		}
+		if len(p.txQ) == 0 { // the path failed meanwhile
+			return
 		}
 		p.txQ = p.txQ[1:]
 	}

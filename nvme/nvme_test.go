@@ -251,6 +251,39 @@ func TestPathFailureCompletesEverything(t *testing.T) {
 	}
 }
 
+// TestResubmitFromACompletionOnADeadPath: a submitter that resubmits
+// from its completion callback (a disk retrying on a path error) while
+// the path fails under it gets ErrPathDown; nothing is lost or doubled.
+func TestResubmitFromACompletionOnADeadPath(t *testing.T) {
+	r := newRig(t, rigConfig{namespaces: []NamespaceConfig{ns1}, maxTxns: 4})
+	var refused, final int
+	var cmds []*Command
+	for i := 0; i < 40; i++ {
+		c := &Command{Op: OpWrite, NSID: 1, SLBA: uint64(i) * 8, Blocks: 8, Data: [][]byte{pattern(4096, byte(i))}}
+		c.Done = func(c *Command) {
+			if c.Status == StatusInternalPathError {
+				if err := r.path.Submit(c); err == ErrPathDown {
+					refused++
+					final++
+				} else if err != nil {
+					t.Errorf("resubmit: %v", err)
+				}
+				return
+			}
+			final++
+		}
+		cmds = append(cmds, r.submit(c))
+	}
+	r.pair.Step()
+	if err := r.pair.A.Close(r.path.conn.SCID()); err != nil {
+		t.Fatal(err)
+	}
+	r.pair.RunUntil(func() bool { return final == len(cmds) }, 10*time.Second)
+	if final != len(cmds) || refused == 0 {
+		t.Fatalf("%d of %d commands final, %d resubmissions refused", final, len(cmds), refused)
+	}
+}
+
 // TestCancelDetachesBuffers: a cancelled read's data never reaches its
 // buffer, a cancelled write's data is never pulled, and neither calls
 // its submitter back.
