@@ -37,7 +37,7 @@ type icmd struct {
 // connection: the initiator's command tables and the target's queues for
 // that peer.
 type Path struct {
-	e    *Engine
+	e        *Engine
 	conn     *falcon.Conn
 	down     bool
 	flushing bool // flushTx is running (completions may Submit again)
