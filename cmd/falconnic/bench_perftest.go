@@ -185,6 +185,7 @@ func benchPerftest(ctx context.Context, args []string, stdout, stderr io.Writer)
 	res.Seconds = time.Since(start).Seconds()
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
 	if err := enc.Encode(res); err != nil {
 		return err
 	}

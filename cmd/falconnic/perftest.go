@@ -72,12 +72,11 @@ const (
 )
 
 // startPair brings the setup up; on error everything started is stopped.
-func startPair(ctx context.Context, o pairOptions) (p *rdmaPair, err error) {
-	p = &rdmaPair{o: o, bIP: pairIPB, device: "falcon0"}
+func startPair(ctx context.Context, o pairOptions) (_ *rdmaPair, err error) {
+	p := &rdmaPair{o: o, bIP: pairIPB, device: "falcon0"}
 	defer func() {
 		if err != nil {
 			p.close()
-			p = nil
 		}
 	}()
 	im, err := qemu.LoadImage(o.cache)
@@ -125,11 +124,11 @@ func startPair(ctx context.Context, o pairOptions) (p *rdmaPair, err error) {
 	}
 	fmt.Fprintf(o.log, "perftest: guests ready in %.1fs\n", time.Since(start).Seconds())
 	if o.kind == pairRXE {
-		setup := "xargs -n1 insmod < /etc/falconnic/modules.staged && rdma link add rxe0 type rxe netdev eth0"
+		setup := `while read -r m; do insmod "$m" || exit 1; done < /etc/falconnic/modules.staged && rdma link add rxe0 type rxe netdev eth0`
 		if err := both(func(v *qemu.VM) error {
 			out, err := guestOut(ctx, v, "sh", "-c", setup)
 			if err != nil {
-				return fmt.Errorf("%v: %s", err, out)
+				return fmt.Errorf("%w: %s", err, out)
 			}
 			return nil
 		}, p.a, p.b); err != nil {
@@ -151,9 +150,8 @@ func both(f func(*qemu.VM) error, a, b *qemu.VM) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := f(v); err != nil {
-				errs[i] = fmt.Errorf("vm %s: %w", v.Name, err)
-			}
+			errs[i] = f(v) // errors name the VM
+
 		}()
 	}
 	wg.Wait()
@@ -316,7 +314,7 @@ func waitPortActive(ctx context.Context, v *qemu.VM, dev string, d time.Duration
 			return nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("%s not ACTIVE after %s: %v\n%s", dev, d, err, out)
+			return fmt.Errorf("vm %s: %s not ACTIVE after %s: %v\n%s", v.Name, dev, d, err, out)
 		}
 		time.Sleep(time.Second)
 	}
