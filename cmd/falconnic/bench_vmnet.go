@@ -194,9 +194,9 @@ func runVMNet(ctx context.Context, o vmnetOpts, args []string, stderr io.Writer)
 			StreamNIC:    "eth1: virtio-net-pci (MSI-X) on -netdev stream,addr.type=unix between the two QEMUs",
 		},
 		Links:    map[string]*vmnetSeries{},
-		HostLoad: [2]string{loadavg(), ""},
+		HostLoad: [2]string{vmnetLoadavg(), ""},
 	}
-	defer func() { res.HostLoad[1] = loadavg() }()
+	defer func() { res.HostLoad[1] = vmnetLoadavg() }()
 	res.Setup.GOMAXPROCS = runtime.GOMAXPROCS(0)
 
 	im, err := qemu.LoadImage(o.cache)
@@ -242,7 +242,7 @@ func runVMNet(ctx context.Context, o vmnetOpts, args []string, stderr io.Writer)
 		}
 	}()
 	for _, n := range cfg.NICs {
-		if err := waitSocket(ctx, n.Socket, 30*time.Second); err != nil {
+		if err := vmnetWaitSocket(ctx, n.Socket, 30*time.Second); err != nil {
 			return nil, fmt.Errorf("daemon NIC %s: %w", n.Name, err)
 		}
 	}
@@ -284,15 +284,15 @@ func runVMNet(ctx context.Context, o vmnetOpts, args []string, stderr io.Writer)
 	if err != nil {
 		return nil, err
 	}
-	defer stopVM(vmA, progress)
-	if err := waitSocket(ctx, link, 60*time.Second); err != nil {
-		return nil, fmt.Errorf("guest A's stream socket: %w\n%s", err, fileTail(vmA.QEMULog()))
+	defer vmnetStopVM(vmA, progress)
+	if err := vmnetWaitSocket(ctx, link, 60*time.Second); err != nil {
+		return nil, fmt.Errorf("guest A's stream socket: %w\n%s", err, vmnetFileTail(vmA.QEMULog()))
 	}
 	vmB, err := qemu.Start(state, machine("B", cfg.NICs[1].Socket, false, [2]string{fl.macB, fl.cidrB}, [2]string{sl.macB, sl.cidrB}))
 	if err != nil {
 		return nil, err
 	}
-	defer stopVM(vmB, progress)
+	defer vmnetStopVM(vmB, progress)
 	progress("booting guests A and B (state %s)", state)
 	for _, v := range []*qemu.VM{vmA, vmB} {
 		if err := v.WaitReady(ctx, o.bootWait); err != nil {
@@ -302,7 +302,7 @@ func runVMNet(ctx context.Context, o vmnetOpts, args []string, stderr io.Writer)
 	res.Setup.BootSeconds = math.Round(time.Since(bootStart).Seconds()*10) / 10
 	progress("guests ready in %.1fs", res.Setup.BootSeconds)
 
-	if out, err := guestRun(ctx, vmB, "iperf3", "-s", "-D"); err != nil {
+	if out, err := vmnetGuestRun(ctx, vmB, "iperf3", "-s", "-D"); err != nil {
 		return nil, fmt.Errorf("starting iperf3 server in B: %w\n%s", err, out)
 	}
 
@@ -344,43 +344,54 @@ samples:
 			}
 			res.Links[l.name].add(s)
 			progress("  %s: %.0f Mbit/s (%d retransmits), RTT median %.0f µs over %d replies; bench process %.2f s CPU, QEMU A %.2f s, B %.2f s in %.1f s",
-				l.name, s.mbps, s.retrans, s.rttMed, s.replies, s.benchCPU, s.qemuCPU[0], s.qemuCPU[1], s.wall)
+				l.name, s.mbps, s.retrans, s.rttMed, s.replies, s.benchCPU, s.vmnetQEMUCPU[0], s.vmnetQEMUCPU[1], s.wall)
 		}
 	}
 	for _, s := range res.Links {
-		s.MedianThroughput = round1(median(s.ThroughputMbps))
-		s.MedianRTT = round1(median(s.RTTMicros))
-		s.PooledRTT = round1(median(s.all))
-		s.PooledRTTP90 = round1(quantile(s.all, 0.9))
+		s.summarize()
 	}
-	f, sOK := res.Links[vmnetFalconnic], res.Links[vmnetStream]
-	if f != nil && sOK != nil && len(f.ThroughputMbps) > 0 && len(sOK.ThroughputMbps) > 0 {
-		r := &vmnetRatios{}
-		if sOK.MedianThroughput > 0 {
-			r.Throughput = round3(f.MedianThroughput / sOK.MedianThroughput)
-		}
-		if sOK.MedianRTT > 0 {
-			r.RTT = round3(f.MedianRTT / sOK.MedianRTT)
-		}
-		if sOK.PooledRTT > 0 {
-			r.PooledRTT = round3(f.PooledRTT / sOK.PooledRTT)
-		}
-		for i := range min(len(f.ThroughputMbps), len(sOK.ThroughputMbps)) {
-			if sOK.ThroughputMbps[i] > 0 && sOK.RTTMicros[i] > 0 {
-				r.PairedThroughput = append(r.PairedThroughput, round3(f.ThroughputMbps[i]/sOK.ThroughputMbps[i]))
-				r.PairedRTT = append(r.PairedRTT, round3(f.RTTMicros[i]/sOK.RTTMicros[i]))
-			}
-		}
-		r.PairedTputMedian, r.PairedRTTMedian = round3(median(r.PairedThroughput)), round3(median(r.PairedRTT))
-		r.GoalTput, r.GoalRTT = r.Throughput >= 1.0, r.RTT > 0 && r.RTT <= 1.0
-		res.Ratios = r
-	}
+	res.Ratios = vmnetCompareLinks(res.Links[vmnetFalconnic], res.Links[vmnetStream])
 	st := d.Status()
 	res.Daemon = &st
 	if runErr != nil {
 		res.Error = runErr.Error()
 	}
 	return res, runErr
+}
+
+// summarize fills in the medians and pooled RTT figures.
+func (s *vmnetSeries) summarize() {
+	s.MedianThroughput = vmnetRound1(vmnetMedian(s.ThroughputMbps))
+	s.MedianRTT = vmnetRound1(vmnetMedian(s.RTTMicros))
+	s.PooledRTT = vmnetRound1(vmnetMedian(s.all))
+	s.PooledRTTP90 = vmnetRound1(vmnetQuantile(s.all, 0.9))
+}
+
+// vmnetCompareLinks returns the ratios falconnic/QEMU (f over s), or nil when
+// either link has no sample.
+func vmnetCompareLinks(f, s *vmnetSeries) *vmnetRatios {
+	if f == nil || s == nil || len(f.ThroughputMbps) == 0 || len(s.ThroughputMbps) == 0 {
+		return nil
+	}
+	r := &vmnetRatios{}
+	if s.MedianThroughput > 0 {
+		r.Throughput = vmnetRound3(f.MedianThroughput / s.MedianThroughput)
+	}
+	if s.MedianRTT > 0 {
+		r.RTT = vmnetRound3(f.MedianRTT / s.MedianRTT)
+	}
+	if s.PooledRTT > 0 {
+		r.PooledRTT = vmnetRound3(f.PooledRTT / s.PooledRTT)
+	}
+	for i := range min(len(f.ThroughputMbps), len(s.ThroughputMbps)) {
+		if s.ThroughputMbps[i] > 0 && s.RTTMicros[i] > 0 {
+			r.PairedThroughput = append(r.PairedThroughput, vmnetRound3(f.ThroughputMbps[i]/s.ThroughputMbps[i]))
+			r.PairedRTT = append(r.PairedRTT, vmnetRound3(f.RTTMicros[i]/s.RTTMicros[i]))
+		}
+	}
+	r.PairedTputMedian, r.PairedRTTMedian = vmnetRound3(vmnetMedian(r.PairedThroughput)), vmnetRound3(vmnetMedian(r.PairedRTT))
+	r.GoalTput, r.GoalRTT = r.Throughput >= 1.0, r.RTT > 0 && r.RTT <= 1.0
+	return r
 }
 
 // vmnetOne is one sample over one link.
@@ -391,40 +402,40 @@ type vmnetOne struct {
 	replies, lost          int
 	rtts                   []float64
 	benchCPU               float64
-	qemuCPU                [2]float64
+	vmnetQEMUCPU           [2]float64
 	wall                   float64
 }
 
 func (s *vmnetSeries) add(x vmnetOne) {
 	s.all = append(s.all, x.rtts...)
-	s.ThroughputMbps = append(s.ThroughputMbps, round1(x.mbps))
-	s.SenderMbps = append(s.SenderMbps, round1(x.senderMbps))
+	s.ThroughputMbps = append(s.ThroughputMbps, vmnetRound1(x.mbps))
+	s.SenderMbps = append(s.SenderMbps, vmnetRound1(x.senderMbps))
 	s.Retransmits = append(s.Retransmits, x.retrans)
-	s.RTTMicros = append(s.RTTMicros, round1(x.rttMed))
-	s.RTTMinMicros = append(s.RTTMinMicros, round1(x.rttMin))
-	s.RTTMaxMicros = append(s.RTTMaxMicros, round1(x.rttMax))
+	s.RTTMicros = append(s.RTTMicros, vmnetRound1(x.rttMed))
+	s.RTTMinMicros = append(s.RTTMinMicros, vmnetRound1(x.rttMin))
+	s.RTTMaxMicros = append(s.RTTMaxMicros, vmnetRound1(x.rttMax))
 	s.Replies = append(s.Replies, x.replies)
 	s.PingLost = append(s.PingLost, x.lost)
-	s.BenchCPUSeconds = append(s.BenchCPUSeconds, round3(x.benchCPU))
-	s.QEMUCPUSeconds = append(s.QEMUCPUSeconds, [2]float64{round3(x.qemuCPU[0]), round3(x.qemuCPU[1])})
-	s.WallSeconds = append(s.WallSeconds, round1(x.wall))
+	s.BenchCPUSeconds = append(s.BenchCPUSeconds, vmnetRound3(x.benchCPU))
+	s.QEMUCPUSeconds = append(s.QEMUCPUSeconds, [2]float64{vmnetRound3(x.vmnetQEMUCPU[0]), vmnetRound3(x.vmnetQEMUCPU[1])})
+	s.WallSeconds = append(s.WallSeconds, vmnetRound1(x.wall))
 }
 
 // vmnetSample runs iperf3 then ping from A to B over link l, and the CPU
 // time this process (the daemon) and both QEMUs spent meanwhile.
 func vmnetSample(ctx context.Context, o vmnetOpts, a, b *qemu.VM, l vmnetLink) (vmnetOne, error) {
 	var s vmnetOne
-	cpu0, qa0, qb0 := selfCPU(), qemuCPU(a), qemuCPU(b)
+	cpu0, qa0, qb0 := vmnetSelfCPU(), vmnetQEMUCPU(a), vmnetQEMUCPU(b)
 	t0 := time.Now()
-	var ip iperfResult
+	var ip vmnetIperf
 	var out string
 	var err error
 	// The server may not listen yet right after -D, and a client that
 	// fails early (a connect refused) is retried a few times.
 	for try := 0; try < 5; try++ {
-		out, err = guestRun(ctx, a, "iperf3", "-c", l.serverIP, "-t", strconv.Itoa(o.seconds), "-O", "1", "-J")
+		out, err = vmnetGuestRun(ctx, a, "iperf3", "-c", l.serverIP, "-t", strconv.Itoa(o.seconds), "-O", "1", "-J")
 		if err == nil {
-			ip, err = parseIperf3JSON([]byte(out))
+			ip, err = parseVMNetIperf3([]byte(out))
 		}
 		if err == nil || ctx.Err() != nil {
 			break
@@ -432,13 +443,13 @@ func vmnetSample(ctx context.Context, o vmnetOpts, a, b *qemu.VM, l vmnetLink) (
 		time.Sleep(time.Second)
 	}
 	if err != nil {
-		return s, fmt.Errorf("iperf3: %w\n%s", err, tail(out, 2000))
+		return s, fmt.Errorf("iperf3: %w\n%s", err, vmnetTail(out, 2000))
 	}
 	s.mbps, s.senderMbps, s.retrans = ip.receiverBps/1e6, ip.senderBps/1e6, ip.retransmits
-	out, err = guestRun(ctx, a, "ping", "-c", strconv.Itoa(o.pings+1), "-i", "200", l.serverIP)
-	rtts := parsePingTimes(out)
+	out, err = vmnetGuestRun(ctx, a, "ping", "-c", strconv.Itoa(o.pings+1), "-i", "200", l.serverIP)
+	rtts := parseVMNetPingTimes(out)
 	if len(rtts) < 2 {
-		return s, fmt.Errorf("ping: %d replies (%v)\n%s", len(rtts), err, tail(out, 2000))
+		return s, fmt.Errorf("ping: %d replies (%v)\n%s", len(rtts), err, vmnetTail(out, 2000))
 	}
 	// u-root's ping gives up at the first echo unanswered within 1 s.
 	s.lost = o.pings + 1 - len(rtts)
@@ -448,32 +459,32 @@ func vmnetSample(ctx context.Context, o vmnetOpts, a, b *qemu.VM, l vmnetLink) (
 		us[i] = float64(r) / float64(time.Microsecond)
 	}
 	s.rtts = us
-	s.rttMed, s.rttMin, s.rttMax, s.replies = median(us), slices.Min(us), slices.Max(us), len(us)
+	s.rttMed, s.rttMin, s.rttMax, s.replies = vmnetMedian(us), slices.Min(us), slices.Max(us), len(us)
 	s.wall = time.Since(t0).Seconds()
-	s.benchCPU = selfCPU() - cpu0
-	s.qemuCPU = [2]float64{qemuCPU(a) - qa0, qemuCPU(b) - qb0}
+	s.benchCPU = vmnetSelfCPU() - cpu0
+	s.vmnetQEMUCPU = [2]float64{vmnetQEMUCPU(a) - qa0, vmnetQEMUCPU(b) - qb0}
 	return s, nil
 }
 
-// guestRun runs argv in the guest through its agent and returns stdout and
+// vmnetGuestRun runs argv in the guest through its agent and returns stdout and
 // stderr together.
-func guestRun(ctx context.Context, v *qemu.VM, argv ...string) (string, error) {
+func vmnetGuestRun(ctx context.Context, v *qemu.VM, argv ...string) (string, error) {
 	var out bytes.Buffer
 	err := execIn(ctx, v, "", argv, nil, &out, &out)
 	return out.String(), err
 }
 
-// iperfResult is what the benchmark reads from iperf3 -J.
-type iperfResult struct {
+// vmnetIperf is what the benchmark reads from iperf3 -J.
+type vmnetIperf struct {
 	receiverBps, senderBps float64
 	retransmits            int64
 }
 
-// parseIperf3JSON reads an iperf3 -J client report: end.sum_received and
+// parseVMNetIperf3 reads an iperf3 -J client report: end.sum_received and
 // end.sum_sent. A report with an "error" field, or no positive receiver
 // rate, is an error.
-func parseIperf3JSON(b []byte) (iperfResult, error) {
-	var r iperfResult
+func parseVMNetIperf3(b []byte) (vmnetIperf, error) {
+	var r vmnetIperf
 	var doc struct {
 		Error string `json:"error"`
 		End   struct {
@@ -506,15 +517,15 @@ func parseIperf3JSON(b []byte) (iperfResult, error) {
 	return r, nil
 }
 
-// pingTime matches u-root ping's reply lines, whose time is a Go duration:
+// vmnetPingTime matches u-root ping's reply lines, whose time is a Go duration:
 // "64 bytes from 10.0.0.2: icmp_seq=3 time=512.3µs".
-var pingTime = regexp.MustCompile(`(?m)^\d+ bytes from \S+ icmp_seq=\d+ time=(\S+)\s*$`)
+var vmnetPingTime = regexp.MustCompile(`(?m)^\d+ bytes from \S+ icmp_seq=\d+ time=(\S+)\s*$`)
 
-// parsePingTimes returns the round-trip times of the reply lines in out,
+// parseVMNetPingTimes returns the round-trip times of the reply lines in out,
 // in order; lines it cannot read are skipped.
-func parsePingTimes(out string) []time.Duration {
+func parseVMNetPingTimes(out string) []time.Duration {
 	var ds []time.Duration
-	for _, m := range pingTime.FindAllStringSubmatch(out, -1) {
+	for _, m := range vmnetPingTime.FindAllStringSubmatch(out, -1) {
 		d, err := time.ParseDuration(m[1])
 		if err != nil || d <= 0 {
 			continue
@@ -524,8 +535,8 @@ func parsePingTimes(out string) []time.Duration {
 	return ds
 }
 
-// median of xs (the mean of the middle two for an even count); 0 if empty.
-func median(xs []float64) float64 {
+// vmnetMedian of xs (the mean of the middle two for an even count); 0 if empty.
+func vmnetMedian(xs []float64) float64 {
 	if len(xs) == 0 {
 		return 0
 	}
@@ -538,8 +549,8 @@ func median(xs []float64) float64 {
 	return (s[n/2-1] + s[n/2]) / 2
 }
 
-// quantile of xs by the nearest-rank method; 0 if empty.
-func quantile(xs []float64, q float64) float64 {
+// vmnetQuantile of xs by the nearest-rank method; 0 if empty.
+func vmnetQuantile(xs []float64, q float64) float64 {
 	if len(xs) == 0 {
 		return 0
 	}
@@ -549,11 +560,11 @@ func quantile(xs []float64, q float64) float64 {
 	return s[max(0, min(k, len(s)-1))]
 }
 
-func round1(x float64) float64 { return math.Round(x*10) / 10 }
-func round3(x float64) float64 { return math.Round(x*1000) / 1000 }
+func vmnetRound1(x float64) float64 { return math.Round(x*10) / 10 }
+func vmnetRound3(x float64) float64 { return math.Round(x*1000) / 1000 }
 
-// selfCPU is this process's user+system CPU time in seconds.
-func selfCPU() float64 {
+// vmnetSelfCPU is this process's user+system CPU time in seconds.
+func vmnetSelfCPU() float64 {
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
 		return 0
@@ -561,9 +572,9 @@ func selfCPU() float64 {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
 
-// qemuCPU is a QEMU's user+system CPU time in seconds, from /proc (clock
+// vmnetQEMUCPU is a QEMU's user+system CPU time in seconds, from /proc (clock
 // ticks of 1/100 s, the Linux USER_HZ).
-func qemuCPU(v *qemu.VM) float64 {
+func vmnetQEMUCPU(v *qemu.VM) float64 {
 	pid, ok := v.Pid()
 	if !ok {
 		return 0
@@ -572,12 +583,12 @@ func qemuCPU(v *qemu.VM) float64 {
 	if err != nil {
 		return 0
 	}
-	return procStatCPU(b)
+	return vmnetProcStatCPU(b)
 }
 
-// procStatCPU reads utime+stime (fields 14 and 15) from /proc/PID/stat, in
+// vmnetProcStatCPU reads utime+stime (fields 14 and 15) from /proc/PID/stat, in
 // seconds; 0 if the line is not understood.
-func procStatCPU(b []byte) float64 {
+func vmnetProcStatCPU(b []byte) float64 {
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
 		return 0
@@ -595,7 +606,7 @@ func procStatCPU(b []byte) float64 {
 	return float64(u+s) / 100
 }
 
-func loadavg() string {
+func vmnetLoadavg() string {
 	b, _ := os.ReadFile("/proc/loadavg")
 	f := strings.Fields(string(b))
 	if len(f) < 3 {
@@ -604,8 +615,8 @@ func loadavg() string {
 	return strings.Join(f[:3], " ")
 }
 
-// waitSocket waits until path is a unix socket.
-func waitSocket(ctx context.Context, path string, timeout time.Duration) error {
+// vmnetWaitSocket waits until path is a unix socket.
+func vmnetWaitSocket(ctx context.Context, path string, timeout time.Duration) error {
 	end := time.Now().Add(timeout)
 	for {
 		if fi, err := os.Stat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
@@ -622,17 +633,17 @@ func waitSocket(ctx context.Context, path string, timeout time.Duration) error {
 	}
 }
 
-func stopVM(v *qemu.VM, progress func(string, ...any)) {
+func vmnetStopVM(v *qemu.VM, progress func(string, ...any)) {
 	progress("stopping guest %s", v.Name)
 	v.Stop()
 }
 
-func fileTail(path string) string {
+func vmnetFileTail(path string) string {
 	b, _ := os.ReadFile(path)
-	return tail(string(b), 2000)
+	return vmnetTail(string(b), 2000)
 }
 
-func tail(s string, n int) string {
+func vmnetTail(s string, n int) string {
 	if len(s) > n {
 		return s[len(s)-n:]
 	}
