@@ -2,6 +2,7 @@ package device
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -15,7 +16,7 @@ import (
 )
 
 // freeUDPPort returns a loopback UDP address nothing listens on now.
-func freeUDPPort(t *testing.T) string {
+func freeUDPPort(t testing.TB) string {
 	t.Helper()
 	c, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
@@ -53,7 +54,7 @@ func hostConfigTimeout(listen, peer, impair, timeout string) string {
 }
 
 // remoteDisk is a guest (vhost-user simulator) on daemon A's disk.
-func remoteDisk(t *testing.T, host *testDaemon) *blkRig {
+func remoteDisk(t testing.TB, host *testDaemon) *blkRig {
 	t.Helper()
 	sock := filepath.Join(filepath.Dir(host.ControlSocket()), "vm", "d0.sock")
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
@@ -261,5 +262,66 @@ func TestConfigChecksRemoteDisks(t *testing.T) {
 	_, err = ParseConfig([]byte(nic + `{"disks": [{"name": "d", "socket": "d.sock", "nic": "a", "target": "52:54:00:00:00:09", "nsid": 0}]}}`))
 	if err == nil || !strings.Contains(err.Error(), "nsid") {
 		t.Errorf("nsid 0: %v", err)
+	}
+}
+
+// runDaemonTB is startDaemon for benchmarks: a daemon with test NICs on
+// cfgJSON, stopped when b ends.
+func runDaemonTB(tb testing.TB, cfgJSON string) *testDaemon {
+	tb.Helper()
+	path := filepath.Join(tb.TempDir(), "falconnic.json")
+	if err := os.WriteFile(path, []byte(cfgJSON), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	cfg, err := LoadConfig(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	td := &testDaemon{nics: map[string]*testNIC{}}
+	td.Daemon, err = NewDaemon(cfg, DaemonOptions{Logger: quietLog, NewNIC: func(spec NICSpec, up FrameSink) (DaemonNIC, error) {
+		return &testNIC{inbox: newInbox(), spec: spec, uplink: up}, nil
+	}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- td.Run(ctx) }()
+	tb.Cleanup(func() { cancel(); <-done })
+	return td
+}
+
+// BenchmarkRemoteDisk: a guest's 4 KiB writes and reads, 16 in flight,
+// to a memory namespace on another daemon over the loopback UDP fabric.
+func BenchmarkRemoteDisk(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		typ  uint32
+	}{{"write4K", blkTypeOut}, {"read4K", blkTypeIn}} {
+		b.Run(c.name, func(b *testing.B) {
+			la, lb := freeUDPPort(b), freeUDPPort(b)
+			runDaemonTB(b, storeConfig(lb, la, NamespaceMemory, ""))
+			host := runDaemonTB(b, hostConfig(la, lb, ""))
+			r := remoteDisk(b, host)
+			r.noInterrupt = true
+			data := bytes.Repeat([]byte{0xa5}, 4096)
+			const depth = 16
+			b.SetBytes(4096)
+			b.ResetTimer()
+			for done := 0; done < b.N; done += depth {
+				var reqs []*blkReqBuilder
+				for i := 0; i < depth; i++ {
+					sector := uint64((done+i)%1024) * 8
+					if c.typ == blkTypeOut {
+						reqs = append(reqs, r.request(blkTypeOut, sector, false, data, 4096))
+					} else {
+						reqs = append(reqs, r.request(blkTypeIn, sector, true, nil, 4096))
+					}
+				}
+				r.run(reqs...)
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "IOPS")
+		})
 	}
 }

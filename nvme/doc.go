@@ -10,7 +10,7 @@
 // (deallocate) and Identify Namespace, with NVMe completion statuses end
 // to end (Status, KnownStatuses).
 //
-// Mapping [N]: every path to a peer uses unordered connections. A host
+// Mapping [N]: every path to a peer is one unordered connection. A host
 // command (iCMD, ≤ 1 MiB) is split into 4 KiB nCMDs, one Falcon
 // transaction each, carrying the NBTH with the initiator's nCMD tag, the
 // iCMD id and NCNT total/offset:
@@ -44,7 +44,7 @@
 // both directions share the path's one unordered connection [N].
 //
 // Lifetimes: a command completes exactly once — with the target's
-// status, with an internal path error when its connections die, or with a
+// status, with an internal path error when its connection dies, or with a
 // transient transport error after Config.CommandTimeout (OnTimer and
 // NextDeadline, driven beside the endpoint's timers). Cancel detaches a
 // command from its buffers for a device whose guest memory goes away.

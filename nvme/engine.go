@@ -114,7 +114,7 @@ func (e *Engine) AddPath(c *falcon.Conn) (*Path, error) {
 	return p, nil
 }
 
-// RemovePath forgets the path of conn (after the connections closed);
+// RemovePath forgets the path of conn (its connection died or is replaced);
 // its commands complete with an internal path error.
 func (e *Engine) RemovePath(p *Path) {
 	p.fail()

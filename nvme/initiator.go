@@ -399,7 +399,7 @@ func (p *Path) resume() {
 }
 
 // fail completes everything outstanding with an internal path error (the
-// connections died or the path was removed).
+// connection died or the path was removed).
 func (p *Path) fail() {
 	if p.down {
 		return

@@ -223,7 +223,7 @@ func TestManyInFlightUnderImpairments(t *testing.T) {
 	}
 }
 
-// TestPathFailureCompletesEverything: when the connections die, every
+// TestPathFailureCompletesEverything: when the connection dies, every
 // command in flight or waiting completes once with a path error, and new
 // submissions are refused.
 func TestPathFailureCompletesEverything(t *testing.T) {
