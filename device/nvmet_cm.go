@@ -23,6 +23,9 @@ import (
 // and its commands complete with an internal path error, which disks
 // resubmit on the new path. An initiator whose path breaks (dead
 // connection, command timeout) sends a new REQ the same way.
+//
+// Work for a port is queued from a new goroutine whenever cm.mu is held:
+// the port's queue may be full, and its goroutine takes cm.mu (Broken).
 type NVMeCM struct {
 	hub    *RDMAHub
 	fabric *Fabric
@@ -100,7 +103,7 @@ func (cm *NVMeCM) Dial(f *NVMeFunc, local, peer [6]byte, use func(*nvme.Path)) {
 	pr.users = append(pr.users, use)
 	switch {
 	case pr.path != nil || pr.dcid != 0:
-		f.Port.Do(func(*falcon.Endpoint) { // a path is (being) set up: use it
+		go f.Port.Do(func(*falcon.Endpoint) { // a path is (being) set up: use it
 			cm.mu.Lock()
 			p := pr.path
 			cm.mu.Unlock()
@@ -130,7 +133,7 @@ func (cm *NVMeCM) Broken(local, peer [6]byte, p *nvme.Path) {
 func (cm *NVMeCM) dial(pr *nvmePair) {
 	pr.dialing, pr.tries = true, 0
 	scid := cm.hub.AllocCID(pr.f.Port)
-	pr.f.Port.Do(func(ep *falcon.Endpoint) {
+	go pr.f.Port.Do(func(ep *falcon.Endpoint) {
 		cfg := falcon.ConnConfig{SCID: scid, Protocol: wire.ProtoNVMe}
 		ep.RandomPSNs(&cfg)
 		cm.mu.Lock()
@@ -272,7 +275,7 @@ func (cm *NVMeCM) pairsOf(mac [6]byte) int {
 // resubmitted by their disks on the new one (cm.mu held).
 func (cm *NVMeCM) install(pr *nvmePair, cfg falcon.ConnConfig, mk func(*falcon.Endpoint) falcon.ConnConfig) {
 	f := pr.f
-	f.Port.Do(func(ep *falcon.Endpoint) {
+	go f.Port.Do(func(ep *falcon.Endpoint) {
 		if mk != nil {
 			cfg = mk(ep)
 		}
