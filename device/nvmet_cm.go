@@ -48,6 +48,8 @@ type nvmePair struct {
 	tries       int
 	rep         []byte     // the REP we sent (a repeated REQ gets it again)
 	path        *nvme.Path // on f.Port's goroutine
+	gen         uint64     // installs started
+	installed   uint64     // the gen of path
 	users       []func(*nvme.Path)
 	from        netip.AddrPort
 }
@@ -275,9 +277,19 @@ func (cm *NVMeCM) pairsOf(mac [6]byte) int {
 // resubmitted by their disks on the new one (cm.mu held).
 func (cm *NVMeCM) install(pr *nvmePair, cfg falcon.ConnConfig, mk func(*falcon.Endpoint) falcon.ConnConfig) {
 	f := pr.f
+	pr.gen++
+	gen := pr.gen
 	go f.Port.Do(func(ep *falcon.Endpoint) {
 		if mk != nil {
 			cfg = mk(ep)
+		}
+		cm.mu.Lock()
+		stale := gen < pr.installed
+		cm.mu.Unlock()
+		if stale { // a newer connection got here first
+			cm.Stats.Stale.Inc()
+			cm.hub.ReleaseCID(cfg.SCID)
+			return
 		}
 		var path *nvme.Path
 		c, err := ep.Connect(cfg)
@@ -293,7 +305,7 @@ func (cm *NVMeCM) install(pr *nvmePair, cfg falcon.ConnConfig, mk func(*falcon.E
 		}
 		cm.mu.Lock()
 		old := pr.path
-		pr.path = path
+		pr.path, pr.installed = path, gen
 		users := append([]func(*nvme.Path){}, pr.users...)
 		cm.mu.Unlock()
 		cm.Stats.PathsUp.Inc()
