@@ -32,7 +32,7 @@ const vmUsage = `usage:
       and power off; without CMD keep running until interrupted. Each
       --disk is a vhost-user-blk disk the daemon serves at SOCK (nvme.disks
       in its config), /dev/vda, /dev/vdb, ... in the guest in flag order
-  falconnic vm ls                      list VMs
+  falconnic vm ls                      list VMs (their NICs and disks)
   falconnic vm stop NAME               stop a VM (a stopped one: forget it)
   falconnic vm exec NAME [--stdin] [--timeout D] [--via serial|vsock] -- CMD ARGS...
       run a command in a running VM
@@ -276,7 +276,7 @@ func vmList(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "%-12s %-8s %-8s %s\n", "NAME", "STATE", "PID", "NICS")
+	fmt.Fprintf(stdout, "%-12s %-8s %-8s %s\n", "NAME", "STATE", "PID", "NICS, DISKS")
 	for _, v := range vms {
 		state, pidS := "stopped", "-"
 		if pid, alive := v.Pid(); alive {
@@ -291,6 +291,13 @@ func vmList(args []string, stdout, stderr io.Writer) error {
 				}
 				if n.CIDR != "" {
 					desc += "," + n.CIDR
+				}
+				nics = append(nics, desc)
+			}
+			for _, d := range m.Disks {
+				desc := "disk:" + d.VhostUserBlk
+				if d.File != "" {
+					desc = "disk:file:" + d.File
 				}
 				nics = append(nics, desc)
 			}
