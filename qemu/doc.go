@@ -16,8 +16,10 @@
 //
 // Machines (Cmdline, VM): QEMU command lines for TCG guests (q35, shared
 // memfd RAM so vhost-user backends can map it, vhost-user NICs with
-// vectors=0 against QEMU 7.2's MSI-X crash under TCG, stream links, an
-// agent virtio-serial port) and the lifecycle of one VM: a state directory
+// vectors=0 against QEMU 7.2's MSI-X crash under TCG, stream links,
+// vhost-user-blk disks served by the daemon (with num-queues), raw files
+// QEMU serves itself through virtio-blk with cache=none,aio=native as the
+// local-disk baseline, an agent virtio-serial port) and the lifecycle of one VM: a state directory
 // per name with the pid, sockets and console log; start; wait for the
 // readiness marker guest/uinit prints; stop.
 //
