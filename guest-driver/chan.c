@@ -334,6 +334,9 @@ static void fnic_query_nic_port(struct fnic_dev *fd)
 	mtu = le32_to_cpu(pattr.max_mtu);
 	if (mtu >= IB_MTU_256 && mtu <= IB_MTU_4096)
 		fd->port_max_mtu = mtu;
+	mtu = le32_to_cpu(pattr.active_mtu);
+	if (mtu >= IB_MTU_256 && mtu <= IB_MTU_4096)
+		fd->port_active_mtu = mtu;
 	WRITE_ONCE(fd->nic_port_active,
 		   le32_to_cpu(pattr.state) == IB_PORT_ACTIVE);
 }

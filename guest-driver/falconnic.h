@@ -116,6 +116,7 @@ struct fnic_dev {
 	struct falconnic_device_attr nic_attr;
 	struct ib_device_attr	attrs;		/* what query_device reports */
 	u32			port_max_mtu;	/* IB_MTU_* from QUERY_PORT */
+	u32			port_active_mtu; /* IB_MTU_* from QUERY_PORT */
 
 	/* handle allocators (handles are ours, see the uapi) */
 	struct ida		pd_ida, mr_ida, cq_ida, qp_ida, srq_ida, ah_ida;

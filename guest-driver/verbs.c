@@ -129,15 +129,21 @@ static int fnic_query_port(struct ib_device *ibdev, u32 port,
 	struct net_device *ndev = fd->ndev;
 	bool up = netif_running(ndev) && netif_carrier_ok(ndev) &&
 		  fd->nic_present && READ_ONCE(fd->nic_port_active);
-	enum ib_mtu mtu = iboe_get_mtu(ndev->mtu);
 
 	/* attr was zeroed by the core. */
 	attr->state = up ? IB_PORT_ACTIVE : IB_PORT_DOWN;
 	attr->phys_state = up ? IB_PORT_PHYS_STATE_LINK_UP :
 				IB_PORT_PHYS_STATE_DISABLED;
 	attr->max_mtu = fd->port_max_mtu ? fd->port_max_mtu : IB_MTU_4096;
-	attr->active_mtu = min_t(enum ib_mtu, mtu ? mtu : IB_MTU_256,
-				 attr->max_mtu);
+	/*
+	 * RDMA packets never cross the guest's Ethernet: the NIC segments
+	 * them for its own transport.  So the active MTU is the NIC's, not
+	 * one derived from the netdev's MTU.
+	 */
+	attr->active_mtu = fd->port_active_mtu ? fd->port_active_mtu :
+						 attr->max_mtu;
+	if (attr->active_mtu > attr->max_mtu)
+		attr->active_mtu = attr->max_mtu;
 	attr->gid_tbl_len = FNIC_GID_TBL_LEN;
 	attr->port_cap_flags = 0;	/* no CM: see get_port_immutable */
 	attr->max_msg_sz = 0x80000000;
