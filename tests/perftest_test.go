@@ -56,9 +56,14 @@ func rdmaGuests(t *testing.T) (a, b *vm) {
 	return a, b
 }
 
+// badData is the pingpong examples' report (with -c, on the server side,
+// exit status 0) of a received buffer that differs from what was sent.
+var badData = regexp.MustCompile(`(?i)invalid data in page`)
+
 // clientServer runs argv as the server in b and argv + bIP as the client
 // in a (retried while the server does not listen yet) and returns the
-// client's output; either side failing fails the test.
+// client's output; either side failing or reporting bad data fails the
+// test.
 func clientServer(t *testing.T, a, b *vm, bIP string, argv ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
@@ -101,7 +106,7 @@ func clientServer(t *testing.T, a, b *vm, bIP string, argv ...string) string {
 			server = &r
 		}
 	}
-	if err != nil || server.err != nil {
+	if err != nil || server.err != nil || badData.MatchString(server.out+out) {
 		t.Fatalf("%s: client (A): %v\n%s\nserver (B): %v\n%s", strings.Join(argv, " "), err, out, server.err, server.out)
 	}
 	return out

@@ -60,3 +60,15 @@ func FuzzParsePerftest(f *testing.F) {
 		}
 	})
 }
+
+func TestARunFailsWhenThePingpongServerReportsBadData(t *testing.T) {
+	ok := perftestResult{Client: "8192000 bytes in 0.75 seconds = 87.19 Mbit/sec\n", Server: "8192000 bytes in 0.75 seconds = 87.19 Mbit/sec\n"}
+	if err := ok.Err(); err != nil {
+		t.Fatalf("clean run failed: %v", err)
+	}
+	bad := ok
+	bad.Server = "invalid data in page 3\n" + ok.Server
+	if bad.Err() == nil {
+		t.Fatal("a server reporting invalid data passed")
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -334,9 +335,17 @@ type perftestResult struct {
 	Tries          int
 }
 
+// badData matches the libibverbs pingpong examples' report of a received
+// buffer that does not hold what was sent (with -c, on the server side);
+// they exit 0 anyway.
+var badData = regexp.MustCompile(`(?i)invalid data in page`)
+
 // Err is the run's failure, naming the side(s) that failed.
 func (r perftestResult) Err() error {
 	var errs []error
+	if badData.MatchString(r.Server) || badData.MatchString(r.Client) {
+		errs = append(errs, errors.New("received data differs from what was sent"))
+	}
 	if r.ClientErr != nil {
 		errs = append(errs, fmt.Errorf("client (A): %w", r.ClientErr))
 	}
