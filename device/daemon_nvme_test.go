@@ -3,7 +3,6 @@ package device
 import (
 	"bytes"
 	"encoding/binary"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -37,13 +36,6 @@ func TestDaemonServesConfiguredDisks(t *testing.T) {
 	d := startDaemon(t, nvmeDaemonConfig)
 	dir := filepath.Dir(d.ControlSocket())
 	sock := filepath.Join(dir, "vm", "d0.sock")
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if _, err := os.Stat(sock); err == nil || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 	gm, err := vhostusertest.NewGuestMemory(vhostusertest.OneRegion(8 << 20))
 	if err != nil {
 		t.Fatal(err)
@@ -54,7 +46,14 @@ func TestDaemonServesConfiguredDisks(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer q.Close()
+	// The disk's socket appears, and then listens, once the daemon runs:
+	// dial until it answers (bounded; generous for a loaded machine).
+	deadline := time.Now().Add(30 * time.Second)
 	fe, err := vhostusertest.Dial(sock, gm, []*vhostusertest.DriverQueue{q})
+	for err != nil && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+		fe, err = vhostusertest.Dial(sock, gm, []*vhostusertest.DriverQueue{q})
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
