@@ -78,6 +78,7 @@ func benchNVMe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	queues := fs.Int("queues", 1, "virtqueues of the NVMe-over-Falcon disk")
 	cpus := fs.Int("cpus", qemu.DefaultCPUs, "guest CPUs")
 	blockSize := fs.Int("block-size", 512, "namespace block size")
+	memoryNS := fs.Bool("memory-namespace", false, "diagnosis: back the NVMe namespace with memory instead of the file (the local disk keeps the file), to take the target's file I/O out of the NVMe side")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process (the daemon's data path) to `FILE`")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
@@ -102,12 +103,16 @@ func benchNVMe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 	// The daemon runs in this process: an initiator NIC serving the disk
 	// and a target NIC exporting the file, as in a one-daemon config.
+	backing := nsFile
+	if *memoryNS {
+		backing = device.NamespaceMemory
+	}
 	cfgJSON := fmt.Sprintf(`{"control": "c.sock",
 	  "nics": [{"name": "ini", "socket": "ini.sock", "mac": "52:54:00:fb:00:01"},
 	           {"name": "tgt", "socket": "tgt.sock", "mac": "52:54:00:fb:00:02"}],
 	  "nvme": {"namespaces": [{"nic": "tgt", "nsid": 1, "backing": %q, "size": %d, "block_size": %d}],
 	           "disks": [{"name": "d0", "socket": "d0.sock", "nic": "ini", "target": "tgt", "nsid": 1,
-	                      "serial": "fn-bench", "queues": %d}]}}`, nsFile, size, *blockSize, *queues)
+	                      "serial": "fn-bench", "queues": %d}]}}`, backing, size, *blockSize, *queues)
 	cfgPath := filepath.Join(dir, "daemon.json")
 	if err := os.WriteFile(cfgPath, []byte(cfgJSON), 0o644); err != nil {
 		return err
@@ -208,7 +213,7 @@ func benchNVMe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	rep := nvmeBenchReport{
 		Command: "falconnic bench nvme " + strings.Join(args, " "),
 		Setup: map[string]string{
-			"nvme":    "vhost-user-blk (falconnic daemon, in-process) → NVMe-over-Falcon → file namespace",
+			"nvme":    "vhost-user-blk (falconnic daemon, in-process) → NVMe-over-Falcon → " + map[bool]string{false: "file", true: "memory"}[*memoryNS] + " namespace",
 			"local":   "QEMU virtio-blk-pci, -drive format=raw,cache=none,aio=native, same file",
 			"size":    strconv.Itoa(*sizeMiB) + " MiB",
 			"runtime": runtime.String() + " per sample (+1 s ramp)",
