@@ -267,6 +267,21 @@ func TestNVMeDiskGuest(t *testing.T) {
 	})
 }
 
+// restartKilled SIGKILLs d, leaves QEMU an outage of two seconds (its
+// reconnect=1 retries every second) and starts d again. The dead
+// daemon's socket files are removed first, as the new daemon would do
+// anyway: daemonProc.start tells new sockets from old ones by inode, and
+// ext4 may hand a new socket the inode of the old one just removed.
+func restartKilled(d *daemonProc) {
+	d.t.Helper()
+	d.kill()
+	for _, s := range d.sockets {
+		os.Remove(s)
+	}
+	time.Sleep(2 * time.Second)
+	d.start()
+}
+
 // TestNVMeDiskDaemonRestart (full): the daemon (initiator and target)
 // is SIGKILLed a thousand writes into a verifying fio run and started
 // again on the same config and namespace files; QEMU reconnects, the new
@@ -296,9 +311,7 @@ func TestNVMeDiskDaemonRestart(t *testing.T) {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	r.daemon.kill()
-	time.Sleep(2 * time.Second) // an outage QEMU sees: its reconnect=1 retries every second
-	r.daemon.start()
+	restartKilled(r.daemon)
 	res := <-done
 	if res.err != nil {
 		t.Fatalf("fio across the daemon restart: %v\n%s", res.err, res.out)
@@ -385,9 +398,7 @@ func TestNVMeDiskFabricImpaired(t *testing.T) {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	ini.kill()
-	time.Sleep(2 * time.Second)
-	ini.start()
+	restartKilled(ini)
 	res := <-done
 	if res.err != nil {
 		t.Fatalf("fio across the initiator daemon's restart: %v\n%s", res.err, res.out)
