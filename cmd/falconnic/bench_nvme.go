@@ -266,6 +266,10 @@ func fioResult(out string, tc nvmeBenchTest) (float64, error) {
 	if st.IOs == 0 {
 		return 0, errors.New("fio did no I/O")
 	}
+	// Figures come from the guest: refuse what no disk can do.
+	if !(st.IOPS >= 0 && st.IOPS < 1e9) || st.BW > 1<<40 {
+		return 0, fmt.Errorf("fio figures out of range: %+v", st)
+	}
 	if tc.Metric == "iops" {
 		return fioRound(st.IOPS), nil
 	}

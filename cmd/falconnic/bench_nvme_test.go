@@ -45,3 +45,17 @@ func TestFioMedian(t *testing.T) {
 		}
 	}
 }
+
+// FuzzFioResult: fio's output comes from the guest; no input panics, and
+// a figure is never negative.
+func FuzzFioResult(f *testing.F) {
+	f.Add(fioJSON, 0)
+	f.Add(`{"jobs": [{"error": 0, "write": {"bw": -5, "iops": -1, "total_ios": 1}}]}`, 1)
+	f.Add(`{"jobs": [{"error": 0, "read": {"bw": 1, "iops": 1e308, "total_ios": 1}}]}`, 2)
+	f.Fuzz(func(t *testing.T, out string, i int) {
+		tc := nvmeBenchTests[uint(i)%uint(len(nvmeBenchTests))]
+		if v, err := fioResult(out, tc); err == nil && !(v >= 0) {
+			t.Fatalf("figure %v from %q", v, out)
+		}
+	})
+}
