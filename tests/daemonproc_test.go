@@ -80,15 +80,15 @@ func newDaemonProc(t *testing.T, dir string, cfg fullConfig) *daemonProc {
 	return d
 }
 
-// start runs the daemon and waits until each of its sockets is a new one:
-// after a SIGKILL the old socket files are still there, so existence alone
-// says nothing.
+// start runs the daemon and waits until each of its sockets exists. After
+// a SIGKILL the old socket files are still there, and a new socket may even
+// get the old one's inode, so start removes them first (no daemon runs now):
+// existence then means the new daemon listens.
 func (d *daemonProc) start() {
 	d.t.Helper()
-	old := map[string]os.FileInfo{}
 	for _, s := range d.sockets {
-		if fi, err := os.Stat(s); err == nil {
-			old[s] = fi
+		if fi, err := os.Lstat(s); err == nil && fi.Mode()&os.ModeSocket != 0 {
+			os.Remove(s)
 		}
 	}
 	d.runs++
@@ -107,7 +107,7 @@ func (d *daemonProc) start() {
 		fresh := true
 		for _, s := range d.sockets {
 			fi, err := os.Stat(s)
-			if err != nil || fi.Mode()&os.ModeSocket == 0 || (old[s] != nil && os.SameFile(fi, old[s])) {
+			if err != nil || fi.Mode()&os.ModeSocket == 0 {
 				fresh = false
 			}
 		}
