@@ -33,7 +33,7 @@ var GuestModules = []string{
 // baseline) is one: loaded next to falconnic.ko, its netdev notifier takes
 // falcon0 (which registers with rxe's driver id so that librxe drives it)
 // for one of its own and oopses in rxe_set_port_state. A test that wants
-// Soft-RoCE loads it with: xargs -n1 insmod < /etc/falconnic/modules.staged
+// Soft-RoCE loads it with: while read -r m; do insmod "$m" || exit 1; done < /etc/falconnic/modules.staged
 var StagedModules = []string{"rdma_rxe"}
 
 // StagedList is where the image lists the staged modules' files (those not

@@ -175,7 +175,7 @@ func TestSoftRoCEBaselineOverAStreamLink(t *testing.T) {
 	a := boot(t, state, "A", "--net-stream", link+",ip=10.0.0.1/24,server=on")
 	b := boot(t, state, "B", "--net-stream", link+",ip=10.0.0.2/24,server=off")
 	for _, v := range []*vm{a, b} {
-		out := v.exec(t, "sh", "-c", "xargs -n1 insmod < /etc/falconnic/modules.staged && rdma link add rxe0 type rxe netdev eth0 && ibv_devinfo -d rxe0")
+		out := v.exec(t, "sh", "-c", "rmmod falconnic; while read -r m; do insmod \"$m\" || exit 1; done < /etc/falconnic/modules.staged && rdma link add rxe0 type rxe netdev eth0 && ibv_devinfo -d rxe0")
 		if !strings.Contains(out, "PORT_ACTIVE") {
 			t.Fatalf("%s: rxe0 not active:\n%s", v.name, out)
 		}
