@@ -92,7 +92,7 @@ type Fabric struct {
 	rx        []Receiver
 	slots     []fabricSlot
 	free      []int32
-	heap      []int32
+	q         dueQueue // slots by (at, seq)
 	seq       uint64
 	polling   bool
 	pending   []int32 // sent by receivers during Poll
@@ -257,8 +257,8 @@ func (f *Fabric) Poll() int {
 	now := f.clk.Now()
 	f.polling = true
 	n := 0
-	for len(f.heap) > 0 {
-		if f.slots[f.heap[0]].at > now {
+	for f.q.len() > 0 {
+		if f.q.top().at > now {
 			break
 		}
 		i := f.pop()
@@ -355,17 +355,17 @@ func (f *Fabric) advance(s *fabricSlot) bool {
 func (f *Fabric) NextDue() (clock.Time, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if len(f.heap) == 0 {
+	if f.q.len() == 0 {
 		return 0, false
 	}
-	return f.slots[f.heap[0]].at, true
+	return f.q.top().at, true
 }
 
 // Len returns the number of packets inside the fabric.
 func (f *Fabric) Len() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return len(f.heap)
+	return f.q.len()
 }
 
 // String describes the fabric's shape.
@@ -373,50 +373,6 @@ func (f *Fabric) String() string {
 	return fmt.Sprintf("fabric(%d hosts, %d paths)", f.cfg.Hosts, f.cfg.Paths)
 }
 
-func (f *Fabric) less(a, b int32) bool {
-	sa, sb := &f.slots[a], &f.slots[b]
-	if sa.at != sb.at {
-		return sa.at < sb.at
-	}
-	return sa.seq < sb.seq
-}
+func (f *Fabric) push(i int32) { f.q.push(f.slots[i].at, f.slots[i].seq, i) }
 
-func (f *Fabric) push(i int32) {
-	f.heap = append(f.heap, i)
-	h := f.heap
-	j := len(h) - 1
-	for j > 0 {
-		p := (j - 1) / 2
-		if !f.less(h[j], h[p]) {
-			break
-		}
-		h[j], h[p] = h[p], h[j]
-		j = p
-	}
-}
-
-func (f *Fabric) pop() int32 {
-	h := f.heap
-	top := h[0]
-	last := len(h) - 1
-	h[0] = h[last]
-	h = h[:last]
-	f.heap = h
-	j := 0
-	for {
-		l := 2*j + 1
-		if l >= len(h) {
-			break
-		}
-		c := l
-		if r := l + 1; r < len(h) && f.less(h[r], h[l]) {
-			c = r
-		}
-		if !f.less(h[c], h[j]) {
-			break
-		}
-		h[j], h[c] = h[c], h[j]
-		j = c
-	}
-	return top
-}
+func (f *Fabric) pop() int32 { return f.q.pop() }

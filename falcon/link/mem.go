@@ -79,7 +79,7 @@ type Mem struct {
 	rng       *rand.Rand
 	slots     []memSlot
 	free      []int32
-	heap      []int32 // slot indices ordered by (due, seq)
+	q         dueQueue // queued slots by (due, seq)
 	seq       uint64
 	busyUntil clock.Time
 
@@ -157,7 +157,7 @@ func (m *Mem) Send(pkt []byte, flow uint32) {
 	}
 }
 
-func (m *Mem) full() bool { return m.cfg.QueueLimit > 0 && len(m.heap) >= m.cfg.QueueLimit }
+func (m *Mem) full() bool { return m.cfg.QueueLimit > 0 && m.q.len() >= m.cfg.QueueLimit }
 
 // enqueue stores one copy of pkt, applying reordering and corruption.
 func (m *Mem) enqueue(pkt []byte, flow uint32, due clock.Time) {
@@ -193,9 +193,8 @@ func (m *Mem) Poll(rx Receiver) int {
 	m.mu.Lock()
 	now, last := m.clk.Now(), m.seq
 	n := 0
-	for len(m.heap) > 0 {
-		top := &m.slots[m.heap[0]]
-		if top.due > now || top.seq > last {
+	for m.q.len() > 0 {
+		if top := m.q.top(); top.at > now || top.seq > last {
 			break
 		}
 		i := m.pop()
@@ -215,63 +214,19 @@ func (m *Mem) Poll(rx Receiver) int {
 func (m *Mem) NextDue() (clock.Time, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if len(m.heap) == 0 {
+	if m.q.len() == 0 {
 		return 0, false
 	}
-	return m.slots[m.heap[0]].due, true
+	return m.q.top().at, true
 }
 
 // Len returns the number of packets the link holds.
 func (m *Mem) Len() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return len(m.heap)
+	return m.q.len()
 }
 
-func (m *Mem) less(a, b int32) bool {
-	sa, sb := &m.slots[a], &m.slots[b]
-	if sa.due != sb.due {
-		return sa.due < sb.due
-	}
-	return sa.seq < sb.seq
-}
+func (m *Mem) push(i int32) { m.q.push(m.slots[i].due, m.slots[i].seq, i) }
 
-func (m *Mem) push(i int32) {
-	m.heap = append(m.heap, i)
-	h := m.heap
-	j := len(h) - 1
-	for j > 0 {
-		p := (j - 1) / 2
-		if !m.less(h[j], h[p]) {
-			break
-		}
-		h[j], h[p] = h[p], h[j]
-		j = p
-	}
-}
-
-func (m *Mem) pop() int32 {
-	h := m.heap
-	top := h[0]
-	last := len(h) - 1
-	h[0] = h[last]
-	h = h[:last]
-	m.heap = h
-	j := 0
-	for {
-		l := 2*j + 1
-		if l >= len(h) {
-			break
-		}
-		c := l
-		if r := l + 1; r < len(h) && m.less(h[r], h[l]) {
-			c = r
-		}
-		if !m.less(h[c], h[j]) {
-			break
-		}
-		h[j], h[c] = h[c], h[j]
-		j = c
-	}
-	return top
-}
+func (m *Mem) pop() int32 { return m.q.pop() }
