@@ -395,3 +395,50 @@ func TestOpsSurviveAnImpairedLink(t *testing.T) {
 		t.Fatal("the link dropped nothing; the test proves nothing")
 	}
 }
+
+// watchMem calls onWrite before every write into the guest's RAM.
+type watchMem struct {
+	Memory
+	onWrite func(gpa uint64, b []byte)
+}
+
+func (m *watchMem) Write(gpa uint64, b []byte) error {
+	m.onWrite(gpa, b)
+	return m.Memory.Write(gpa, b)
+}
+
+// A latency loop with a one-entry SQ posts its next WQE the moment it
+// polls the last completion, so the SQ slot must already be free when the
+// CQE becomes visible (the CQ producer index moves).
+func TestSQSlotIsFreeBeforeItsCompletionIsVisible(t *testing.T) {
+	for _, op := range []uint32{WRRead, WRWrite, WRFetchAdd} {
+		w, qa, _ := rcPair(t, QPTypeRC, 7)
+		remote := w.gb.reg(1, 4096, rwAll)
+		local := w.ga.reg(1, 4096, AccessLocalWrite)
+		n := uint32(4096)
+		if op == WRFetchAdd {
+			n = 8
+		}
+		local.n = int(n)
+		cqProd := qa.scq.gpa + ringProducerOff
+		checked := 0
+		w.a.cfg.Mem = &watchMem{Memory: w.ga.mem, onWrite: func(gpa uint64, b []byte) {
+			if gpa == cqProd {
+				checked++
+				if qa.sq.cons() != qa.sq.prod() {
+					t.Errorf("op %d: CQE published with SQ consumer %d, producer %d", op, qa.sq.cons(), qa.sq.prod())
+				}
+			}
+		}}
+		for i := range 3 {
+			qa.postSend(wqe{id: uint64(i), op: op, raddr: remote.va, rkey: remote.rkey, sges: []buf{local}})
+			w.run()
+			if wc := oneWC(t, qa.scq); wc.Status() != WCSuccess {
+				t.Fatalf("op %d: wc %v", op, wc.Status())
+			}
+		}
+		if checked != 3 {
+			t.Fatalf("op %d: saw %d CQ producer writes, want 3", op, checked)
+		}
+	}
+}

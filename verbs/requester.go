@@ -551,9 +551,6 @@ func (e *Engine) complete(qp *QP) {
 		e.retire(qp, op)
 		moved = true
 		if failed {
-			if mem != nil {
-				_ = qp.sq.SetConsumer(mem, qp.sqDone)
-			}
 			ev := EvQPReqErr
 			if op.status == WCRemAccessErr || op.status == WCLocProtErr {
 				ev = EvQPAccessErr
@@ -586,6 +583,12 @@ func (e *Engine) retire(qp *QP, op *sendOp) {
 	}
 	if op.flags&sendFlagSignal == 0 && op.status == WCSuccess {
 		return
+	}
+	// The slot is free before its CQE is visible, as in rxe: an
+	// application that posts again as soon as it polls the completion
+	// (perftest's latency loops with a one-entry SQ) must find room.
+	if mem := e.cfg.Mem; mem != nil {
+		_ = qp.sq.SetConsumer(mem, qp.sqDone)
 	}
 	c := Completion{WRID: op.wrID, Status: op.status, QPN: qp.H}
 	if op.op < numWROpcodes {
