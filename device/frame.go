@@ -10,6 +10,17 @@ import (
 // and must not block for long.
 type FrameSink interface{ Deliver(frame []byte) }
 
+// A PatientSink can hold a sender back instead of dropping: DeliverPatient
+// may wait, bounded, for room at the destination. A local NIC's TX path
+// uses it, so a busy receiving guest slows its local senders down (their
+// TX rings fill and their stacks back off, as over QEMU's own net queues)
+// instead of making TCP retransmit. Paths that serve many senders (the
+// fabric's receiver, flooding) never wait.
+type PatientSink interface {
+	FrameSink
+	DeliverPatient(frame []byte)
+}
+
 // Ethernet constants (IEEE 802.3). EtherTypeControl (0x88B5, the RDMA
 // control channel) is declared with the switch.
 const (

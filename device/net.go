@@ -37,6 +37,8 @@ type NetCounters struct {
 	RxRunt            stats.Counter
 	RxTooBig          stats.Counter
 	RxQueueFull       stats.Counter
+	RxWaits           stats.Counter
+	RxWaitTimeouts    stats.Counter
 	RxNoPoolBuf       stats.Counter
 	RxChainReadable   stats.Counter
 	RxChainTooSmall   stats.Counter
@@ -63,6 +65,8 @@ func (c *NetCounters) Set() stats.Set {
 		{Name: "RxRunt", Help: "frames toward the guest shorter than an Ethernet header", Counter: &c.RxRunt},
 		{Name: "RxTooBig", Help: "frames toward the guest longer than the largest frame", Counter: &c.RxTooBig},
 		{Name: "RxQueueFull", Help: "frames dropped: the NIC's RX queue was full", Counter: &c.RxQueueFull},
+		{Name: "RxWaits", Help: "times a local sender waited for room in the full RX queue", Counter: &c.RxWaits},
+		{Name: "RxWaitTimeouts", Help: "waits for room that timed out (the frame dropped; no more waits until RX progresses)", Counter: &c.RxWaitTimeouts},
 		{Name: "RxNoPoolBuf", Help: "frames dropped: no free NIC buffer", Counter: &c.RxNoPoolBuf},
 		{Name: "RxChainReadable", Help: "RX chains with device-readable descriptors", Counter: &c.RxChainReadable},
 		{Name: "RxChainTooSmall", Help: "frames dropped: RX chain too small (no MRG_RXBUF) or header split", Counter: &c.RxChainTooSmall},

@@ -62,6 +62,9 @@ func (n *NIC) runRX(q *vhostuser.Queue, pair int) {
 			}
 			n.putBuf(pending)
 			pending = nil
+			if n.rxStalled[pair].Load() {
+				n.rxStalled[pair].Store(false)
+			}
 		}
 		q.Flush()
 		q.Notify()

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"falconnic/internal/stats"
 	"falconnic/vhostuser"
 	"falconnic/vhostuser/vhostusertest"
 )
@@ -710,3 +711,93 @@ func TestFrontEndReconnectMidTrafficLosesNothingUncounted(t *testing.T) {
 // failsafe bounds every wait in these tests: it turns a hang into a
 // failure and is generous for a loaded machine (tests never assert timing).
 const failsafe = 60 * time.Second
+
+// waitCount polls c until it reaches want (bounded by failsafe).
+func waitCount(t *testing.T, c *stats.Counter, want uint64) {
+	t.Helper()
+	deadline := time.Now().Add(failsafe)
+	for c.Load() < want {
+		if time.Now().After(deadline) {
+			t.Fatalf("counter = %d, want %d", c.Load(), want)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func newWaitingNIC(t *testing.T, name string, mac net.HardwareAddr, wait time.Duration) *NIC {
+	t.Helper()
+	n, err := NewNIC(NICConfig{Name: name, Socket: filepath.Join(t.TempDir(), name+".sock"), MAC: mac, QueuePairs: 1, RxWait: wait}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// A local sender is held back, not dropped, while the receiving guest is
+// slow to post RX buffers: its TX ring stops draining instead.
+func TestLocalSenderWaitsForRoomInsteadOfDropping(t *testing.T) {
+	a := newTestNIC(t, "a", macA, 1)
+	b := newWaitingNIC(t, "b", macB, time.Hour)
+	a.SetUplink(b)
+	ga, gb := attach(t, a, acked1), attach(t, b, acked1)
+	// B's RX ring holds one frame while it waits for buffers; the queue
+	// holds rxQueueDepth; the next frame must wait in A's TX path.
+	total := rxQueueDepth + 1 + 3
+	frames := make([][]byte, total)
+	for i := range frames {
+		frames[i] = ethFrame(macB, macA, 0x0800, fmt.Sprintf("frame %d", i))
+	}
+	ga.send(0, frames[:200]...) // the TX ring has testRingSize slots
+	if !ga.qs[1].WaitUsed(200, failsafe) {
+		t.Fatal("A's TX ring did not drain")
+	}
+	ga.send(0, frames[200:]...)
+	waitCount(t, &b.Counters().RxWaits, 1)
+	if d := b.Counters().RxQueueFull.Load(); d != 0 {
+		t.Fatalf("RxQueueFull = %d while a sender could wait", d)
+	}
+	gb.postRX(0, testRingSize)
+	got := gb.recvN(0, 200)
+	gb.postRX(0, 100)
+	got = append(got, gb.recvN(0, total-200)...)
+	for i, f := range got {
+		if want := fmt.Sprintf("frame %d", i); string(f[EthHeaderLen:]) != want {
+			t.Fatalf("frame %d = %q, want %q", i, f[EthHeaderLen:], want)
+		}
+	}
+	if c := b.Counters(); c.RxQueueFull.Load() != 0 || c.RxWaitTimeouts.Load() != 0 {
+		t.Fatalf("drops: %v", c.Set().Snapshot())
+	}
+}
+
+// A guest that never posts buffers costs its senders one bounded wait, not
+// one per frame; the next RX progress re-arms waiting.
+func TestStuckReceiverCostsOneWait(t *testing.T) {
+	b := newWaitingNIC(t, "b", macB, time.Nanosecond)
+	gb := attach(t, b, acked1)
+	c := b.Counters()
+	f := ethFrame(macB, macA, 0x0800, "x")
+	for range rxQueueDepth + 1 {
+		b.DeliverPatient(f)
+	}
+	waitCount(t, &c.RxGuestNoBufs, 1) // the RX ring holds one, waiting for buffers
+	for range rxQueueDepth - len(b.rxq[0]) {
+		b.DeliverPatient(f)
+	}
+	if c.RxWaits.Load() != 0 {
+		t.Fatalf("waited %d times with room in the queue", c.RxWaits.Load())
+	}
+	b.DeliverPatient(f)
+	b.DeliverPatient(f)
+	b.DeliverPatient(f)
+	if c.RxWaits.Load() != 1 || c.RxWaitTimeouts.Load() != 1 || c.RxQueueFull.Load() != 3 {
+		t.Fatalf("after a stuck wait: %v", c.Set().Snapshot())
+	}
+	gb.postRX(0, testRingSize)
+	gb.recvN(0, 200)
+	gb.postRX(0, 100)
+	gb.recvN(0, rxQueueDepth+1-200)
+	if b.rxStalled[0].Load() {
+		t.Fatal("RX progress did not re-arm waiting")
+	}
+}

@@ -86,7 +86,11 @@ func (n *NIC) txChain(c *vhostuser.Chain, hdrLen int, scratch []byte) {
 		n.counters.TxNoUplink.Inc()
 		return
 	}
-	up.s.Deliver(frame)
+	if up.ps != nil {
+		up.ps.DeliverPatient(frame)
+	} else {
+		up.s.Deliver(frame)
+	}
 	n.counters.TxFrames.Inc()
 	n.counters.TxBytes.Add(uint64(len(frame)))
 }

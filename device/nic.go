@@ -8,6 +8,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"falconnic/vhostuser"
 )
@@ -19,7 +20,16 @@ type NICConfig struct {
 	MAC        net.HardwareAddr // the guest's MAC (QEMU's -device ...,mac=)
 	QueuePairs int              // default 1
 	Dial       bool             // connect to Socket instead of listening (default: listen)
+	// RxWait bounds how long a local sender waits for room in a full RX
+	// queue (DeliverPatient) before the frame drops. 0 means
+	// DefaultRxWait; negative means never wait.
+	RxWait time.Duration
 }
+
+// DefaultRxWait is NICConfig.RxWait's default: long enough to ride out a
+// TCG guest that is slow to refill its RX ring, short enough that a stuck
+// guest costs its senders little (and only once: see DeliverPatient).
+const DefaultRxWait = 5 * time.Millisecond
 
 // Limits of the Ethernet function.
 const (
@@ -40,7 +50,10 @@ var ErrNICClosed = errors.New("device: NIC closed")
 // NIC's own MAC) on the TX ring's goroutine. It must copy what it keeps.
 type ControlHandler func(frame []byte)
 
-type uplinkBox struct{ s FrameSink }
+type uplinkBox struct {
+	s  FrameSink
+	ps PatientSink // s, when it can hold the sender back
+}
 
 // NIC is one guest NIC: today its Ethernet function (virtio-net over
 // vhost-user); the RDMA and block functions attach later. A NIC survives
@@ -57,6 +70,7 @@ type NIC struct {
 	small, large chan []byte   // free NIC buffers (the on-NIC RX pool)
 	rxq          []chan []byte // frames waiting for each pair's RX ring
 	rxActive     []atomic.Bool // RX ring of the pair is running
+	rxStalled    []atomic.Bool // a DeliverPatient wait timed out; cleared by RX progress
 
 	mu      sync.Mutex
 	cancel  context.CancelFunc
@@ -99,6 +113,7 @@ func NewNIC(cfg NICConfig, uplink FrameSink) (*NIC, error) {
 		n.rxq[i] = make(chan []byte, rxQueueDepth)
 	}
 	n.rxActive = make([]atomic.Bool, cfg.QueuePairs)
+	n.rxStalled = make([]atomic.Bool, cfg.QueuePairs)
 	n.SetUplink(uplink)
 	return n, nil
 }
@@ -109,7 +124,8 @@ func (n *NIC) SetUplink(uplink FrameSink) {
 		n.uplink.Store(nil)
 		return
 	}
-	n.uplink.Store(&uplinkBox{uplink})
+	ps, _ := uplink.(PatientSink)
+	n.uplink.Store(&uplinkBox{s: uplink, ps: ps})
 }
 
 // SetControlHandler attaches the RDMA function's control-channel hook (nil detaches).
@@ -197,22 +213,20 @@ func (n *NIC) putBuf(b []byte) {
 	}
 }
 
-// Deliver queues a frame toward the guest (it implements FrameSink). It
-// copies the frame into a NIC buffer and never blocks: with no buffer or
-// a full RX queue the frame is dropped and counted.
-func (n *NIC) Deliver(frame []byte) {
+// admit checks a frame for the guest, copies it into a NIC buffer and picks
+// its RX pair; a nil buffer means it was dropped (counted).
+func (n *NIC) admit(frame []byte) (b []byte, pair int) {
 	if len(frame) < EthHeaderLen {
 		n.counters.RxRunt.Inc()
-		return
+		return nil, 0
 	}
 	if len(frame) > MaxFrameLen {
 		n.counters.RxTooBig.Inc()
-		return
+		return nil, 0
 	}
-	b := n.getBuf(len(frame))
-	if b == nil {
+	if b = n.getBuf(len(frame)); b == nil {
 		n.counters.RxNoPoolBuf.Inc()
-		return
+		return nil, 0
 	}
 	copy(b, frame)
 	p := 0
@@ -222,12 +236,61 @@ func (n *NIC) Deliver(frame []byte) {
 			p = 0
 		}
 	}
+	return b, p
+}
+
+// Deliver queues a frame toward the guest (it implements FrameSink). It
+// never blocks: with no buffer or a full RX queue the frame is dropped and
+// counted.
+func (n *NIC) Deliver(frame []byte) {
+	b, p := n.admit(frame)
+	if b == nil {
+		return
+	}
 	select {
 	case n.rxq[p] <- b:
 	default:
 		n.counters.RxQueueFull.Inc()
 		n.putBuf(b)
 	}
+}
+
+// DeliverPatient is Deliver for a sender that can be held back (a local
+// NIC's TX path): a full queue makes it wait up to RxWait for room before
+// the frame drops. A pair whose wait timed out takes no more waits until
+// its RX ring makes progress, so a stuck guest costs its senders one wait,
+// not one per frame.
+func (n *NIC) DeliverPatient(frame []byte) {
+	b, p := n.admit(frame)
+	if b == nil {
+		return
+	}
+	select {
+	case n.rxq[p] <- b:
+		return
+	default:
+	}
+	if wait := n.rxWait(); wait > 0 && n.rxActive[p].Load() && !n.rxStalled[p].Load() {
+		n.counters.RxWaits.Inc()
+		t := time.NewTimer(wait)
+		select {
+		case n.rxq[p] <- b:
+			t.Stop()
+			return
+		case <-t.C:
+			n.rxStalled[p].Store(true)
+			n.counters.RxWaitTimeouts.Inc()
+		}
+	}
+	n.counters.RxQueueFull.Inc()
+	n.putBuf(b)
+}
+
+func (n *NIC) rxWait() time.Duration {
+	if n.cfg.RxWait == 0 {
+		return DefaultRxWait
+	}
+	return n.cfg.RxWait
 }
 
 // NICQueueStatus is one ring in NICStatus.

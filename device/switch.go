@@ -85,7 +85,10 @@ type SwitchPort struct {
 	counts stats.Set
 }
 
-type sinkBox struct{ s FrameSink }
+type sinkBox struct {
+	s  FrameSink
+	ps PatientSink // s, when it can hold a sender back
+}
 
 // PortCounters are the counters of one switch port: traffic in each
 // direction and one counter per drop cause.
@@ -213,12 +216,20 @@ func (p *SwitchPort) Connect(out FrameSink) {
 		p.out.Store(nil)
 		return
 	}
-	p.out.Store(&sinkBox{s: out})
+	ps, _ := out.(PatientSink)
+	p.out.Store(&sinkBox{s: out, ps: ps})
 }
 
 // Deliver takes a frame entering the switch through p and forwards it. The
 // switch does not keep frame after Deliver returns.
-func (p *SwitchPort) Deliver(frame []byte) {
+func (p *SwitchPort) Deliver(frame []byte) { p.deliver(frame, false) }
+
+// DeliverPatient is Deliver for a sender that can be held back (a local
+// NIC's TX path): a frame forwarded to one learned port may wait there for
+// room (see PatientSink). Flooded frames never wait.
+func (p *SwitchPort) DeliverPatient(frame []byte) { p.deliver(frame, true) }
+
+func (p *SwitchPort) deliver(frame []byte, patient bool) {
 	if p.removed.Load() {
 		p.c.RxPortRemoved.Inc()
 		return
@@ -260,19 +271,19 @@ func (p *SwitchPort) Deliver(frame []byte) {
 				return
 			}
 			s.c.Forwarded.Inc()
-			q.send(frame)
+			q.send(frame, patient)
 			return
 		}
 	}
 	s.c.Flooded.Inc()
 	for _, q := range *s.ports.Load() {
 		if q != p {
-			q.send(frame)
+			q.send(frame, false)
 		}
 	}
 }
 
-func (p *SwitchPort) send(frame []byte) {
+func (p *SwitchPort) send(frame []byte, patient bool) {
 	box := p.out.Load()
 	if box == nil || p.removed.Load() {
 		p.c.TxNotConnected.Inc()
@@ -280,6 +291,10 @@ func (p *SwitchPort) send(frame []byte) {
 	}
 	p.c.TxFrames.Inc()
 	p.c.TxBytes.Add(uint64(len(frame)))
+	if patient && box.ps != nil {
+		box.ps.DeliverPatient(frame)
+		return
+	}
 	box.s.Deliver(frame)
 }
 
