@@ -98,7 +98,7 @@ var ctlHandlers = map[rdmauapi.Opcode]ctlHandler{
 			return statusErr(st)
 		}
 		s := verbs.QPSpec{H: c.QP(), PD: c.PD(), SendCQ: c.SendCQ(), RecvCQ: c.RecvCQ(), SRQ: c.SRQ(),
-			Type: c.Type(), SigAll: c.SQSigAll() != 0, SQ: ring(c.SQ())}
+			Type: c.Type(), SigAll: c.SQSigAll() != 0, Kernel: c.Flags()&rdmauapi.QPFlagKernel != 0, SQ: ring(c.SQ())}
 		if c.SRQ() == 0 {
 			s.RQ = ring(c.RQ())
 		}
@@ -183,6 +183,7 @@ func av(a rdmauapi.AV) verbs.AV {
 	copy(v.SGID[:], a.SGID())
 	copy(v.DGID[:], a.DGID())
 	v.Flow = a.FlowLabel()
+	v.Net, v.HopLimit, v.TClass = a.NetworkType(), a.HopLimit(), a.TrafficClass()
 	return v
 }
 
@@ -229,6 +230,9 @@ func putQPAttr(b rdmauapi.QPAttr, h uint32, a verbs.QPAttr) {
 	v.SetSGID(a.AV.SGID[:])
 	v.SetDGID(a.AV.DGID[:])
 	v.SetFlowLabel(a.AV.Flow)
+	v.SetNetworkType(a.AV.Net)
+	v.SetHopLimit(a.AV.HopLimit)
+	v.SetTrafficClass(a.AV.TClass)
 }
 
 // statusError carries a status from a uapi Check.

@@ -194,6 +194,26 @@ func (w SendWQE) AHNum() uint32 { return le.Uint32(w[36:]) }
 // SetAHNum sets wr.wr.ud.ah_num.
 func (w SendWQE) SetAHNum(v uint32) { le.PutUint32(w[36:], v) }
 
+// SetAV sets wr.wr.ud.av as a kernel QP's driver writes it (struct
+// rxe_av): network type, dmac, dgid, flow label, hop limit, traffic class,
+// and the source GID as a sockaddr_in (IPv4) or sockaddr_in6.
+func (w SendWQE) SetAV(av *AV) {
+	r := w[sendWQEAVOff : sendWQEAVOff+avSize]
+	clear(r)
+	r[0], r[1] = 1, av.Net
+	copy(r[2:8], av.DMAC[:])
+	copy(r[8:24], av.DGID[:])
+	le.PutUint32(r[24:], av.Flow)
+	r[29], r[30] = av.HopLimit, av.TClass
+	if av.Net == NetIPv4 {
+		le.PutUint16(r[32:], afInet)
+		copy(r[36:40], av.SGID[12:])
+	} else {
+		le.PutUint16(r[32:], afInet6)
+		copy(r[40:56], av.SGID[:])
+	}
+}
+
 // AVDMAC returns wr.wr.ud.av.dmac.
 func (w SendWQE) AVDMAC() (m [6]byte) { copy(m[:], w[56+2:56+8]); return }
 
@@ -285,6 +305,14 @@ func (w WC) SrcQP() uint32 { return le.Uint32(w[32:]) }
 // Flags returns wc_flags.
 func (w WC) Flags() uint32 { return le.Uint32(w[36:]) }
 
+// NetType returns the network header type of a UD receive
+// (ib_uverbs_wc.reserved, FALCONNIC_WC_NET_TYPE_OFF): NetIPv4, NetIPv6 or
+// NetNone.
+func (w WC) NetType() uint8 { return w[wcNetTypeOff] }
+
+// wcNetTypeOff is FALCONNIC_WC_NET_TYPE_OFF.
+const wcNetTypeOff = 47
+
 // Completion is one CQE to write.
 type Completion struct {
 	WRID    uint64
@@ -295,6 +323,7 @@ type Completion struct {
 	QPN     uint32
 	SrcQP   uint32
 	Flags   uint32
+	NetType uint8 // UD receives: the GRH area's network header type
 }
 
 func (c *Completion) put(w WC) {
@@ -308,4 +337,5 @@ func (c *Completion) put(w WC) {
 	le.PutUint32(w[32:], c.SrcQP)
 	le.PutUint32(w[36:], c.Flags)
 	w[46] = 1 // port_num
+	w[wcNetTypeOff] = c.NetType
 }

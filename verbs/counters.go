@@ -11,6 +11,7 @@ type Counters struct {
 	ReadResponses, AtomicsDone        stats.Counter
 	WQEBadOpcode, WQEBadSGE, WQERead  stats.Counter
 	WQETooLong, LocalProtErr          stats.Counter
+	WQEBadAV, RxUDBadAddr             stats.Counter
 	RxParseErr, RxNoQP, RxBadQPState  stats.Counter
 	RxInvalidCID, RxRKeyErr, RxBounds stats.Counter
 	RxNoRecvWQE, RxRNRExhausted       stats.Counter
@@ -40,6 +41,7 @@ func (c *Counters) Set() stats.Set {
 		{Name: "wqe_bad_sge", Help: "WQE with too many SGEs or a length disagreeing with its SGEs", Counter: &c.WQEBadSGE},
 		{Name: "wqe_read_err", Help: "WQE could not be read from guest memory", Counter: &c.WQERead},
 		{Name: "wqe_too_long", Help: "message longer than allowed (UD over the MTU, inline over the limit)", Counter: &c.WQETooLong},
+		{Name: "wqe_bad_av", Help: "kernel UD WQE whose inline address vector names no RoCEv2 path", Counter: &c.WQEBadAV},
 		{Name: "local_prot_err", Help: "SGE names memory outside its MR, a wrong PD or missing local access", Counter: &c.LocalProtErr},
 		{Name: "rx_parse_err", Help: "RDMA headers failed to parse", Counter: &c.RxParseErr},
 		{Name: "rx_no_qp", Help: "request for a QP that does not exist", Counter: &c.RxNoQP},
@@ -51,6 +53,7 @@ func (c *Counters) Set() stats.Set {
 		{Name: "rx_rnr_exhausted", Help: "RNR retries exhausted; SEND completed in error", Counter: &c.RxRNRExhausted},
 		{Name: "rx_len_err", Help: "SEND longer than its receive WQE", Counter: &c.RxLenErr},
 		{Name: "rx_ud_qkey_drop", Help: "UD SEND with a wrong Q_Key dropped", Counter: &c.RxUDQKeyDrop},
+		{Name: "rx_ud_bad_addr", Help: "UD message with a short or malformed address header dropped", Counter: &c.RxUDBadAddr},
 		{Name: "rx_ud_drop", Help: "UD SEND dropped (no receive WQE or too long)", Counter: &c.RxUDDrop},
 		{Name: "rx_bad_pull", Help: "pull whose length cannot hold the response", Counter: &c.RxBadPull},
 		{Name: "cpl_stale", Help: "transport completion for a finished op or a destroyed QP", Counter: &c.CplStale},

@@ -14,11 +14,24 @@ const (
 	accessAll          = 0x1f
 )
 
-// QP types, the IB_QPT_* values.
+// QP types, the IB_QPT_* values. A GSI QP is a UD QP with handle GSIQPN
+// and Q_Key GSIQKey, created by the guest kernel's ib_mad.
 const (
-	QPTypeRC = 2
-	QPTypeUC = 3
-	QPTypeUD = 4
+	QPTypeGSI = 1
+	QPTypeRC  = 2
+	QPTypeUC  = 3
+	QPTypeUD  = 4
+)
+
+// The GSI QP (QP1) and the kernel's DMA key (FALCONNIC_GSI_QPN,
+// FALCONNIC_GSI_QKEY, FALCONNIC_DMA_LKEY).
+const (
+	GSIQPN  = 1
+	GSIQKey = 0x80010000
+	// DMALKey is the local key of "this guest's physical memory": an SGE
+	// of a kernel QP with this lkey names guest-physical addresses,
+	// checked against guest RAM. Never an rkey, never valid on a user QP.
+	DMALKey = 0
 )
 
 // MAC is an Ethernet address: how the RDMA function names a peer NIC (the
@@ -101,6 +114,7 @@ type Engine struct {
 	conns map[*falcon.Conn]*connState
 	mtt   uint32 // page-list entries held
 	qpGen map[uint32]uint8
+	dma   *MR // the DMALKey region of kernel QPs
 
 	pkt     []byte // transmit scratch: headers + data
 	scratch []byte // receive scratch
@@ -131,13 +145,18 @@ type AH struct {
 	AV    AV
 }
 
-// AV is the part of an address vector the NIC uses.
+// AV is the part of an address vector the NIC uses: DMAC names the peer
+// NIC; the rest travels with UD messages so that the receiver can build the
+// GRH (see ud.go).
 type AV struct {
-	DMAC  MAC
-	SGID  [16]byte
-	DGID  [16]byte
-	Flow  uint32
-	Valid bool
+	DMAC     MAC
+	SGID     [16]byte
+	DGID     [16]byte
+	Flow     uint32
+	Net      uint8 // NetIPv4, NetIPv6, or NetNone when the GIDs are unknown
+	HopLimit uint8
+	TClass   uint8
+	Valid    bool
 }
 
 // New returns an engine.
@@ -149,6 +168,7 @@ func New(cfg Config) *Engine {
 		cfg.PMTUCap = 4096
 	}
 	e := &Engine{cfg: cfg, pkt: make([]byte, 0, 64<<10), scratch: make([]byte, 64<<10)}
+	e.dma = &MR{LKey: DMALKey, Len: ^uint64(0), Access: AccessLocalWrite, reg: region{dma: true, size: ^uint64(0)}}
 	e.init()
 	return e
 }

@@ -94,7 +94,14 @@ var (
 
 // TransitionOK reports whether a QP of type typ may go from cur to next
 // with the attributes in mask (any state may go to RESET or ERR).
+//
+// A GSI QP follows UD's rows without the port attribute (ib_mad never
+// sends it; Linux's ib_modify_qp_is_ok has the same table).
 func TransitionOK(typ uint8, cur, next QPState, mask uint32) bool {
+	gsi := typ == QPTypeGSI
+	if gsi {
+		typ = QPTypeUD
+	}
 	if typ < QPTypeRC || typ > QPTypeUD || cur >= numQPStates || next >= numQPStates {
 		return false
 	}
@@ -106,6 +113,9 @@ func TransitionOK(typ uint8, cur, next QPState, mask uint32) bool {
 		return false
 	}
 	req, opt := t.req[typ], t.opt[typ]
+	if gsi {
+		req, opt = req&^AttrPort, opt&^AttrPort
+	}
 	mask &^= attrAlwaysOptional
 	return mask&req == req && mask&^(req|opt) == 0
 }
@@ -115,7 +125,10 @@ type QPSpec struct {
 	H, PD, SendCQ, RecvCQ, SRQ uint32
 	Type                       uint8
 	SigAll                     bool
-	SQ, RQ                     RingSpec
+	// Kernel marks a guest-kernel consumer's QP (FALCONNIC_QP_F_KERNEL):
+	// its SGEs may use DMALKey and its UD WQEs carry their AV inline.
+	Kernel bool
+	SQ, RQ RingSpec
 }
 
 // QPAttr is a MODIFY_QP request and a QUERY_QP answer.
@@ -147,6 +160,8 @@ type QP struct {
 	rcq    *CQ
 	srq    *SRQ
 	sigAll bool
+	gsi    bool // QP1: typ is QPTypeUD
+	kernel bool // Kernel in its QPSpec
 	state  QPState
 	attr   QPAttr
 	gen    uint8
@@ -187,6 +202,13 @@ func (e *Engine) CreateQP(s QPSpec) error {
 	if s.H >= 1<<24 {
 		return ErrBadHandle
 	}
+	gsi := s.Type == QPTypeGSI
+	if gsi != (s.H == GSIQPN) || (gsi && !s.Kernel) {
+		return ErrBadParam
+	}
+	if gsi {
+		s.Type = QPTypeUD
+	}
 	if s.Type < QPTypeRC || s.Type > QPTypeUD {
 		return ErrBadParam
 	}
@@ -214,7 +236,7 @@ func (e *Engine) CreateQP(s QPSpec) error {
 	if err != nil {
 		return err
 	}
-	qp := &QP{H: s.H, typ: s.Type, pd: s.PD, scq: scq, rcq: rcq, srq: srq, sigAll: s.SigAll, sq: sq,
+	qp := &QP{H: s.H, typ: s.Type, gsi: gsi, kernel: s.Kernel, pd: s.PD, scq: scq, rcq: rcq, srq: srq, sigAll: s.SigAll, sq: sq,
 		sqMaxSGE: s.SQ.MaxSGE, sqMaxInline: s.SQ.MaxInline, ops: make([]sendOp, min(s.SQ.Slots, opsWindow))}
 	if srq == nil {
 		if s.RQ.MaxSGE > lim.MaxSGE || RecvWQESize+int(s.RQ.MaxSGE)*SGESize > 1<<min(s.RQ.Log2Elem, 31) {
@@ -302,8 +324,11 @@ func (e *Engine) ModifyQP(h uint32, a QPAttr) error {
 	if a.Mask&AttrCurState != 0 && a.CurState != qp.state {
 		return ErrBadState
 	}
-	if !TransitionOK(qp.typ, qp.state, next, a.Mask) {
+	if !TransitionOK(qp.transitionType(), qp.state, next, a.Mask) {
 		return ErrBadState
+	}
+	if qp.gsi && a.Mask&AttrQKey != 0 && a.QKey != GSIQKey {
+		return ErrBadParam // QP1's Q_Key is fixed [IB 10.2.5]
 	}
 	if a.Mask&AttrPathMTU != 0 && (a.PathMTU < 1 || a.PathMTU > 5) {
 		return ErrBadParam
@@ -364,6 +389,14 @@ func (e *Engine) ModifyQP(h uint32, a QPAttr) error {
 		e.pump(qp)
 	}
 	return nil
+}
+
+// transitionType is the column of qpTransitions the QP follows.
+func (qp *QP) transitionType() uint8 {
+	if qp.gsi {
+		return QPTypeGSI
+	}
+	return qp.typ
 }
 
 func (e *Engine) resetQP(qp *QP) {

@@ -34,6 +34,7 @@ type sendOp struct {
 	inl          []byte
 	rqpn, qkey   uint32
 	dest         MAC
+	av           AV // UD: the address vector (GIDs for the receiver's GRH)
 	conn         *falcon.Conn
 	status       WCStatus
 
@@ -189,11 +190,25 @@ func (e *Engine) takeWQE(qp *QP, op *sendOp, seq uint32) WCStatus {
 		if op.qkey&0x80000000 != 0 {
 			op.qkey = qp.attr.QKey // a "controlled" Q_Key: use the QP's own [IB 10.2.5]
 		}
-		if ah, ok := e.ahs[w.AHNum()]; ok && ah.PD == qp.pd {
-			op.dest = ah.AV.DMAC
-		} else {
-			op.dest = w.AVDMAC()
+		switch ah, ok := e.ahs[w.AHNum()]; {
+		case ok && ah.PD == qp.pd:
+			op.av = ah.AV
+		case qp.kernel && w.AHNum() == 0:
+			// The guest kernel's AHs live in the driver (ib_cm creates
+			// them in atomic context): the WQE carries the AV.
+			av, ok := inlineAV(w)
+			if !ok {
+				e.Stats.WQEBadAV.Inc()
+				return WCLocQPOpErr
+			}
+			op.av = av
+		default:
+			// A user WQE naming no AH of its PD: only the DMAC of the
+			// WQE's own copy is used, no GIDs (user memory is not a
+			// source the receiver may trust for its GRH).
+			op.av = AV{DMAC: w.AVDMAC()}
 		}
+		op.dest = op.av.DMAC
 		if int(op.length) > e.pmtu(qp) {
 			e.Stats.WQETooLong.Inc()
 			return WCLocLenErr
@@ -236,17 +251,12 @@ func (e *Engine) takeWQE(qp *QP, op *sendOp, seq uint32) WCStatus {
 		if s.Len() == 0 {
 			continue
 		}
-		mr := e.lkeys[s.LKey()]
-		if mr == nil || mr.PD != qp.pd || mr.Access&info.access != info.access {
-			e.Stats.LocalProtErr.Inc()
-			return WCLocProtErr
-		}
-		off, ok := mr.span(s.Addr(), uint64(s.Len()))
+		ent, ok := e.localSGE(qp, s, info.access)
 		if !ok {
 			e.Stats.LocalProtErr.Inc()
 			return WCLocProtErr
 		}
-		op.sges[op.nsge] = sgeEnt{mr: mr, off: off, n: s.Len(), addr: s.Addr(), lkey: s.LKey()}
+		op.sges[op.nsge] = ent
 		op.nsge++
 		total += uint64(s.Len())
 	}
@@ -257,6 +267,25 @@ func (e *Engine) takeWQE(qp *QP, op *sendOp, seq uint32) WCStatus {
 		return WCLocLenErr
 	}
 	return WCSuccess
+}
+
+// localSGE resolves an SGE of qp: an MR of the QP's PD with the access
+// the operation needs, or for a kernel QP the DMALKey region (guest RAM).
+func (e *Engine) localSGE(qp *QP, s SGE, access uint32) (sgeEnt, bool) {
+	mr := e.lkeys[s.LKey()]
+	if s.LKey() == DMALKey {
+		if !qp.kernel || e.cfg.Mem == nil || !e.cfg.Mem.Check(s.Addr(), uint64(s.Len())) {
+			return sgeEnt{}, false
+		}
+		mr = e.dma
+	} else if mr == nil || mr.PD != qp.pd || mr.Access&access != access {
+		return sgeEnt{}, false
+	}
+	off, ok := mr.span(s.Addr(), uint64(s.Len()))
+	if !ok {
+		return sgeEnt{}, false
+	}
+	return sgeEnt{mr: mr, off: off, n: s.Len(), addr: s.Addr(), lkey: s.LKey()}, true
 }
 
 // gather copies message bytes [off, off+len(b)) of op into b.
@@ -369,6 +398,9 @@ func (e *Engine) submit(qp *QP, op *sendOp) error {
 			}
 			e.pkt = wire.AppendRDMA(e.pkt[:0], &f)
 			wire.RBTH(e.pkt).SetRNRRetry(qp.attr.RNRRetry)
+			if qp.typ == QPTypeUD {
+				e.pkt = appendUDAddr(e.pkt, &op.av)
+			}
 			hl := len(e.pkt)
 			e.pkt = e.pkt[:hl+int(n)]
 			if err := e.gather(op, op.sent, e.pkt[hl:]); err != nil {

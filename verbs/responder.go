@@ -198,17 +198,12 @@ func (e *Engine) takeRecv(qp *QP) bool {
 		if s.Len() == 0 {
 			continue
 		}
-		mr := e.lkeys[s.LKey()]
-		if mr == nil || mr.PD != qp.pd || mr.Access&AccessLocalWrite == 0 {
-			bad = true
-			break
-		}
-		off, ok := mr.span(s.Addr(), uint64(s.Len()))
+		ent, ok := e.localSGE(qp, s, AccessLocalWrite)
 		if !ok {
 			bad = true
 			break
 		}
-		rs.sges[rs.nsge] = sgeEnt{mr: mr, off: off, n: s.Len(), addr: s.Addr(), lkey: s.LKey()}
+		rs.sges[rs.nsge] = ent
 		rs.nsge++
 		rs.cap += uint64(s.Len())
 	}
@@ -296,6 +291,11 @@ func (e *Engine) recvUD(c *falcon.Conn, r *falcon.Request, qp *QP, m *wire.RDMA)
 	// A UD message is acknowledged to the transport whatever happens to it:
 	// UD is unreliable to the application [IB 9.8].
 	defer func() { _ = c.AckPush(r.RSN) }()
+	addr, data, ok := parseUDAddr(m.Data)
+	if !ok {
+		e.Stats.RxUDBadAddr.Inc()
+		return
+	}
 	if d.QKey() != qp.attr.QKey {
 		e.Stats.RxUDQKeyDrop.Inc()
 		return
@@ -305,7 +305,7 @@ func (e *Engine) recvUD(c *falcon.Conn, r *falcon.Request, qp *QP, m *wire.RDMA)
 		return
 	}
 	rs := &qp.recv
-	if rs.badSGE || uint64(len(m.Data))+grhLen > rs.cap {
+	if rs.badSGE || uint64(len(data))+grhLen > rs.cap {
 		e.Stats.RxUDDrop.Inc()
 		st := WCLocLenErr
 		if rs.badSGE {
@@ -315,15 +315,15 @@ func (e *Engine) recvUD(c *falcon.Conn, r *falcon.Request, qp *QP, m *wire.RDMA)
 		return
 	}
 	grh := e.scratch[:grhLen]
-	clear(grh)
-	grh[0] = 6 << 4 // IPv6 version nibble; the rest is zero (no GRH on this fabric)
-	if e.scatter(rs.sges[:rs.nsge], 0, grh) != nil || e.scatter(rs.sges[:rs.nsge], grhLen, m.Data) != nil {
+	putGRH(grh, &addr, len(data))
+	if e.scatter(rs.sges[:rs.nsge], 0, grh) != nil || e.scatter(rs.sges[:rs.nsge], grhLen, data) != nil {
 		e.Stats.RxBounds.Inc()
 		e.finishRecv(qp, &Completion{Status: WCLocProtErr, Opcode: WCRecv}, false)
 		return
 	}
-	e.Stats.RxSendBytes.Add(uint64(len(m.Data)))
-	cpl := Completion{Opcode: WCRecv, ByteLen: uint32(len(m.Data)) + grhLen, SrcQP: d.SrcQP(), Flags: WCFlagGRH}
+	e.Stats.RxSendBytes.Add(uint64(len(data)))
+	cpl := Completion{Opcode: WCRecv, ByteLen: uint32(len(data)) + grhLen, SrcQP: d.SrcQP(), Flags: WCFlagGRH,
+		NetType: addr.net}
 	if v, ok := m.ImmDt(); ok {
 		cpl.Imm, cpl.Flags = v, cpl.Flags|WCFlagWithImm
 	}

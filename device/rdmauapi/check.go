@@ -102,13 +102,15 @@ func (c CreateCQ) Check() Status {
 // Check validates CREATE_QP.
 func (c CreateQP) Check() Status {
 	switch {
-	case c.QP() < FirstQPN || c.QP() > 0xffffff:
+	case c.Type() == QPTypeGSI && (c.QP() != GSIQPN || c.Flags()&QPFlagKernel == 0):
+		return StatusBadParam
+	case c.Type() != QPTypeGSI && (c.QP() < FirstQPN || c.QP() > 0xffffff):
 		return StatusBadHandle
 	case c.PD() == 0 || c.SendCQ() == 0 || c.RecvCQ() == 0:
 		return StatusBadHandle
-	case c.Type() != QPTypeRC && c.Type() != QPTypeUC && c.Type() != QPTypeUD:
+	case c.Type() != QPTypeGSI && c.Type() != QPTypeRC && c.Type() != QPTypeUC && c.Type() != QPTypeUD:
 		return StatusBadParam
-	case c.SQSigAll() > 1:
+	case c.SQSigAll() > 1 || c.Flags()&^QPFlagKernel != 0:
 		return StatusBadParam
 	}
 	if st := c.SQ().Check(SendWQESize); st != StatusOK {

@@ -45,7 +45,10 @@ func cFacts(t *testing.T) map[string]int {
 		"offsetof(struct rxe_queue_buf, producer_index)", "offsetof(struct rxe_queue_buf, consumer_index)",
 		"FALCONNIC_ETHERTYPE", "FALCONNIC_MAGIC", "FALCONNIC_VERSION", "FALCONNIC_MAX_BODY",
 		"FALCONNIC_PAGE_SHIFT", "FALCONNIC_PBL_ENTRIES", "FALCONNIC_FIRST_QPN", "FALCONNIC_RING_HDR_SIZE",
-		"FALCONNIC_RING_NIC_POLLING_OFF",
+		"FALCONNIC_RING_NIC_POLLING_OFF", "FALCONNIC_GSI_QPN", "FALCONNIC_GSI_QKEY", "FALCONNIC_DMA_LKEY",
+		"FALCONNIC_WC_NET_TYPE_OFF", "FALCONNIC_NET_IPV4", "FALCONNIC_NET_IPV6", "FALCONNIC_QPT_GSI",
+		"FALCONNIC_QP_F_KERNEL", "offsetof(struct ib_uverbs_wc, reserved)", "RXE_NETWORK_TYPE_IPV4",
+		"RXE_NETWORK_TYPE_IPV6",
 	} {
 		fmt.Fprintf(&c, "\tP(%q, %s);\n", x, x)
 	}
@@ -146,6 +149,17 @@ func TestConstantsMatchGCC(t *testing.T) {
 		"FALCONNIC_FIRST_QPN":                            FirstQPN,
 		"FALCONNIC_RING_HDR_SIZE":                        RingHdrSize,
 		"FALCONNIC_RING_NIC_POLLING_OFF":                 RingNICPollingOff,
+		"FALCONNIC_GSI_QPN":                              GSIQPN,
+		"FALCONNIC_GSI_QKEY":                             GSIQKey,
+		"FALCONNIC_DMA_LKEY":                             DMALKey,
+		"FALCONNIC_WC_NET_TYPE_OFF":                      WCNetTypeOff,
+		"offsetof(struct ib_uverbs_wc, reserved)":        WCNetTypeOff,
+		"FALCONNIC_NET_IPV4":                             NetIPv4,
+		"RXE_NETWORK_TYPE_IPV4":                          NetIPv4,
+		"FALCONNIC_NET_IPV6":                             NetIPv6,
+		"RXE_NETWORK_TYPE_IPV6":                          NetIPv6,
+		"FALCONNIC_QPT_GSI":                              QPTypeGSI,
+		"FALCONNIC_QP_F_KERNEL":                          QPFlagKernel,
 	}
 	for _, o := range sortedOpcodes() {
 		want["FALCONNIC_OP_"+Table[o].Name] = int(o)

@@ -10,9 +10,22 @@ const (
 	MaxBody     = 1468       // FALCONNIC_MAX_BODY
 	PageShift   = 12         // FALCONNIC_PAGE_SHIFT
 	PageSize    = 1 << PageShift
-	PBLEntries  = 512 // FALCONNIC_PBL_ENTRIES, __le64 per PBL page
-	FirstQPN    = 16  // FALCONNIC_FIRST_QPN
-	RingHdrSize = 384 // FALCONNIC_RING_HDR_SIZE, sizeof(struct rxe_queue_buf)
+	PBLEntries  = 512        // FALCONNIC_PBL_ENTRIES, __le64 per PBL page
+	FirstQPN    = 16         // FALCONNIC_FIRST_QPN
+	RingHdrSize = 384        // FALCONNIC_RING_HDR_SIZE, sizeof(struct rxe_queue_buf)
+	GSIQPN      = 1          // FALCONNIC_GSI_QPN, the GSI QP (QP1)
+	GSIQKey     = 0x80010000 // FALCONNIC_GSI_QKEY (IB_QP1_QKEY)
+
+	// DMALKey is FALCONNIC_DMA_LKEY: on a kernel QP an SGE with this lkey
+	// names guest-physical memory directly (bounds checked against guest
+	// RAM); never an rkey, never valid on a user QP.
+	DMALKey = 0
+
+	// WCNetTypeOff is FALCONNIC_WC_NET_TYPE_OFF: the byte of a UD receive
+	// CQE (ib_uverbs_wc.reserved) holding NetIPv4/NetIPv6, or 0.
+	WCNetTypeOff = 47
+	NetIPv4      = 1 // FALCONNIC_NET_IPV4 (RXE_NETWORK_TYPE_IPV4)
+	NetIPv6      = 2 // FALCONNIC_NET_IPV6 (RXE_NETWORK_TYPE_IPV6)
 
 	// Offsets inside a ring's struct rxe_queue_buf header.
 	RingLog2ElemSizeOff = 0
@@ -208,10 +221,16 @@ func (s Status) String() string {
 
 // QP types (enum falconnic_qp_type, the IB_QPT_* values).
 const (
-	QPTypeRC = 2
-	QPTypeUC = 3
-	QPTypeUD = 4
+	QPTypeGSI = 1
+	QPTypeRC  = 2
+	QPTypeUC  = 3
+	QPTypeUD  = 4
 )
+
+// QPFlagKernel is FALCONNIC_QP_F_KERNEL (enum falconnic_qp_flags): a
+// kernel consumer's QP, whose SGEs may use DMALKey and whose UD WQEs carry
+// the address vector inline.
+const QPFlagKernel = 1 << 0
 
 // QP states (enum falconnic_qp_state, the IB_QPS_* values).
 const (

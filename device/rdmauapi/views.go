@@ -514,6 +514,12 @@ func (v CreateQP) SQSigAll() uint8 { return v[21] }
 // SetSQSigAll sets sq_sig_all.
 func (v CreateQP) SetSQSigAll(x uint8) { v[21] = x }
 
+// Flags returns flags (QPFlag*).
+func (v CreateQP) Flags() uint8 { return v[22] }
+
+// SetFlags sets flags.
+func (v CreateQP) SetFlags(x uint8) { v[22] = x }
+
 // SQ returns the embedded Ring.
 func (v CreateQP) SQ() Ring { return Ring(v[24:56]) }
 

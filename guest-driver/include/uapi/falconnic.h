@@ -59,7 +59,8 @@
  *   The driver assigns every object handle (PD, MR, CQ, QP, SRQ, AH) and
  *   the MR keys, so that it can always name an object to destroy it, even
  *   after a create request timed out.  Handle 0 is never used ("none").
- *   A QP handle is its QPN (>= FALCONNIC_FIRST_QPN).  An AH handle is the
+ *   A QP handle is its QPN (>= FALCONNIC_FIRST_QPN, or FALCONNIC_GSI_QPN
+ *   for the GSI QP).  An AH handle is the
  *   ah_num librxe writes into UD send WQEs.  The NIC rejects a handle that is
  *   in use with FALCONNIC_ST_HANDLE_IN_USE and one above its limit with
  *   FALCONNIC_ST_BAD_HANDLE.
@@ -101,10 +102,19 @@
  *     producer index is advanced (a release store); a CQ found full is an
  *     overrun: EV_CQ_ERR, and the QPs using it go to ERR;
  *   - a UD receive puts a 40-byte GRH area first in the receive buffer: for
- *     IPv6 the IPv6 header, for IPv4 20 zero bytes then the IPv4 header; the
- *     CQE then has IB_WC_GRH in wc_flags and byte_len includes the 40 bytes;
+ *     IPv6 the IPv6 header, for IPv4 20 zero bytes then the IPv4 header
+ *     (with a valid checksum), built by the receiving NIC from the source and
+ *     destination GIDs the sending NIC took from the sender's address vector;
+ *     the CQE then has IB_WC_GRH in wc_flags and byte_len includes the 40
+ *     bytes, and ib_uverbs_wc.reserved (byte FALCONNIC_WC_NET_TYPE_OFF)
+ *     holds the network header type (FALCONNIC_NET_IPV4 / _IPV6; 0 when
+ *     the sender had no GIDs and the GRH area is zero but for the IPv6
+ *     version nibble);
  *   - send WQEs carry ah_num (an AH handle) for UD; rxe_av in the WQE is
- *     informational;
+ *     informational, except on a kernel QP (FALCONNIC_QP_F_KERNEL), whose
+ *     UD WQEs carry ah_num 0 and the address vector inline in wr.ud.av
+ *     (network_type, dmac, grh.dgid/flow_label/hop_limit/traffic_class, and
+ *     the source GID as rxe's sgid_addr: sockaddr_in or sockaddr_in6);
  *   - the consumer index of an SQ/RQ/SRQ is advanced by the NIC when it is
  *     done with a WQE (librxe uses it to find free slots).
  *
@@ -122,6 +132,9 @@
  *   draining if it moved.  The driver issues a full barrier between the
  *   user's producer store and its read of the flag, so one side always sees
  *   the other.  A NIC that never writes the flag gets every doorbell.
+ *   Kernel QPs (FALCONNIC_QP_F_KERNEL, rings that only the guest kernel
+ *   sees) post receive WQEs without a doorbell too, and send WQEs with
+ *   DB_SQ.
  *   ARM_CQ is a request with a reply: when the reply arrives the CQ is armed,
  *   so a CQE the NIC writes after that raises exactly one EV_CQ_COMP; a CQE
  *   written before is visible to the poll the application does after arming.
@@ -140,6 +153,18 @@
 #define FALCONNIC_FIRST_QPN	16
 #define FALCONNIC_RING_HDR_SIZE	384		/* sizeof(struct rxe_queue_buf) */
 #define FALCONNIC_RING_NIC_POLLING_OFF 64	/* SQ: NIC is draining (see Doorbells) */
+#define FALCONNIC_GSI_QPN	1		/* the GSI QP (QP1): FALCONNIC_QPT_GSI only */
+#define FALCONNIC_GSI_QKEY	0x80010000u	/* IB_QP1_QKEY */
+/*
+ * FALCONNIC_DMA_LKEY: the local key of "this guest's physical memory".  An
+ * SGE of a kernel QP (FALCONNIC_QP_F_KERNEL) with this lkey names the
+ * guest-physical range [addr, addr+length), checked against guest RAM.  It
+ * is never an rkey and never valid on a user QP.  REG_MR never assigns it.
+ */
+#define FALCONNIC_DMA_LKEY	0
+#define FALCONNIC_WC_NET_TYPE_OFF 47		/* offsetof(struct ib_uverbs_wc, reserved) */
+#define FALCONNIC_NET_IPV4	1		/* RXE_NETWORK_TYPE_IPV4 */
+#define FALCONNIC_NET_IPV6	2		/* RXE_NETWORK_TYPE_IPV6 */
 
 /* struct falconnic_hdr: the common header of every message. */
 struct falconnic_hdr {
@@ -373,23 +398,39 @@ struct falconnic_arm_cq {
 	__le32	flags;		/* FALCONNIC_ARM_* */
 };
 
-/* QP types, the IB_QPT_* values. */
+/*
+ * QP types, the IB_QPT_* values.  GSI is a UD QP with handle
+ * FALCONNIC_GSI_QPN and Q_Key FALCONNIC_GSI_QKEY, created by the kernel's
+ * ib_mad (so always with FALCONNIC_QP_F_KERNEL); its state transitions are
+ * UD's without the port attribute.
+ */
 enum falconnic_qp_type {
+	FALCONNIC_QPT_GSI	= 1,
 	FALCONNIC_QPT_RC	= 2,
 	FALCONNIC_QPT_UC	= 3,
 	FALCONNIC_QPT_UD	= 4,
 };
 
+enum falconnic_qp_flags {
+	/*
+	 * A kernel consumer's QP: its rings are not mapped to user space, so
+	 * its SGEs may use FALCONNIC_DMA_LKEY and its UD WQEs carry the
+	 * address vector inline (ah_num 0).
+	 */
+	FALCONNIC_QP_F_KERNEL	= 1 << 0,
+};
+
 /* struct falconnic_create_qp: CREATE_QP body; the QP starts in RESET. */
 struct falconnic_create_qp {
-	__le32	qp;		/* handle = QPN */
+	__le32	qp;		/* handle = QPN (FALCONNIC_GSI_QPN for GSI) */
 	__le32	pd;
 	__le32	send_cq;
 	__le32	recv_cq;
 	__le32	srq;		/* 0: the QP has its own RQ */
 	__u8	type;		/* FALCONNIC_QPT_* */
 	__u8	sq_sig_all;	/* 1: every send WQE completes */
-	__le16	reserved;
+	__u8	flags;		/* FALCONNIC_QP_F_* */
+	__u8	reserved;
 	struct falconnic_ring sq;
 	struct falconnic_ring rq;	/* all zero when srq != 0 */
 };
