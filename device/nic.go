@@ -29,7 +29,7 @@ type NICConfig struct {
 // DefaultRxWait is NICConfig.RxWait's default: long enough to ride out a
 // TCG guest that is slow to refill its RX ring, short enough that a stuck
 // guest costs its senders little (and only once: see DeliverPatient).
-const DefaultRxWait = 5 * time.Millisecond
+const DefaultRxWait = 50 * time.Millisecond
 
 // Limits of the Ethernet function.
 const (
