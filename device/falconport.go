@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"falconnic/falcon"
+	"falconnic/falcon/rue"
 	"falconnic/falcon/wire"
 	"falconnic/firmware"
 	"falconnic/internal/clock"
@@ -60,8 +61,34 @@ func NewFalconPort(clk clock.Clock, link falcon.Link) *FalconPort {
 		link = dropLink{}
 	}
 	p := &FalconPort{clk: clk, work: make(chan portWork, falconPortQueue), dead: make(chan struct{})}
-	p.ep = falcon.New(falcon.Config{Clock: clk, Link: link, ULP: portDemux{p}, RUE: firmware.NewFixed(firmware.FixedConfig{})})
+	p.ep = falcon.New(falcon.Config{Clock: clk, Link: link, ULP: portDemux{p}, RUE: portRUE{p: p, base: firmware.NewFixed(firmware.FixedConfig{})}})
 	return p
+}
+
+// NVMeFcwnd is the fixed window of NVMe connections, in packets: the
+// receiver's data window [S §9] (pdl.RxDataWindow), so that a queue-depth-32
+// stream of 128 KiB commands (1024 nCMDs of 4 KiB) is not held to one
+// command's worth of data per round trip as the port's default of 32
+// packets would (`falconnic bench nvme` write 128 KiB: 0.25 of a local
+// disk). RDMA connections keep the default.
+const NVMeFcwnd = 128
+
+// portRUE is the port's congestion control: the fixed-window RUE, whose
+// answer for an NVMe connection gets that protocol's wider window.
+type portRUE struct {
+	p    *FalconPort
+	base rue.Engine
+}
+
+// Handle implements rue.Engine (on the port's goroutine).
+func (r portRUE) Handle(ev *rue.Event) (rue.Response, bool) {
+	resp, ok := r.base.Handle(ev)
+	if ok {
+		if c := r.p.ep.Conn(ev.Conn); c != nil && c.Config().Protocol == wire.ProtoNVMe {
+			resp.Fcwnd = NVMeFcwnd * rue.One
+		}
+	}
+	return resp, ok
 }
 
 // ulpTimers is what a ULP with deadlines of its own (command timeouts)

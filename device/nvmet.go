@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"falconnic/falcon"
+	"falconnic/falcon/rue"
 	"falconnic/falcon/wire"
 	"falconnic/nvme"
 )
@@ -66,6 +67,7 @@ func (f *NVMeFunc) AddNamespace(s NamespaceSpec) (*nvme.Namespace, error) {
 // path (to submit on) and tgt's (serving it).
 func ConnectNVMeLocal(ini, tgt *NVMeFunc, cid func() uint32) (iniPath, tgtPath *nvme.Path, err error) {
 	c := falcon.ConnConfig{SCID: cid(), DCID: cid(), Protocol: wire.ProtoNVMe, Peer: portLink{tgt.Port}}
+	nvmeConnConfig(&c)
 	var peer falcon.ConnConfig
 	if !ini.Port.Call(func(ep *falcon.Endpoint) { ep.RandomPSNs(&c) }) ||
 		!tgt.Port.Call(func(ep *falcon.Endpoint) { ep.RandomPSNs(&peer) }) {
@@ -97,6 +99,14 @@ func ConnectNVMeLocal(ini, tgt *NVMeFunc, cid func() uint32) (iniPath, tgtPath *
 		return nil, nil, ErrPortStopped
 	}
 	return iniPath, tgtPath, err
+}
+
+// nvmeConnConfig widens an NVMe connection's windows (NVMeFcwnd) and
+// transaction table from the start: a host command at queue depth 32 is
+// up to 32 nCMDs, each one transaction.
+func nvmeConnConfig(c *falcon.ConnConfig) {
+	c.InitFcwnd = NVMeFcwnd * rue.One
+	c.MaxTxns = 1024
 }
 
 // falconEndpoint names the endpoint type for Port.Do/Call closures.

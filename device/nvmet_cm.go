@@ -137,6 +137,7 @@ func (cm *NVMeCM) dial(pr *nvmePair) {
 	scid := cm.hub.AllocCID(pr.f.Port)
 	go pr.f.Port.Do(func(ep *falcon.Endpoint) {
 		cfg := falcon.ConnConfig{SCID: scid, Protocol: wire.ProtoNVMe}
+		nvmeConnConfig(&cfg)
 		ep.RandomPSNs(&cfg)
 		cm.mu.Lock()
 		defer cm.mu.Unlock()
@@ -246,6 +247,7 @@ func (cm *NVMeCM) onREQ(from netip.AddrPort, m cmMsg) {
 	peer := cm.fabric.Link(from, KindFalcon)
 	cm.install(pr, falcon.ConnConfig{}, func(ep *falcon.Endpoint) falcon.ConnConfig {
 		cfg := falcon.ConnConfig{SCID: scid, DCID: m.srcCID, Protocol: wire.ProtoNVMe, Peer: peer}
+		nvmeConnConfig(&cfg)
 		ep.RandomPSNs(&cfg)
 		cfg.RxReqPSN, cfg.RxDataPSN, cfg.RxRSN = wire.PSN(m.reqPSN), wire.PSN(m.dataPSN), wire.RSN(m.rsn)
 		rep := cmMsg{typ: cmREP, proto: uint8(wire.ProtoNVMe), src: m.dst, dst: m.src, srcCID: scid, dstCID: m.srcCID,
