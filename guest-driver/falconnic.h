@@ -9,6 +9,8 @@
  *            (vmalloc_user, mmapped to librxe), quarantine of memory the NIC
  *            may still own.
  *   verbs.c  the ib_device ops (rxe user ABI).
+ *   kverbs.c kernel consumers' data path: post_send/post_recv into kernel
+ *            rings, poll_cq, inline AVs.
  *   main.c   module init/exit, rdma link type, netdev notifier, autoprobe.
  */
 #ifndef FALCONNIC_H
@@ -48,6 +50,11 @@ enum fnic_counter {
 	FNIC_C_RX_EVENT_UNKNOWN,
 	FNIC_C_RX_EVENT_NO_OBJECT,
 	FNIC_C_QUARANTINED,
+	FNIC_C_KPOST_SEND,		/* kernel send WRs posted */
+	FNIC_C_KPOST_RECV,		/* kernel receive WRs posted */
+	FNIC_C_KPOST_FULL,		/* kernel WR refused: queue full */
+	FNIC_C_KPOST_BAD_WR,		/* kernel WR refused: opcode, SGE or AH */
+	FNIC_C_KPOLL_CQE,		/* CQEs polled from kernel CQs */
 	FNIC_C_NUM
 };
 
@@ -151,7 +158,9 @@ struct fnic_cq {
 	struct ib_cq		ibcq;
 	u32			handle;
 	struct fnic_buf		*buf;
-	struct rdma_user_mmap_entry *entry;
+	struct rdma_user_mmap_entry *entry;	/* user CQs */
+	bool			kernel;		/* polled by poll_cq, not librxe */
+	spinlock_t		lock;		/* kernel CQs: poll_cq */
 };
 
 struct fnic_srq {
@@ -171,8 +180,16 @@ struct fnic_qp {
 	struct fnic_buf		*sq, *rq;
 	struct rdma_user_mmap_entry *sq_entry, *rq_entry;
 	struct mutex		lock;	/* serializes modify/query */
+
+	/* kernel QPs (ib_mad's GSI QP, kernel UD QPs): rings only we see */
+	bool			kernel;
+	u32			sq_max_sge, rq_max_sge;
+	spinlock_t		sq_lock, rq_lock;
+	struct work_struct	db_work;	/* DB_SQ from process context */
 };
 
+/* A user AH lives in the NIC (handle = ah_num); a kernel AH (handle 0) only
+ * here: its AV goes inline into each UD WQE (see kverbs.c). */
 struct fnic_ah {
 	struct ib_ah		ibah;
 	u32			handle;
@@ -228,6 +245,15 @@ extern const struct ib_device_ops fnic_dev_ops;
 void fnic_fill_attrs(struct fnic_dev *fd);
 void fnic_dispatch_event(struct fnic_dev *fd, u16 opcode,
 			 const struct falconnic_event *ev);
+
+/* kverbs.c: kernel consumers (ib_mad, ib_cm, rdma_cm) */
+int fnic_kpoll_cq(struct ib_cq *ibcq, int n, struct ib_wc *wc);
+int fnic_kpost_send(struct fnic_qp *qp, const struct ib_send_wr *wr,
+		    const struct ib_send_wr **bad_wr);
+int fnic_kpost_recv(struct fnic_qp *qp, const struct ib_recv_wr *wr,
+		    const struct ib_recv_wr **bad_wr);
+void fnic_kqp_init(struct fnic_qp *qp);
+void fnic_kqp_fini(struct fnic_qp *qp);
 
 /* main.c */
 extern const struct attribute_group fnic_attr_group;

@@ -42,6 +42,11 @@ const char *const fnic_counter_names[FNIC_C_NUM] = {
 	[FNIC_C_RX_EVENT_UNKNOWN]	= "rx_event_unknown",
 	[FNIC_C_RX_EVENT_NO_OBJECT]	= "rx_event_no_object",
 	[FNIC_C_QUARANTINED]		= "quarantined",
+	[FNIC_C_KPOST_SEND]		= "kpost_send",
+	[FNIC_C_KPOST_RECV]		= "kpost_recv",
+	[FNIC_C_KPOST_FULL]		= "kpost_full",
+	[FNIC_C_KPOST_BAD_WR]		= "kpost_bad_wr",
+	[FNIC_C_KPOLL_CQE]		= "kpoll_cqe",
 };
 
 static ssize_t counters_show(struct device *device,

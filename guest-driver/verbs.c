@@ -5,9 +5,9 @@
  * file turns verbs into control-channel requests and owns the guest memory
  * (rings, page lists, pinned MRs) the NIC reads and writes.
  *
- * Only user-space consumers are supported (librxe): kernel ULP verbs
- * (post_send with work requests, poll_cq, kernel CQs and QPs) fail with
- * -EOPNOTSUPP.
+ * Kernel consumers (ib_mad's GSI QP, ib_cm, rdma_cm) get kernel CQs, UD and
+ * GSI QPs and AHs; their data path is in kverbs.c.  Kernel RC/UC QPs and
+ * kernel MRs are not supported (-EOPNOTSUPP).
  *
  * Handle lifetime: a handle returns to its allocator only when the NIC
  * confirmed the destroy (OK or BAD_HANDLE).  When a destroy is unanswered
@@ -105,6 +105,8 @@ void fnic_fill_attrs(struct fnic_dev *fd)
 			     FNIC_MAX_HANDLE);
 	a->max_pkeys = 1;
 	a->local_ca_ack_delay = 15;
+	/* local_dma_lkey (FALCONNIC_DMA_LKEY) names guest memory: kverbs.c */
+	a->kernel_cap_flags = IBK_LOCAL_DMA_LKEY;
 	a->max_send_sge = max(a->max_send_sge, 1u);
 	/* Inline data needs FALCONNIC_CAP_INLINE; 0 disables it. */
 	fd->nic_attr.max_inline_data = cpu_to_le32(caps & FALCONNIC_CAP_INLINE ?
@@ -145,7 +147,7 @@ static int fnic_query_port(struct ib_device *ibdev, u32 port,
 	if (attr->active_mtu > attr->max_mtu)
 		attr->active_mtu = attr->max_mtu;
 	attr->gid_tbl_len = FNIC_GID_TBL_LEN;
-	attr->port_cap_flags = 0;	/* no CM: see get_port_immutable */
+	attr->port_cap_flags = IB_PORT_CM_SUP;
 	attr->max_msg_sz = 0x80000000;
 	attr->pkey_tbl_len = 1;
 	attr->ip_gids = true;
@@ -165,12 +167,11 @@ static int fnic_get_port_immutable(struct ib_device *ibdev, u32 port,
 	imm->pkey_tbl_len = attr.pkey_tbl_len;
 	imm->gid_tbl_len = attr.gid_tbl_len;
 	/*
-	 * RoCEv2 without MAD/CM: GSI (QP1) would be a kernel QP, which the
-	 * NIC does not run, so the MAD, CM and rdma_cm clients skip the port.
+	 * RoCEv2 with MADs: ib_mad runs the GSI QP (QP1) on the NIC, so
+	 * ib_cm and rdma_cm (perftest -R, rping) work over this port.
 	 */
-	imm->core_cap_flags = RDMA_CORE_CAP_PROT_ROCE_UDP_ENCAP |
-			      RDMA_CORE_CAP_ETH_AH;
-	imm->max_mad_size = 0;
+	imm->core_cap_flags = RDMA_CORE_PORT_IBA_ROCE_UDP_ENCAP;
+	imm->max_mad_size = IB_MGMT_MAD_SIZE;
 	return 0;
 }
 
@@ -377,14 +378,14 @@ static int fnic_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr
 	u32 slots;
 	int id, err;
 
-	if (!udata)
-		return -EOPNOTSUPP;
 	if (attr->flags)
 		return -EOPNOTSUPP;
 	if (attr->cqe < 1 || attr->cqe > fd->attrs.max_cqe)
 		return -EINVAL;
-	if (udata->outlen < sizeof(resp))
+	if (udata && udata->outlen < sizeof(resp))
 		return -EINVAL;
+	cq->kernel = !udata;
+	spin_lock_init(&cq->lock);
 	err = fnic_ensure_open(fd);
 	if (err)
 		return err;
@@ -404,13 +405,15 @@ static int fnic_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr
 	if (err)
 		goto undo_nic;
 	cq->handle = id;
-	err = fnic_buf_expose(fnic_uctx(udata), cq->buf, &cq->entry,
-			      &resp.mi);
-	if (err)
-		goto destroy;
-	err = ib_copy_to_udata(udata, &resp, sizeof(resp));
-	if (err)
-		goto destroy;
+	if (udata) {
+		err = fnic_buf_expose(fnic_uctx(udata), cq->buf, &cq->entry,
+				      &resp.mi);
+		if (err)
+			goto destroy;
+		err = ib_copy_to_udata(udata, &resp, sizeof(resp));
+		if (err)
+			goto destroy;
+	}
 	err = xa_insert_bh(&fd->cqs, id, cq, GFP_KERNEL);
 	if (err)
 		goto destroy;
@@ -452,7 +455,9 @@ static int fnic_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata)
 
 static int fnic_poll_cq(struct ib_cq *ibcq, int n, struct ib_wc *wc)
 {
-	return -EOPNOTSUPP;	/* user CQs are polled by librxe */
+	if (!container_of(ibcq, struct fnic_cq, ibcq)->kernel)
+		return -EOPNOTSUPP;	/* user CQs are polled by librxe */
+	return fnic_kpoll_cq(ibcq, n, wc);
 }
 
 static bool fnic_ring_empty(struct fnic_buf *buf)
@@ -695,11 +700,20 @@ static int fnic_create_ah(struct ib_ah *ibah, struct rdma_ah_init_attr *init,
 	struct rxe_create_ah_resp resp = {};
 	int id, err;
 
-	if (!(init->flags & RDMA_CREATE_AH_SLEEPABLE))
-		return -EOPNOTSUPP;	/* a request must wait for its reply */
 	err = fnic_av_from_ah(init->ah_attr, &req.av);
 	if (err)
 		return err;
+	if (!udata) {
+		/*
+		 * A kernel AH (ib_cm creates them in atomic context) stays
+		 * here: its AV goes inline into each UD WQE (kverbs.c).
+		 */
+		ah->handle = 0;
+		ah->av = req.av;
+		return 0;
+	}
+	if (!(init->flags & RDMA_CREATE_AH_SLEEPABLE))
+		return -EOPNOTSUPP;	/* a request must wait for its reply */
 	err = fnic_ensure_open(fd);
 	if (err)
 		return err;
@@ -747,7 +761,7 @@ static int fnic_destroy_ah(struct ib_ah *ibah, u32 flags)
 	 * then stays allocated (the NIC drops it at CLOSE).  An AH names no
 	 * guest memory, so nothing needs quarantine.
 	 */
-	if ((flags & RDMA_DESTROY_AH_SLEEPABLE) &&
+	if (ah->handle && (flags & RDMA_DESTROY_AH_SLEEPABLE) &&
 	    fnic_destroy_cmd(fd, FALCONNIC_OP_DESTROY_AH, ah->handle))
 		ida_free(&fd->ah_ida, ah->handle);
 	return 0;
@@ -756,6 +770,7 @@ static int fnic_destroy_ah(struct ib_ah *ibah, u32 flags)
 /* ---- QP ---- */
 
 static const u8 fnic_qp_types[] = {
+	[IB_QPT_GSI] = FALCONNIC_QPT_GSI,
 	[IB_QPT_RC] = FALCONNIC_QPT_RC,
 	[IB_QPT_UC] = FALCONNIC_QPT_UC,
 	[IB_QPT_UD] = FALCONNIC_QPT_UD,
@@ -768,7 +783,8 @@ static const u8 fnic_qp_types[] = {
 static void fnic_qp_forget(struct fnic_dev *fd, struct fnic_qp *qp, u32 id)
 {
 	if (fnic_destroy_cmd(fd, FALCONNIC_OP_DESTROY_QP, id)) {
-		ida_free(&fd->qp_ida, id);
+		if (id != FALCONNIC_GSI_QPN)	/* GSI's handle is fixed */
+			ida_free(&fd->qp_ida, id);
 		return;
 	}
 	fnic_quarantine(fd, qp->sq, NULL, NULL);
@@ -790,11 +806,14 @@ static int fnic_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 	u32 wqe, sq_slots, rq_slots = 0, rq_sge = 0;
 	int id, err;
 
-	if (!udata)
-		return -EOPNOTSUPP;
 	if (init->qp_type >= ARRAY_SIZE(fnic_qp_types) ||
 	    !fnic_qp_types[init->qp_type])
 		return -EOPNOTSUPP;
+	/* Kernel consumers: UD and GSI only; GSI is kernel only. */
+	if (!udata && init->qp_type != IB_QPT_UD && init->qp_type != IB_QPT_GSI)
+		return -EOPNOTSUPP;
+	if (udata && init->qp_type == IB_QPT_GSI)
+		return -EINVAL;
 	if (init->create_flags)
 		return -EOPNOTSUPP;
 	/* A queue of 0 WRs is legal (send- or receive-only QP): it gets 1. */
@@ -805,14 +824,18 @@ static int fnic_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 	if (!init->srq && (cap->max_recv_wr > da->max_qp_wr ||
 			   cap->max_recv_sge > da->max_recv_sge))
 		return -EINVAL;
-	if (udata->outlen < sizeof(resp))
+	if (udata && udata->outlen < sizeof(resp))
 		return -EINVAL;
+	if (!udata && (init->srq || cap->max_inline_data))
+		return -EOPNOTSUPP;
 	err = fnic_ensure_open(fd);
 	if (err)
 		return err;
-	uctx = fnic_uctx(udata);
+	uctx = udata ? fnic_uctx(udata) : NULL;
 
 	mutex_init(&qp->lock);
+	if (!udata)
+		fnic_kqp_init(qp);
 	qp->state = IB_QPS_RESET;
 	/* Send WQE: struct rxe_send_wqe then SGEs or inline data, like rxe. */
 	wqe = max_t(u32, cap->max_send_sge * sizeof(struct rxe_sge),
@@ -836,8 +859,11 @@ static int fnic_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 			goto put;
 		}
 	}
-	id = fnic_handle_alloc(&fd->qp_ida, FALCONNIC_FIRST_QPN,
-			       FALCONNIC_FIRST_QPN + da->max_qp - 1);
+	if (init->qp_type == IB_QPT_GSI)
+		id = FALCONNIC_GSI_QPN;	/* one GSI QP per port, named QP1 */
+	else
+		id = fnic_handle_alloc(&fd->qp_ida, FALCONNIC_FIRST_QPN,
+				       FALCONNIC_FIRST_QPN + da->max_qp - 1);
 	if (id < 0) {
 		err = id;
 		goto put;
@@ -850,6 +876,7 @@ static int fnic_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 		req.srq = cpu_to_le32(container_of(init->srq, struct fnic_srq, ibsrq)->handle);
 	req.type = fnic_qp_types[init->qp_type];
 	req.sq_sig_all = init->sq_sig_type == IB_SIGNAL_ALL_WR;
+	req.flags = udata ? 0 : FALCONNIC_QP_F_KERNEL;
 	fnic_buf_wire(qp->sq, cap->max_send_sge, cap->max_inline_data, &req.sq);
 	if (qp->rq)
 		fnic_buf_wire(qp->rq, rq_sge, 0, &req.rq);
@@ -858,17 +885,20 @@ static int fnic_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 		/* Refused: the NIC holds nothing.  Unanswered: it may. */
 		if (err == -ETIMEDOUT)
 			fnic_qp_forget(fd, qp, id);
-		else
+		else if (id != FALCONNIC_GSI_QPN)
 			ida_free(&fd->qp_ida, id);
 		goto put;
 	}
 	qp->handle = id;
 	ibqp->qp_num = id;
-	err = fnic_buf_expose(uctx, qp->sq, &qp->sq_entry, &resp.sq_mi);
-	if (!err && qp->rq)
-		err = fnic_buf_expose(uctx, qp->rq, &qp->rq_entry, &resp.rq_mi);
-	if (!err)
-		err = ib_copy_to_udata(udata, &resp, sizeof(resp));
+	if (uctx) {
+		err = fnic_buf_expose(uctx, qp->sq, &qp->sq_entry, &resp.sq_mi);
+		if (!err && qp->rq)
+			err = fnic_buf_expose(uctx, qp->rq, &qp->rq_entry,
+					      &resp.rq_mi);
+		if (!err)
+			err = ib_copy_to_udata(udata, &resp, sizeof(resp));
+	}
 	if (!err)
 		err = xa_insert_bh(&fd->qps, id, qp, GFP_KERNEL);
 	if (err) {
@@ -888,6 +918,8 @@ static int fnic_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 	}
 	qp->cap = *cap;
 	qp->sq_sig_all = req.sq_sig_all;
+	qp->sq_max_sge = cap->max_send_sge;
+	qp->rq_max_sge = cap->max_recv_sge;
 	return 0;
 put:
 	fnic_buf_put(qp->sq);
@@ -902,6 +934,7 @@ static int fnic_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	struct fnic_qp *qp = container_of(ibqp, struct fnic_qp, ibqp);
 
 	xa_erase_bh(&fd->qps, qp->handle);
+	fnic_kqp_fini(qp);
 	fnic_qp_forget(fd, qp, qp->handle);
 	fnic_buf_unexpose(qp->sq_entry);
 	fnic_buf_unexpose(qp->rq_entry);
@@ -1036,6 +1069,8 @@ static int fnic_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 	struct rxe_queue_buf *q = qp->sq->vaddr;
 	u32 *polling = qp->sq->vaddr + FALCONNIC_RING_NIC_POLLING_OFF;
 
+	if (qp->kernel)
+		return fnic_kpost_send(qp, wr, bad_wr);
 	if (wr) {
 		*bad_wr = wr;
 		return -EOPNOTSUPP;
@@ -1056,6 +1091,8 @@ static int fnic_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
 	struct fnic_qp *qp = container_of(ibqp, struct fnic_qp, ibqp);
 	struct rxe_queue_buf *q;
 
+	if (qp->kernel && qp->rq)
+		return fnic_kpost_recv(qp, wr, bad_wr);
 	if (wr || !qp->rq) {
 		*bad_wr = wr;
 		return -EOPNOTSUPP;

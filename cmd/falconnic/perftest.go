@@ -34,7 +34,9 @@ until falcon0 is ACTIVE in both, then for each program runs the server side
 the client's output. Exits non-zero if any side failed. Examples:
   falconnic perftest -- ib_write_bw -s 65536
   falconnic perftest --daemons 2 --loss 1 -- ib_write_bw -s 65536 -- ibv_rc_pingpong -g 1 -c
-rdma_cm (perftest -R) is not supported by the guest driver yet.`
+  falconnic perftest -- ib_write_bw -R -s 65536 -- rping -C 10 -v
+With -R (rdma_cm) the client gets B's IP address like any other program;
+rping gets -s in B and -c -a B's-IP in A.`
 
 // pairKind selects what carries RDMA between the two guests.
 type pairKind int
@@ -362,11 +364,11 @@ func (p *rdmaPair) run(ctx context.Context, argv []string, timeout time.Duration
 	defer cancel()
 	var r perftestResult
 	srvDone := make(chan struct{})
+	server, client := sides(argv, p.bIP)
 	go func() {
 		defer close(srvDone)
-		r.Server, r.ServerErr = guestOut(ctx, p.b, argv...)
+		r.Server, r.ServerErr = guestOut(ctx, p.b, server...)
 	}()
-	client := append(append([]string(nil), argv...), p.bIP)
 	for {
 		r.Tries++
 		time.Sleep(time.Second) // let the server start listening
@@ -393,6 +395,18 @@ func (p *rdmaPair) run(ctx context.Context, argv []string, timeout time.Duration
 	return r
 }
 
+// sides returns the server's and the client's command lines for argv:
+// perftest and the pingpong examples take the server's address as their
+// last argument; rping (librdmacm's example) takes -s, or -c -a ADDR.
+func sides(argv []string, serverIP string) (server, client []string) {
+	if len(argv) > 0 && argv[0] == "rping" {
+		server = append(append([]string(nil), argv...), "-s")
+		client = append(append([]string(nil), argv...), "-c", "-a", serverIP)
+		return server, client
+	}
+	return argv, append(append([]string(nil), argv...), serverIP)
+}
+
 // splitPrograms splits ARGS at "--" into program invocations.
 func splitPrograms(args []string) [][]string {
 	var progs [][]string
@@ -411,16 +425,6 @@ func splitPrograms(args []string) [][]string {
 		progs = append(progs, cur)
 	}
 	return progs
-}
-
-// checkProgram refuses what the guest driver cannot do yet.
-func checkProgram(argv []string) error {
-	for _, a := range argv {
-		if a == "-R" || a == "--rdma_cm" {
-			return fmt.Errorf("%w: %s -R: rdma_cm is not supported by the falconnic guest driver yet (no QP1/CM)", errUsage, argv[0])
-		}
-	}
-	return nil
 }
 
 func runPerftest(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -442,11 +446,6 @@ func runPerftest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	progs := splitPrograms(fs.Args())
 	if len(progs) == 0 {
 		return fmt.Errorf("%w: falconnic perftest [FLAGS] -- PROGRAM ARGS... (e.g. -- ib_write_bw -s 65536)", errUsage)
-	}
-	for _, p := range progs {
-		if err := checkProgram(p); err != nil {
-			return err
-		}
 	}
 	if *daemons != 1 && *daemons != 2 {
 		return fmt.Errorf("%w: --daemons must be 1 or 2", errUsage)

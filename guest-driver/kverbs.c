@@ -1,0 +1,312 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Kernel consumers' data path: what ib_mad (the GSI QP, QP1), ib_cm and
+ * rdma_cm need from a RoCE device.
+ *
+ * - Rings are the same rxe_queue_buf rings user QPs and CQs use, but only
+ *   this driver reads and writes them (never mmapped).
+ * - DMA: the device uses virtual DMA (no dma_device), so the "DMA address"
+ *   ib_dma_map_* gives ib_mad is the kernel virtual address.  post_send and
+ *   post_recv translate it with virt_to_phys (linear-map memory only:
+ *   kmalloc'ed buffers are physically contiguous) and put the GPA in the
+ *   SGE with FALCONNIC_DMA_LKEY; the NIC accepts that key only on QPs
+ *   created with FALCONNIC_QP_F_KERNEL and checks the range against guest
+ *   RAM.
+ * - Kernel AHs never reach the NIC (ib_cm creates them in atomic context):
+ *   the AV is kept in struct fnic_ah and written inline into each UD WQE
+ *   (wr.ud.av, ah_num 0), as rxe's own kernel path does.
+ * - post_send may run with IRQs disabled (ib_mad holds a spinlock): the
+ *   DB_SQ frame is sent from a work item, skipped while the NIC reports it
+ *   is still draining the SQ.
+ * - poll_cq converts the NIC's ib_uverbs_wc CQEs into struct ib_wc, with
+ *   IB_WC_WITH_NETWORK_HDR_TYPE from the byte the NIC puts at
+ *   FALCONNIC_WC_NET_TYPE_OFF, so ib_init_ah_attr_from_wc can parse the GRH
+ *   area and build the reply AH.
+ */
+#include <linux/workqueue.h>
+#include <rdma/ib_addr.h>
+#include "falconnic.h"
+
+static void *fnic_slot(struct fnic_buf *buf, u32 i)
+{
+	return buf->vaddr + sizeof(struct rxe_queue_buf) +
+	       ((size_t)(i & (buf->slots - 1)) << buf->log2_elem);
+}
+
+/* fnic_ring_room reports whether the producer may publish one more slot. */
+static bool fnic_ring_room(struct fnic_buf *buf, u32 prod)
+{
+	struct rxe_queue_buf *q = buf->vaddr;
+	u32 mask = buf->slots - 1;
+
+	return ((prod + 1) & mask) != (smp_load_acquire(&q->consumer_index) & mask);
+}
+
+/* fnic_kdma_sge fills a NIC SGE from a kernel consumer's ib_sge. */
+static bool fnic_kdma_sge(struct fnic_dev *fd, const struct ib_sge *in,
+			  struct rxe_sge *out)
+{
+	void *va = (void *)(uintptr_t)in->addr;
+
+	if (in->lkey != fd->ib.local_dma_lkey)
+		return false;	/* kernel MRs are not supported */
+	if (in->length) {
+		if (!virt_addr_valid(va) ||
+		    !virt_addr_valid(va + in->length - 1))
+			return false;
+		out->addr = virt_to_phys(va);
+	} else {
+		out->addr = 0;
+	}
+	out->length = in->length;
+	out->lkey = FALCONNIC_DMA_LKEY;
+	return true;
+}
+
+/* fnic_inline_av writes a kernel AH's address vector as rxe's struct rxe_av. */
+static void fnic_inline_av(const struct falconnic_av *av, struct rxe_av *out)
+{
+	union ib_gid gid;
+
+	memset(out, 0, sizeof(*out));
+	out->port_num = av->port_num;
+	out->network_type = av->network_type;
+	memcpy(out->dmac, av->dmac, ETH_ALEN);
+	memcpy(out->grh.dgid.raw, av->dgid, sizeof(av->dgid));
+	out->grh.flow_label = le32_to_cpu(av->flow_label);
+	out->grh.sgid_index = av->sgid_index;
+	out->grh.hop_limit = av->hop_limit;
+	out->grh.traffic_class = av->traffic_class;
+	memcpy(gid.raw, av->sgid, sizeof(gid.raw));
+	rdma_gid2ip((struct sockaddr *)&out->sgid_addr, &gid);
+	memcpy(gid.raw, av->dgid, sizeof(gid.raw));
+	rdma_gid2ip((struct sockaddr *)&out->dgid_addr, &gid);
+}
+
+static int fnic_kbuild_send(struct fnic_dev *fd, struct fnic_qp *qp,
+			    const struct ib_send_wr *wr,
+			    struct rxe_send_wqe *wqe)
+{
+	u32 total = 0;
+	int i;
+
+	if (wr->num_sge < 0 || wr->num_sge > qp->sq_max_sge ||
+	    (wr->send_flags & IB_SEND_INLINE))
+		return -EINVAL;
+	switch (wr->opcode) {
+	case IB_WR_SEND:
+	case IB_WR_SEND_WITH_IMM:
+		break;
+	default:
+		return -EINVAL;	/* kernel QPs are UD/GSI: sends only */
+	}
+	memset(wqe, 0, sizeof(*wqe));
+	wqe->wr.wr_id = wr->wr_id;
+	wqe->wr.opcode = wr->opcode;
+	wqe->wr.send_flags = wr->send_flags &
+			     (IB_SEND_FENCE | IB_SEND_SIGNALED | IB_SEND_SOLICITED);
+	if (wr->opcode == IB_WR_SEND_WITH_IMM)
+		wqe->wr.ex.imm_data = (__force __u32)wr->ex.imm_data;
+	if (qp->ibqp.qp_type == IB_QPT_UD || qp->ibqp.qp_type == IB_QPT_GSI) {
+		const struct ib_ud_wr *ud = ud_wr(wr);
+		struct fnic_ah *ah;
+
+		if (!ud->ah)
+			return -EINVAL;
+		ah = container_of(ud->ah, struct fnic_ah, ibah);
+		wqe->wr.wr.ud.remote_qpn = ud->remote_qpn;
+		wqe->wr.wr.ud.remote_qkey = ud->remote_qkey;
+		wqe->wr.wr.ud.pkey_index = ud->pkey_index;
+		if (ah->handle)
+			wqe->wr.wr.ud.ah_num = ah->handle;
+		else
+			fnic_inline_av(&ah->av, &wqe->wr.wr.ud.av);
+	}
+	for (i = 0; i < wr->num_sge; i++) {
+		if (!fnic_kdma_sge(fd, &wr->sg_list[i], &wqe->dma.sge[i]))
+			return -EINVAL;
+		total += wr->sg_list[i].length;
+	}
+	wqe->dma.length = total;
+	wqe->dma.resid = total;
+	wqe->dma.num_sge = wr->num_sge;
+	return 0;
+}
+
+int fnic_kpost_send(struct fnic_qp *qp, const struct ib_send_wr *wr,
+		    const struct ib_send_wr **bad_wr)
+{
+	struct fnic_dev *fd = to_fdev(qp->ibqp.device);
+	struct rxe_queue_buf *q = qp->sq->vaddr;
+	u32 *polling = qp->sq->vaddr + FALCONNIC_RING_NIC_POLLING_OFF;
+	unsigned long flags;
+	u32 prod, mask = qp->sq->slots - 1;
+	bool posted = false;
+	int err = 0;
+
+	spin_lock_irqsave(&qp->sq_lock, flags);
+	prod = READ_ONCE(q->producer_index);
+	for (; wr; wr = wr->next) {
+		if (!fnic_ring_room(qp->sq, prod)) {
+			fnic_count(fd, FNIC_C_KPOST_FULL);
+			err = -ENOMEM;
+			break;
+		}
+		err = fnic_kbuild_send(fd, qp, wr, fnic_slot(qp->sq, prod));
+		if (err) {
+			fnic_count(fd, FNIC_C_KPOST_BAD_WR);
+			break;
+		}
+		prod = (prod + 1) & mask;
+		smp_store_release(&q->producer_index, prod);
+		fnic_count(fd, FNIC_C_KPOST_SEND);
+		posted = true;
+	}
+	spin_unlock_irqrestore(&qp->sq_lock, flags);
+	if (err)
+		*bad_wr = wr;
+	if (posted) {
+		/* Our producer store, then the NIC's flag (see the uapi). */
+		smp_mb();
+		if (READ_ONCE(*polling))
+			fnic_count(fd, FNIC_C_DOORBELL_SUPPRESSED);
+		else
+			queue_work(system_highpri_wq, &qp->db_work);
+	}
+	return err;
+}
+
+int fnic_kpost_recv(struct fnic_qp *qp, const struct ib_recv_wr *wr,
+		    const struct ib_recv_wr **bad_wr)
+{
+	struct fnic_dev *fd = to_fdev(qp->ibqp.device);
+	struct rxe_queue_buf *q = qp->rq->vaddr;
+	unsigned long flags;
+	u32 prod, mask = qp->rq->slots - 1;
+	int err = 0;
+
+	spin_lock_irqsave(&qp->rq_lock, flags);
+	prod = READ_ONCE(q->producer_index);
+	for (; wr; wr = wr->next) {
+		struct rxe_recv_wqe *wqe = fnic_slot(qp->rq, prod);
+		u32 total = 0;
+		int i;
+
+		if (!fnic_ring_room(qp->rq, prod)) {
+			fnic_count(fd, FNIC_C_KPOST_FULL);
+			err = -ENOMEM;
+			break;
+		}
+		if (wr->num_sge < 0 || wr->num_sge > qp->rq_max_sge) {
+			fnic_count(fd, FNIC_C_KPOST_BAD_WR);
+			err = -EINVAL;
+			break;
+		}
+		memset(wqe, 0, sizeof(*wqe));
+		wqe->wr_id = wr->wr_id;
+		for (i = 0; i < wr->num_sge; i++) {
+			if (!fnic_kdma_sge(fd, &wr->sg_list[i], &wqe->dma.sge[i])) {
+				err = -EINVAL;
+				break;
+			}
+			total += wr->sg_list[i].length;
+		}
+		if (err) {
+			fnic_count(fd, FNIC_C_KPOST_BAD_WR);
+			break;
+		}
+		wqe->dma.length = total;
+		wqe->dma.resid = total;
+		wqe->dma.num_sge = wr->num_sge;
+		prod = (prod + 1) & mask;
+		/* The NIC reads the producer index when a message arrives. */
+		smp_store_release(&q->producer_index, prod);
+		fnic_count(fd, FNIC_C_KPOST_RECV);
+	}
+	spin_unlock_irqrestore(&qp->rq_lock, flags);
+	if (err)
+		*bad_wr = wr;
+	return err;
+}
+
+static void fnic_db_work(struct work_struct *w)
+{
+	struct fnic_qp *qp = container_of(w, struct fnic_qp, db_work);
+	struct rxe_queue_buf *q = qp->sq->vaddr;
+
+	fnic_doorbell(to_fdev(qp->ibqp.device), FALCONNIC_OP_DB_SQ, qp->handle,
+		      READ_ONCE(q->producer_index));
+}
+
+void fnic_kqp_init(struct fnic_qp *qp)
+{
+	qp->kernel = true;
+	spin_lock_init(&qp->sq_lock);
+	spin_lock_init(&qp->rq_lock);
+	INIT_WORK(&qp->db_work, fnic_db_work);
+}
+
+void fnic_kqp_fini(struct fnic_qp *qp)
+{
+	if (qp->kernel)
+		cancel_work_sync(&qp->db_work);
+}
+
+/* ib_uverbs_wc flags the NIC writes that mean the same in struct ib_wc. */
+#define FNIC_WC_FLAGS (IB_WC_GRH | IB_WC_WITH_IMM | IB_WC_WITH_INVALIDATE)
+
+static void fnic_wc_convert(struct fnic_dev *fd, const struct ib_uverbs_wc *u,
+			    struct ib_wc *wc)
+{
+	const u8 *raw = (const u8 *)u;
+	struct fnic_qp *qp;
+
+	memset(wc, 0, sizeof(*wc));
+	wc->wr_id = u->wr_id;	/* also wr_cqe: the same union */
+	wc->status = u->status;
+	wc->opcode = u->opcode;
+	wc->vendor_err = u->vendor_err;
+	wc->byte_len = u->byte_len;
+	wc->ex.imm_data = (__force __be32)u->ex.imm_data;
+	wc->src_qp = u->src_qp;
+	wc->wc_flags = u->wc_flags & FNIC_WC_FLAGS;
+	wc->pkey_index = u->pkey_index;
+	wc->port_num = 1;
+	switch (raw[FALCONNIC_WC_NET_TYPE_OFF]) {
+	case FALCONNIC_NET_IPV4:
+		wc->network_hdr_type = RDMA_NETWORK_IPV4;
+		wc->wc_flags |= IB_WC_WITH_NETWORK_HDR_TYPE;
+		break;
+	case FALCONNIC_NET_IPV6:
+		wc->network_hdr_type = RDMA_NETWORK_IPV6;
+		wc->wc_flags |= IB_WC_WITH_NETWORK_HDR_TYPE;
+		break;
+	}
+	/* The QP outlives its CQEs: consumers destroy QPs before their CQs. */
+	qp = xa_load(&fd->qps, u->qp_num);
+	wc->qp = qp ? &qp->ibqp : NULL;
+}
+
+int fnic_kpoll_cq(struct ib_cq *ibcq, int n, struct ib_wc *wc)
+{
+	struct fnic_dev *fd = to_fdev(ibcq->device);
+	struct fnic_cq *cq = container_of(ibcq, struct fnic_cq, ibcq);
+	struct rxe_queue_buf *q = cq->buf->vaddr;
+	u32 mask = cq->buf->slots - 1, cons;
+	unsigned long flags;
+	int got = 0;
+
+	spin_lock_irqsave(&cq->lock, flags);
+	cons = READ_ONCE(q->consumer_index);
+	while (got < n &&
+	       (cons & mask) != (smp_load_acquire(&q->producer_index) & mask)) {
+		fnic_wc_convert(fd, fnic_slot(cq->buf, cons), &wc[got++]);
+		cons = (cons + 1) & mask;
+	}
+	/* Slots are free for the NIC only after we copied them out. */
+	smp_store_release(&q->consumer_index, cons);
+	spin_unlock_irqrestore(&cq->lock, flags);
+	if (got)
+		atomic64_add(got, &fd->counters[FNIC_C_KPOLL_CQE]);
+	return got;
+}
