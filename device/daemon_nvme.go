@@ -310,7 +310,11 @@ func (d *Daemon) nvmeStatus() *NVMeStatus {
 		for _, s := range d.cfg.NVMe.Namespaces {
 			if f := d.nvme.funcs[s.NIC]; f != nil {
 				if ns := f.Engine.Namespace(s.NSID); ns != nil {
-					st.Namespaces[fmt.Sprintf("%s/%d", s.NIC, s.NSID)] = ns.Stats.Set().Snapshot()
+					set := ns.Stats.Set()
+					if p, ok := ns.Config().Backend.(*nsPool); ok {
+						set = append(set, p.Stats.Set()...)
+					}
+					st.Namespaces[fmt.Sprintf("%s/%d", s.NIC, s.NSID)] = set.Snapshot()
 				}
 			}
 		}

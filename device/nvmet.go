@@ -43,7 +43,8 @@ func NewBackend(s NamespaceSpec) (nvme.Backend, int64, error) {
 }
 
 // AddNamespace exports the namespace spec describes (before Run, or
-// through Port.Call).
+// through Port.Call). A file or block device is served by a worker pool
+// (nvmet_pool.go); memory on the port's goroutine.
 func (f *NVMeFunc) AddNamespace(s NamespaceSpec) (*nvme.Namespace, error) {
 	be, size, err := NewBackend(s)
 	if err != nil {
@@ -52,6 +53,10 @@ func (f *NVMeFunc) AddNamespace(s NamespaceSpec) (*nvme.Namespace, error) {
 	bs := s.BlockSize
 	if bs == 0 {
 		bs = 512
+	}
+	if s.Backing != NamespaceMemory {
+		// File and device IO blocks: run it on workers, not the port.
+		be = newNSPool(be, f.Port, f.Engine)
 	}
 	ns, err := nvme.NewNamespace(nvme.NamespaceConfig{NSID: s.NSID, BlockSize: bs, Blocks: uint64(size) / uint64(bs),
 		ReadOnly: s.ReadOnly, Backend: be})

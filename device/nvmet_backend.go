@@ -3,6 +3,7 @@ package device
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sync"
 	"unsafe"
@@ -136,6 +137,56 @@ func (b *FileBackend) WriteAt(p []byte, off int64) (int, error) {
 	defer b.mu.Unlock()
 	copy(b.bounce, p)
 	return b.f.WriteAt(b.bounce[:len(p)], off)
+}
+
+// ReadvAt reads contiguous bytes from off into bufs, in one preadv where
+// the kernel does it all (with O_DIRECT, every buffer must be aligned:
+// vectorOK). A short read past the end is io.ErrUnexpectedEOF.
+func (b *FileBackend) ReadvAt(bufs [][]byte, off int64) error {
+	return b.vector(unix.Preadv, bufs, off)
+}
+
+// WritevAt writes bufs as contiguous bytes at off (pwritev).
+func (b *FileBackend) WritevAt(bufs [][]byte, off int64) error {
+	return b.vector(unix.Pwritev, bufs, off)
+}
+
+// vectorOK reports whether bufs at off may go to ReadvAt/WritevAt as is.
+func (b *FileBackend) vectorOK(bufs [][]byte, off int64) bool {
+	if !b.direct {
+		return true
+	}
+	for _, p := range bufs {
+		if !directOK(p, off) {
+			return false
+		}
+		off += int64(len(p))
+	}
+	return true
+}
+
+func (b *FileBackend) vector(op func(int, [][]byte, int64) (int, error), bufs [][]byte, off int64) error {
+	fd := int(b.f.Fd())
+	for len(bufs) > 0 {
+		n, err := op(fd, bufs, off)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			return err
+		case n == 0:
+			return io.ErrUnexpectedEOF
+		}
+		off += int64(n)
+		for n > 0 {
+			k := min(n, len(bufs[0]))
+			n -= k
+			if bufs[0] = bufs[0][k:]; len(bufs[0]) == 0 {
+				bufs = bufs[1:]
+			}
+		}
+	}
+	return nil
 }
 
 // Flush implements nvme.Backend (fdatasync).

@@ -139,6 +139,9 @@ type Command struct {
 	Data [][]byte
 	// Deallocate lets Write Zeroes unmap.
 	Deallocate bool
+	// FUA (Write): the target makes the data durable before it completes
+	// the command (the Read/Write Request's Force Unit Access bit).
+	FUA bool
 	// Cookie is the submitter's.
 	Cookie uint64
 	// Done, if set, is called on completion instead of Config.OnComplete.

@@ -16,6 +16,7 @@ type Counters struct {
 	Commands, Responses, ErrorResponses, PullsSent stats.Counter
 	BadOpcode, BadField, BadNamespace, TargetBusy  stats.Counter
 	RxWriteDataInvalid, RxWriteDataMismatch        stats.Counter
+	BackendBusy, IOStale                           stats.Counter
 	// both
 	RxBadHeader, RxBadLength, RxUnknownConn stats.Counter
 	TxnFailed                               stats.Counter
@@ -50,6 +51,8 @@ func (c *Counters) Set() stats.Set {
 		{Name: "TargetBusy", Help: "requests RNR-NACKed: target table full", Counter: &c.TargetBusy},
 		{Name: "RxWriteDataInvalid", Help: "writes failed: initiator marked the data invalid (INV)", Counter: &c.RxWriteDataInvalid},
 		{Name: "RxWriteDataMismatch", Help: "writes failed: Write Data Response names another nCMD", Counter: &c.RxWriteDataMismatch},
+		{Name: "BackendBusy", Help: "backend IOs that waited: the asynchronous backend's queue was full", Counter: &c.BackendBusy},
+		{Name: "IOStale", Help: "backend IOs handed back for no slot waiting for one (ignored)", Counter: &c.IOStale},
 		{Name: "RxBadHeader", Help: "dropped: NBTH missing, malformed or of an unexpected type", Counter: &c.RxBadHeader},
 		{Name: "RxBadLength", Help: "data of the wrong length", Counter: &c.RxBadLength},
 		{Name: "RxUnknownConn", Help: "dropped: connection bound to no path", Counter: &c.RxUnknownConn},

@@ -53,7 +53,16 @@
 // Invariants: every delivered push is acknowledged or NACKed exactly
 // once; a response is checked against a live nCMD (tag with generation,
 // iCMD id, offset, type, length) before it touches host memory; every
-// drop has its counter (Counters, NamespaceCounters). Backends are called
-// synchronously on the endpoint's goroutine (a 4 KiB read or write of
-// page cache or memory); an asynchronous backend queue is future work.
+// drop has its counter (Counters, NamespaceCounters).
+//
+// Backends (aio.go): a plain Backend (memory) is called on the endpoint's
+// goroutine. An AsyncBackend (files and block devices, a worker pool in
+// package device) gets each nCMD's IO through Submit — data in a 4 KiB
+// aligned buffer the target slot keeps, so O_DIRECT needs no bounce — and
+// hands it back through Engine.IODone on the endpoint's goroutine; the
+// slot then responds. A full backend queue holds IOs in order in the
+// engine (bounded by the target table, counted as BackendBusy); a path
+// that fails with IO in flight frees those slots when the IO returns. A
+// write with FUA is flushed before its completion; Flush makes every
+// completed write durable (the backend's Flush: fdatasync for files).
 package nvme

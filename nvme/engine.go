@@ -53,6 +53,8 @@ type Engine struct {
 	paths   map[*falcon.Conn]*Path
 	tslots  []tslot
 	tfree   []int32
+	ioWait  []int32 // target slots whose IO an AsyncBackend refused (full), in order
+	slab    []byte  // where the next nCMD buffer is carved from (chunkBuf)
 	scratch []byte
 	list    []*Path
 	scanAt  time.Duration // next timeout scan

@@ -224,6 +224,7 @@ func (p *Path) sendNCMD(ni int32, nc *ncmd) bool {
 	if c.Op == OpWriteZeroes && c.Deallocate {
 		x.SetFlags(flagDeallocate)
 	}
+	cmd.SetFUA(c.Op == OpWrite && c.FUA)
 	_, err := p.conn.Push(ckIniPush|uint64(nTag(ni, nc.gen)), b)
 	switch err {
 	case nil:

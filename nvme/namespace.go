@@ -72,7 +72,7 @@ func (ns *Namespace) Info() NamespaceInfo {
 // NamespaceCounters count a namespace's commands and failures.
 type NamespaceCounters struct {
 	Reads, Writes, Flushes, WriteZeroes, Discards, Identifies stats.Counter
-	ReadBytes, WriteBytes                                     stats.Counter
+	ReadBytes, WriteBytes, FUAWrites                          stats.Counter
 	OutOfRange, WriteProtected, BackendErrors                 stats.Counter
 }
 
@@ -87,6 +87,7 @@ func (c *NamespaceCounters) Set() stats.Set {
 		{Name: "Identifies", Help: "identify commands answered", Counter: &c.Identifies},
 		{Name: "ReadBytes", Help: "bytes read", Counter: &c.ReadBytes},
 		{Name: "WriteBytes", Help: "bytes written", Counter: &c.WriteBytes},
+		{Name: "FUAWrites", Help: "write nCMDs made durable before completing (FUA)", Counter: &c.FUAWrites},
 		{Name: "OutOfRange", Help: "commands refused: LBA range beyond the namespace", Counter: &c.OutOfRange},
 		{Name: "WriteProtected", Help: "commands refused: write to a read-only namespace", Counter: &c.WriteProtected},
 		{Name: "BackendErrors", Help: "backend I/O errors", Counter: &c.BackendErrors},

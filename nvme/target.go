@@ -11,6 +11,8 @@ const (
 	tFree    uint8 = iota
 	tPulling       // write waiting for its pull to be sent or answered
 	tRespond       // response ready (queued if Falcon said Xoff)
+	tIOWait        // backend IO waiting for room in an AsyncBackend (ioWait)
+	tIO            // backend IO submitted to an AsyncBackend
 )
 
 // tslot is the target's state for one nCMD (its Target Tag).
@@ -26,7 +28,11 @@ type tslot struct {
 	blocks uint64
 	bytes  int
 	flags  uint8
+	fua    bool // write: force unit access
+	loaded bool // read: buf holds the data (an AsyncBackend read it)
 	status Status
+	buf    []byte // ChunkSize, aligned; taken on first use and kept (aio.go)
+	io     IO
 }
 
 func (s *tslot) tag(i int32) uint32 { return uint32(i) | uint32(s.gen&0x7ff)<<13 }
@@ -39,6 +45,7 @@ type decoded struct {
 	blocks uint64
 	bytes  int
 	flags  uint8
+	fua    bool
 	status Status
 }
 
@@ -51,6 +58,7 @@ func (e *Engine) decodeCommand(n *wire.NVMe) decoded {
 	op, ok := x.Opcode(n.Type)
 	info, known := op.Info()
 	d.op, d.flags = op, x.Flags()
+	d.fua = op == OpWrite && n.Cmd.FUA()
 	if !ok || !known {
 		e.Stats.BadOpcode.Inc()
 		d.status = StatusInvalidOpcode
@@ -147,44 +155,28 @@ func (e *Engine) onCommand(p *Path, rsn wire.RSN, n *wire.NVMe) {
 		}
 		return
 	}
-	if s.status.OK() && !opTable[s.op].Read {
-		s.status = e.execute(s)
+	// Reads from a plain backend are done while the response is built.
+	if s.status.OK() && s.op != OpIdentify && (s.op != OpRead || e.isAsync(s.ns)) {
+		e.prepareIO(s, si)
+		e.startIO(si)
+		return
 	}
 	s.state = tRespond
 	e.respond(si)
+}
+
+// isAsync reports whether ns's backend runs IO off the engine's goroutine.
+func (e *Engine) isAsync(ns *Namespace) bool {
+	_, ok := ns.cfg.Backend.(AsyncBackend)
+	return ok
 }
 
 func (s *tslot) fill(p *Path, n *wire.NVMe, d *decoded, rt wire.NVMePacketType) {
 	s.gen++
 	s.path, s.op, s.rtype, s.ns = p, d.op, rt, d.ns
 	s.lba, s.blocks, s.bytes, s.flags, s.status = d.lba, d.blocks, d.bytes, d.flags, d.status
+	s.fua, s.loaded = d.fua, false
 	copy(s.nbth[:], n.NBTH)
-}
-
-// execute runs a command without read data against the backend.
-func (e *Engine) execute(s *tslot) Status {
-	ns := s.ns
-	bs := int64(ns.cfg.BlockSize)
-	off, n := int64(s.lba)*bs, int64(s.blocks)*bs
-	var err error
-	switch s.op {
-	case OpFlush:
-		ns.Stats.Flushes.Inc()
-		err = ns.cfg.Backend.Flush()
-	case OpWriteZeroes:
-		ns.Stats.WriteZeroes.Inc()
-		err = ns.cfg.Backend.WriteZeroes(off, n, s.flags&flagDeallocate != 0)
-	case OpDSM:
-		ns.Stats.Discards.Inc()
-		err = ns.cfg.Backend.Discard(off, n)
-	default:
-		return StatusInvalidOpcode
-	}
-	if err != nil {
-		ns.Stats.BackendErrors.Inc()
-		return StatusWriteFault
-	}
-	return StatusSuccess
 }
 
 // pull sends slot si's Write Data Request: a pull of the nCMD's data
@@ -233,41 +225,47 @@ func (e *Engine) onWriteData(p *Path, si int32, cpl *falcon.Completion) {
 		return
 	}
 	s.state = tRespond
+	var data []byte
 	if s.status.OK() {
-		s.status = e.writeData(s, cpl)
+		data, s.status = e.writeData(s, cpl)
 	}
-	e.respond(si)
+	if !s.status.OK() {
+		e.respond(si)
+		return
+	}
+	e.prepareIO(s, si)
+	if e.isAsync(s.ns) {
+		copy(s.io.Buf, data) // cpl.Data is Falcon's until this returns
+	} else {
+		s.io.Buf = data
+	}
+	e.startIO(si)
 }
 
-func (e *Engine) writeData(s *tslot, cpl *falcon.Completion) Status {
+// writeData checks a Write Data Response against the slot's write and
+// returns its data.
+func (e *Engine) writeData(s *tslot, cpl *falcon.Completion) ([]byte, Status) {
 	if cpl.Status != tl.CmplAck {
-		return StatusDataTransferError
+		return nil, StatusDataTransferError
 	}
 	n, err := wire.ParseNVMe(cpl.Data, wire.TypePullData)
 	want := wire.NBTH(s.nbth[:])
 	switch {
 	case err != nil || n.Type != wire.NVMeWriteDataResponse:
 		e.Stats.RxBadHeader.Inc()
-		return StatusDataTransferError
+		return nil, StatusDataTransferError
 	case n.NBTH.INV():
 		e.Stats.RxWriteDataInvalid.Inc()
-		return StatusDataTransferError
+		return nil, StatusDataTransferError
 	case n.NBTH.InitiatorTag() != want.InitiatorTag() || n.NBTH.ICMD() != want.ICMD() ||
 		n.NBTH.NCNTOffset() != want.NCNTOffset():
 		e.Stats.RxWriteDataMismatch.Inc()
-		return StatusDataTransferError
+		return nil, StatusDataTransferError
 	case len(n.Data) != s.bytes:
 		e.Stats.RxBadLength.Inc()
-		return StatusDataTransferError
+		return nil, StatusDataTransferError
 	}
-	ns := s.ns
-	ns.Stats.Writes.Inc()
-	if _, err := ns.cfg.Backend.WriteAt(n.Data, int64(s.lba)*int64(ns.cfg.BlockSize)); err != nil {
-		ns.Stats.BackendErrors.Inc()
-		return StatusWriteFault
-	}
-	ns.Stats.WriteBytes.Add(uint64(len(n.Data)))
-	return StatusSuccess
+	return n.Data, StatusSuccess
 }
 
 // respond pushes slot si's Read Response or Write Completion; on Xoff it
@@ -312,6 +310,8 @@ func (e *Engine) sendResponse(si int32) bool {
 		if s.op == OpIdentify {
 			s.ns.Stats.Identifies.Inc()
 			b = s.ns.Info().AppendIdentify(b)
+		} else if s.loaded {
+			b = append(b, s.buf[:s.bytes]...)
 		} else {
 			ns := s.ns
 			b = b[:hdrLen+s.bytes]
@@ -349,12 +349,26 @@ func (e *Engine) freeTarget(si int32) {
 	e.tfree = append(e.tfree, si)
 }
 
-// dropTargets frees every target slot of a failed path.
+// dropTargets frees every target slot of a failed path. A slot whose IO
+// an AsyncBackend still holds (its buffer with it) loses its path and is
+// freed when the IO comes back (IODone).
 func (e *Engine) dropTargets(p *Path) {
 	for i := range e.tslots {
-		if s := &e.tslots[i]; s.state != tFree && s.path == p {
+		s := &e.tslots[i]
+		switch {
+		case s.state == tFree || s.path != p:
+		case s.state == tIO:
+			s.path = nil
+		default:
 			e.freeTarget(int32(i))
 		}
 	}
+	keep := e.ioWait[:0]
+	for _, si := range e.ioWait {
+		if e.tslots[si].state == tIOWait {
+			keep = append(keep, si)
+		}
+	}
+	e.ioWait = keep
 	p.respQ, p.pullWait = nil, nil
 }
