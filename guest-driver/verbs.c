@@ -151,8 +151,14 @@ static int fnic_query_port(struct ib_device *ibdev, u32 port,
 	attr->max_msg_sz = 0x80000000;
 	attr->pkey_tbl_len = 1;
 	attr->ip_gids = true;
-	return ib_get_eth_speed(ibdev, port, &attr->active_speed,
-				&attr->active_width);
+	/*
+	 * The NIC's link, not virtio-net's (which has no speed, so
+	 * ib_get_eth_speed would warn on every query: ib_cm and rdma_cm query
+	 * the port for each connection): 4 lanes of 25 Gb/s.
+	 */
+	attr->active_speed = IB_SPEED_EDR;
+	attr->active_width = IB_WIDTH_4X;
+	return 0;
 }
 
 static int fnic_get_port_immutable(struct ib_device *ibdev, u32 port,

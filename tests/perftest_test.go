@@ -14,7 +14,8 @@ import (
 // Unmodified Debian perftest and the libibverbs pingpong examples between
 // two guests whose falconnic.ko drives the NIC's RDMA function (falcon0).
 // perftest itself does not check payloads; ibv_rc_pingpong -c does.
-// rdma_cm (perftest -R) is left out: the driver has no QP1/CM yet.
+// With -R perftest sets up its QPs through rdma_cm: the kernel's ib_cm
+// exchanges MADs between the guests' GSI QPs (QP1), which the NICs run.
 
 var (
 	// bwResult is perftest's bandwidth line: bytes, iterations, peak, average.
@@ -23,6 +24,11 @@ var (
 	latResult = regexp.MustCompile(`(?m)^\s*(\d+)\s+(\d+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+[0-9.]+`)
 	// pingpongResult is the libibverbs examples' summary line.
 	pingpongResult = regexp.MustCompile(`(?m)^(\d+) bytes in ([0-9.]+) seconds = ([0-9.]+) Mbit/sec`)
+	// notListening is a client's report that the server is not listening
+	// yet: TCP (perftest, pingpong) or an rdma_cm reject (-R, rping).
+	notListening = regexp.MustCompile(`Couldn't connect to|Unexpected CM event bl blka 8\b|RDMA_CM_EVENT_REJECTED`)
+	// rpingResult is one of rping -v's verified ping lines.
+	rpingResult = regexp.MustCompile(`(?m)^ping data: rdma-ping-\d+: `)
 )
 
 // rdmaGuests boots A and B on one daemon and waits until falcon0 is
@@ -84,7 +90,7 @@ func clientServer(t *testing.T, a, b *vm, bIP string, argv ...string) string {
 	for try := 0; ; try++ {
 		time.Sleep(time.Second)
 		out, err = a.tryExec(ctx, client...)
-		if err == nil || !strings.Contains(out, "Couldn't connect to") || try == 30 {
+		if err == nil || !notListening.MatchString(out) || try == 30 {
 			break
 		}
 		select {
@@ -155,6 +161,8 @@ var ciPrograms = [][]string{
 	{"ib_send_lat", "-c", "UD"},
 	{"ib_atomic_bw"},
 	{"ibv_rc_pingpong", "-g", "1", "-c"},
+	{"ib_write_bw", "-R", "-s", "65536"},
+	{"ib_send_lat", "-R", "-c", "UD"},
 }
 
 // fullPrograms is the issue's matrix: every program with its defaults,
@@ -172,10 +180,13 @@ func fullPrograms() [][]string {
 		if bw {
 			out = append(out, []string{p, "-q", "4"})
 		}
+		out = append(out, []string{p, "-R"}) // rdma_cm
 	}
 	out = append(out,
 		[]string{"ib_send_bw", "-c", "UD"},
 		[]string{"ib_send_lat", "-c", "UD"},
+		[]string{"ib_send_bw", "-R", "-c", "UD"},
+		[]string{"ib_send_lat", "-R", "-c", "UD"},
 		[]string{"ibv_rc_pingpong", "-g", "1", "-c"},
 		[]string{"ibv_rc_pingpong", "-g", "1", "-c", "-s", "65536"},
 		[]string{"ibv_ud_pingpong", "-g", "1", "-s", "512"},
@@ -260,5 +271,25 @@ func TestPerftestMatrixOnTwoDaemons(t *testing.T) {
 				t.Fatalf("%d result tables for %d programs:\n%s", got, len(progs), out)
 			}
 		})
+	}
+}
+
+// rdma_cm across two daemons: perftest -R's connection setup (ib_cm MADs
+// between the guests' QP1s over the fabric) and data path, and rping, whose
+// -v output shows every ping's payload as the server received it.
+func TestPerftestRDMACMOnTwoDaemons(t *testing.T) {
+	requireE2E(t)
+	write := []string{"ib_write_bw", "-R", "-s", "65536"}
+	send := []string{"ib_send_bw", "-R", "-s", "65536"}
+	rping := []string{"rping", "-C", "10", "-v", "-V"}
+	out := perftestCommand(t, []string{"--daemons", "2"}, write, send, rping)
+	tables := strings.Split(out, "#bytes")
+	if len(tables) != 3 {
+		t.Fatalf("%d result tables, want 2:\n%s", len(tables)-1, out)
+	}
+	checkPerftest(t, write, tables[1])
+	checkPerftest(t, send, tables[2])
+	if n := len(rpingResult.FindAllString(out, -1)); n != 10 {
+		t.Fatalf("rping: %d verified pings, want 10:\n%s", n, out)
 	}
 }

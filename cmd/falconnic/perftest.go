@@ -324,10 +324,14 @@ func waitPortActive(ctx context.Context, v *qemu.VM, dev string, d time.Duration
 }
 
 // notListening matches a client's failure to reach a server that does not
-// listen yet (perftest and the libibverbs pingpong examples).
+// listen yet (perftest, the libibverbs pingpong examples, rping).
 func notListening(out string) bool {
-	return strings.Contains(out, "Couldn't connect to")
+	return strings.Contains(out, "Couldn't connect to") || cmRejected.MatchString(out)
 }
+
+// cmRejected is how perftest -R and rping report RDMA_CM_EVENT_REJECTED
+// (8): the server's rdma_cm does not listen on the port yet.
+var cmRejected = regexp.MustCompile(`Unexpected CM event bl blka 8\b|RDMA_CM_EVENT_REJECTED`)
 
 // perftestResult is one client/server run.
 type perftestResult struct {
@@ -480,7 +484,8 @@ func runPerftest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	defer p.close()
 	var failed []error
 	for _, argv := range progs {
-		fmt.Fprintf(stderr, "perftest: server B: %s; client A: %s %s\n", strings.Join(argv, " "), strings.Join(argv, " "), p.bIP)
+		server, client := sides(argv, p.bIP)
+		fmt.Fprintf(stderr, "perftest: server B: %s; client A: %s\n", strings.Join(server, " "), strings.Join(client, " "))
 		start := time.Now()
 		r := p.run(ctx, argv, *timeout)
 		fmt.Fprint(stdout, r.Client)
