@@ -54,9 +54,26 @@
 //     an RNR on one QP holds later requests of the others (head of line).
 //   - READs are segmented at the path MTU without regard to local SGE
 //     boundaries (data is scattered into the SGEs on arrival).
-//   - UD receives get a 40-byte GRH (zero but for the version nibble) and
-//     IBV_WC_GRH, as rxe does; Q_Key mismatches and UD messages without a
-//     receive WQE are dropped and counted.
+//   - UD receives get a 40-byte GRH area and IBV_WC_GRH, as rxe does, for
+//     user and kernel QPs alike: for IPv4 20 zero bytes then an IPv4 header
+//     (valid checksum), for IPv6 the IPv6 header, built by the receiving NIC
+//     from a 40-byte UD address header the sending NIC puts in front of the
+//     data of every UD push (ud.go). The GIDs come from the sender's AH (the
+//     guest kernel filled it at CREATE_AH) or a kernel QP's inline AV, never
+//     from a user WQE's rxe_av copy (that one gives only the DMAC, and the
+//     receiver then gets a zero GRH with just the version nibble). The
+//     receiver validates the header (network type, IPv4-mapped GIDs for
+//     IPv4) and drops and counts a bad one; the CQE's reserved byte
+//     (FALCONNIC_WC_NET_TYPE_OFF) tells the driver the network type. Q_Key
+//     mismatches and UD messages without a receive WQE are dropped and
+//     counted.
+//   - GSI (QP1) is a UD QP with the fixed handle GSIQPN, created only as a
+//     kernel QP; its Q_Key is GSIQKey and cannot be changed; its state
+//     transitions are UD's without the port attribute (as ib_mad drives
+//     it). Kernel QPs (QPSpec.Kernel) may name guest-physical memory with
+//     DMALKey (bounds checked against guest RAM, never an rkey, refused on
+//     user QPs) and carry their UD address vectors inline in the WQE
+//     (ah_num 0), since the guest kernel's AHs never reach the NIC.
 //   - Fences are implicit: an ordered connection completes in order.
 //   - Each READ segment is its own pull, so every response is a
 //     ReadResponseOnly; the requester places segments in RSN order.

@@ -369,3 +369,31 @@ func FuzzInlineAV(f *testing.F) {
 		}
 	})
 }
+
+// rdma_cm sets an RC QP's path MTU from the guest's 1500-byte netdev
+// (IB_MTU_1024); the NIC still segments RC messages at its transport MTU,
+// and READ responses come back at that size too.
+func TestRCSegmentsAtTransportMTUWhateverThePathMTU(t *testing.T) {
+	w, qa, qb := rcPair(t, QPTypeRC, 7)
+	w.a.qps[qa.qpn].attr.PathMTU, w.b.qps[qb.qpn].attr.PathMTU = 3, 3 // 1024
+	src := w.ga.reg(1, 16384, AccessLocalWrite)
+	dst := w.gb.reg(1, 16384, rwAll)
+	fill(w.ga.bytes(src), 5)
+	qa.postSend(wqe{id: 1, op: WRWrite, raddr: dst.va, rkey: dst.rkey, sges: []buf{src}})
+	w.run()
+	if wc := oneWC(t, qa.scq); wc.Status() != WCSuccess {
+		t.Fatalf("write: %v", wc.Status())
+	}
+	if got := w.a.Stats.TxPush.Load(); got != 4 {
+		t.Fatalf("pushes = %d, want 4 (16 KiB at 4096)", got)
+	}
+	back := w.ga.reg(1, 16384, AccessLocalWrite)
+	qa.postSend(wqe{id: 2, op: WRRead, raddr: dst.va, rkey: dst.rkey, sges: []buf{back}})
+	w.run()
+	if wc := oneWC(t, qa.scq); wc.Status() != WCSuccess || !bytes.Equal(w.ga.bytes(back), w.ga.bytes(src)) {
+		t.Fatalf("read back: %v", wc.Status())
+	}
+	if got := w.a.Stats.TxPull.Load(); got != 4 {
+		t.Fatalf("pulls = %d, want 4", got)
+	}
+}

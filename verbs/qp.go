@@ -423,6 +423,20 @@ func (e *Engine) pmtu(qp *QP) int {
 	return min(m, e.cfg.PMTUCap)
 }
 
+// segMTU is the size the requester segments a QP's messages at. A UD
+// message is bounded by the QP's path MTU (a limit the application sees).
+// RC and UC messages are segmented at the transport's MTU whatever path MTU
+// the guest set: the segments never travel the path that MTU describes (the
+// guest's Ethernet), and rdma_cm derives it from the netdev's 1500-byte MTU
+// (IB_MTU_1024), which would make the NIC submit four times the
+// transactions for the same data.
+func (e *Engine) segMTU(qp *QP) int {
+	if qp.typ == QPTypeUD {
+		return e.pmtu(qp)
+	}
+	return e.cfg.PMTUCap
+}
+
 // qpError moves qp to the error state: outstanding and posted send WQEs
 // and posted receive WQEs complete with a flush error [IB 10.3.1]. code is
 // the async event to raise (0 for none).

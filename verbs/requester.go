@@ -350,7 +350,7 @@ func (e *Engine) submit(qp *QP, op *sendOp) error {
 	}
 	c := op.conn
 	cs := e.connOf(c)
-	pmtu := uint32(e.pmtu(qp))
+	pmtu := uint32(e.segMTU(qp))
 	info := wrOps[op.op]
 	for op.sent < op.length || (op.length == 0 && op.segs == 0) {
 		n := min(pmtu, op.length-op.sent)
@@ -543,7 +543,7 @@ func (e *Engine) landResponse(qp *QP, op *sendOp, data []byte) WCStatus {
 		return syndromeStatus(r.RBTH.Syndrome())
 	}
 	if op.op == WRRead {
-		want := min(uint32(e.pmtu(qp)), op.length-op.rdOff)
+		want := min(uint32(e.segMTU(qp)), op.length-op.rdOff)
 		if r.Op == wire.OpAtomicResponse || uint32(len(r.Data)) != want {
 			e.Stats.CplBadResponse.Inc()
 			return WCBadRespErr

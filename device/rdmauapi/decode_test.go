@@ -294,6 +294,30 @@ func TestCreateQPCheck(t *testing.T) {
 	if got := c.Check(); got != StatusBadHandle {
 		t.Errorf("QPN below FirstQPN: %v", got)
 	}
+	// GSI is QP1, and only a kernel QP.
+	c.SetType(QPTypeGSI)
+	c.SetQP(GSIQPN)
+	if got := c.Check(); got != StatusBadParam {
+		t.Errorf("user GSI QP: %v", got)
+	}
+	c.SetFlags(QPFlagKernel)
+	if got := c.Check(); got != StatusOK {
+		t.Errorf("kernel GSI QP: %v", got)
+	}
+	c.SetQP(FirstQPN)
+	if got := c.Check(); got != StatusBadParam {
+		t.Errorf("GSI QP not numbered 1: %v", got)
+	}
+	c.SetType(QPTypeUD)
+	c.SetQP(GSIQPN)
+	if got := c.Check(); got != StatusBadHandle {
+		t.Errorf("UD QP numbered 1: %v", got)
+	}
+	c.SetQP(FirstQPN)
+	c.SetFlags(2)
+	if got := c.Check(); got != StatusBadParam {
+		t.Errorf("unknown QP flag: %v", got)
+	}
 }
 
 func TestQPAttrCheck(t *testing.T) {

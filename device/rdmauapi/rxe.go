@@ -143,6 +143,11 @@ func (v RxeAV) HopLimit() uint8 { return v[29] }
 // TrafficClass returns grh.traffic_class.
 func (v RxeAV) TrafficClass() uint8 { return v[30] }
 
+// SGIDAddr returns sgid_addr, a struct sockaddr_in (family AF_INET, address
+// at byte 4) or sockaddr_in6 (AF_INET6, address at byte 8): where a kernel
+// QP's inline AV carries the source GID.
+func (v RxeAV) SGIDAddr() []byte { return v[32:60:60] }
+
 // CQE is a view of struct ib_uverbs_wc, the element of a CQ ring.
 type CQE []byte
 
