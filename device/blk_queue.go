@@ -23,6 +23,10 @@ type blkReq struct {
 	cmds    []nvme.Command
 	segs    [][]byte
 	doneFn  func(*nvme.Command)
+	// mem is the guest memory table the request's buffers are in, held
+	// (a reference) until it is answered or abandoned: a SET_MEM_TABLE
+	// meanwhile moves the queue to a new table but cannot unmap this one.
+	mem *vhostuser.MemTable
 }
 
 // blkWorker is one queue's state on its owning goroutine.
@@ -109,6 +113,9 @@ func (w *blkWorker) start(c *vhostuser.Chain) bool {
 		r.status[0] = st
 		w.q.Push(c.Head, q.written)
 		return false
+	}
+	if t := w.q.MemTable(); t != nil && t.TryAcquire() {
+		q.mem = t
 	}
 	w.free = w.free[:len(w.free)-1]
 	q.pending = len(q.cmds)
@@ -238,6 +245,7 @@ func (w *blkWorker) finish(r *blkReq) {
 	w.q.Push(r.head, r.written)
 	r.status, r.cmds = nil, r.cmds[:0]
 	clear(r.segs)
+	r.releaseMem()
 	w.live--
 	w.free = append(w.free, r)
 }
@@ -292,9 +300,18 @@ func (w *blkWorker) cancelAll() {
 					r.cmds[i].Data, r.cmds[i].Done = nil, func(*nvme.Command) {}
 				}
 			}
+			r.releaseMem() // detached: the NVMe side no longer touches its buffers
 			w.b.Stats.Cancelled.Inc()
 		}
 	})
+}
+
+// releaseMem drops the request's memory table reference.
+func (r *blkReq) releaseMem() {
+	if r.mem != nil {
+		r.mem.Release()
+		r.mem = nil
+	}
 }
 
 // allLive returns the requests handed to the port and not yet back (run

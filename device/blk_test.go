@@ -495,3 +495,58 @@ func TestBlkTwoQueues(t *testing.T) {
 		t.Fatalf("statuses %d %d %d or data differs", w.status(), w1.status(), rd.status())
 	}
 }
+
+// TestBlkHoldsGuestMemoryWhileRequestsRun: a SET_MEM_TABLE while a read
+// is in flight moves the queue to the new table, but the old one (where
+// the read's buffers are) stays mapped until the read is answered.
+func TestBlkHoldsGuestMemoryWhileRequestsRun(t *testing.T) {
+	r := newBlkRig(t, memNS(false))
+	r.start()
+	want := bytes.Repeat([]byte("held-memory!"), 8192/12+1)[:8192]
+	copy(r.mem.Bytes()[4096:], want)
+	release := make(chan struct{})
+	stalled := make(chan struct{})
+	r.tgt.Port.Do(func(*falconEndpoint) { close(stalled); <-release }) // the target answers nothing
+	<-stalled
+	rd := r.request(blkTypeIn, 8, true, nil, 8192)
+	rd.post()
+	r.q.Publish()
+	r.q.Kick()
+	for r.blk.Stats.Requests.Load() == 0 { // the worker popped the read (under the first table)
+		time.Sleep(time.Millisecond)
+	}
+	p, fds := r.gm.MemTablePayload()
+	err := r.fe.Set(vhostuser.ReqSetMemTable, true, p, fds...)
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := r.request(blkTypeGetID, 0, true, nil, 20) // answered at once, after the worker moved tables
+	idHead := id.post()
+	r.q.Publish()
+	r.q.Kick()
+	r.waitInterrupts(1)
+	if u, _ := r.q.PopUsed(); u.ID != idHead {
+		t.Fatalf("first answer is for head %d, want GET_ID's %d", u.ID, idHead)
+	}
+	r.consumed++
+	if n := r.srv.Counters.MemTablesFreed.Load(); n != 0 {
+		t.Fatalf("%d memory tables unmapped with a read in flight in one", n)
+	}
+	close(release)
+	r.waitInterrupts(1)
+	r.q.PopUsed()
+	r.consumed++
+	if rd.status() != blkStatusOK || !bytes.Equal(rd.data(8192), want) {
+		t.Fatalf("read status %d", rd.status())
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for r.srv.Counters.MemTablesFreed.Load() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the old memory table was never unmapped after the read finished")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

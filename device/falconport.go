@@ -3,6 +3,7 @@ package device
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"falconnic/falcon"
@@ -24,6 +25,7 @@ type FalconPort struct {
 	work  chan portWork
 	ulps  [16]falcon.ULP
 	timed []ulpTimers
+	idle  []func()      // run at the end of each burst of work (OnIdle)
 	dead  chan struct{} // closed when Run returns
 	Stats FalconPortCounters
 }
@@ -107,6 +109,12 @@ func (p *FalconPort) SetULP(proto wire.ProtocolType, u falcon.ULP) {
 	}
 }
 
+// OnIdle runs fn on the port's goroutine at the end of each burst of
+// work, before the port waits again: for work gathered during the burst
+// and handed on in one piece (nsPool). Call before Run, or on the port's
+// goroutine.
+func (p *FalconPort) OnIdle(fn func()) { p.idle = append(p.idle, fn) }
+
 // Clock returns the port's clock.
 func (p *FalconPort) Clock() clock.Clock { return p.clk }
 
@@ -123,10 +131,38 @@ func (p *FalconPort) nextDeadline() (time.Duration, bool) {
 
 // Receive queues a Falcon frame from the link (copied; never blocks).
 func (p *FalconPort) Receive(pkt []byte, flow uint32) {
+	buf := getFrame(len(pkt))
 	select {
-	case p.work <- portWork{pkt: append([]byte(nil), pkt...), flow: flow}:
+	case p.work <- portWork{pkt: append(buf, pkt...), flow: flow}:
 	default:
 		p.Stats.RxQueueFull.Inc()
+		putFrame(buf)
+	}
+}
+
+// frameCap is the capacity of pooled frame buffers: a 4 KiB nCMD or RDMA
+// payload with its headers and envelope fits.
+const frameCap = 4096 + 512
+
+// frames recycles received frames: the endpoint copies whatever it keeps
+// of one (falcon.Link's and the ULP callbacks' contracts), so a frame's
+// buffer is free again once Endpoint.Receive returns. This spares an
+// allocation (and its zeroing and collection) per packet.
+var frames = sync.Pool{New: func() any { b := make([]byte, 0, frameCap); return &b }}
+
+// getFrame returns an empty buffer for a frame of n bytes.
+func getFrame(n int) []byte {
+	if n > frameCap {
+		return make([]byte, 0, n)
+	}
+	return (*frames.Get().(*[]byte))[:0]
+}
+
+// putFrame recycles a buffer from getFrame.
+func putFrame(b []byte) {
+	if cap(b) == frameCap {
+		b = b[:0]
+		frames.Put(&b)
 	}
 }
 
@@ -211,6 +247,9 @@ func (p *FalconPort) Run(ctx context.Context) {
 				u.OnTimer(now)
 			}
 		}
+		for _, fn := range p.idle {
+			fn()
+		}
 	}
 }
 
@@ -221,6 +260,7 @@ func (p *FalconPort) handle(w portWork) {
 	}
 	p.Stats.RxPackets.Inc()
 	p.ep.Receive(w.pkt, w.flow)
+	putFrame(w.pkt)
 }
 
 // portDemux is the endpoint's ULP: it hands each callback to the ULP of

@@ -10,27 +10,35 @@ import (
 )
 
 // Namespace IO pool sizes. A queue-depth-32 stream of 128 KiB commands is
-// 1024 nCMDs of 4 KiB: 32 workers keep 32 of them in the kernel at once
-// (what the local disk's aio=native has in flight per 128 KiB command),
-// and the queue bounds what waits for a worker; beyond it the engine
-// holds IOs in its own table-bounded queue (nvme.Counters.BackendBusy).
+// 1024 nCMDs of 4 KiB; the pool takes that many at once (beyond it the
+// engine holds IOs in its own table-bounded queue, counted as
+// nvme.Counters.BackendBusy). 32 workers keep 32 independent IOs in the
+// kernel at once, what a local disk's aio=native has for queue depth 32.
 const (
 	nsPoolWorkers = 32
-	nsPoolQueue   = 256
-	nsPoolBatch   = 32 // IOs one worker takes at once (coalesced where adjacent)
+	nsPoolMax     = 1024 // IOs submitted and not yet handed back
+	nsPoolQueue   = 256  // batches waiting for a worker
 )
 
 // nsPool is a namespace backend (a file or block device) run on a bounded
-// pool of worker goroutines instead of the port's: the target engine
-// submits each nCMD's IO (nvme.AsyncBackend) and gets it back through the
-// port's work queue (Do), many completions per wake-up. The workers start
-// with the first IO and end with the port.
+// pool of worker goroutines instead of the port's (nvme.AsyncBackend).
+// The engine submits each nCMD's IO; at the end of each burst of port
+// work (FalconPort.OnIdle) the IOs submitted in it are sorted and cut into
+// runs of adjacent reads or writes — one 128 KiB command's 32 nCMDs are
+// one run, done by one worker as one preadv/pwritev — and each run goes
+// to the workers as one batch. Finished IOs come back through the port's
+// work queue (Do), many per wake-up. The workers start with the first IO
+// and end with the port.
 type nsPool struct {
 	be    nvme.Backend
 	port  *FalconPort
 	eng   *nvme.Engine
-	queue chan *nvme.IO
+	queue chan []*nvme.IO
 	once  sync.Once
+
+	// on the port's goroutine
+	pending []*nvme.IO // submitted in this burst
+	out     int        // submitted and not yet handed back
 
 	mu    sync.Mutex
 	done  []*nvme.IO // finished, waiting for the port
@@ -41,14 +49,16 @@ type nsPool struct {
 
 // NSPoolCounters count a namespace pool's IOs.
 type NSPoolCounters struct {
-	Submitted, QueueFull, Completed, Coalesced, Deliveries, PortStopped stats.Counter
+	Submitted, Full, Batches, QueueFull, Completed, Coalesced, Deliveries, PortStopped stats.Counter
 }
 
 // Set lists the counters with help text.
 func (c *NSPoolCounters) Set() stats.Set {
 	return stats.Set{
-		{Name: "pool_submitted", Help: "backend IOs queued for the namespace's workers", Counter: &c.Submitted},
-		{Name: "pool_queue_full", Help: "backend IOs refused: the workers' queue was full (the engine retries)", Counter: &c.QueueFull},
+		{Name: "pool_submitted", Help: "backend IOs taken by the namespace's worker pool", Counter: &c.Submitted},
+		{Name: "pool_full", Help: "backend IOs refused: the pool had its maximum in flight (the engine retries)", Counter: &c.Full},
+		{Name: "pool_batches", Help: "batches (runs of adjacent IOs, or single IOs) handed to the workers", Counter: &c.Batches},
+		{Name: "pool_queue_full", Help: "times the workers' queue was full at the end of a burst (the rest waits for the next)", Counter: &c.QueueFull},
 		{Name: "pool_completed", Help: "backend IOs the workers finished", Counter: &c.Completed},
 		{Name: "pool_coalesced", Help: "backend IOs done as part of a vectored read or write of adjacent IOs", Counter: &c.Coalesced},
 		{Name: "pool_deliveries", Help: "batches of finished IOs handed to the port", Counter: &c.Deliveries},
@@ -56,50 +66,96 @@ func (c *NSPoolCounters) Set() stats.Set {
 	}
 }
 
+// newNSPool returns a pool for be whose IOs complete to eng on port; with
+// a port it hooks the port's bursts (before Run, or on its goroutine).
 func newNSPool(be nvme.Backend, port *FalconPort, eng *nvme.Engine) *nsPool {
-	return &nsPool{be: be, port: port, eng: eng, queue: make(chan *nvme.IO, nsPoolQueue)}
+	p := &nsPool{be: be, port: port, eng: eng, queue: make(chan []*nvme.IO, nsPoolQueue)}
+	if port != nil {
+		port.OnIdle(p.flush)
+	}
+	return p
 }
 
 // Submit implements nvme.AsyncBackend (on the port's goroutine).
 func (p *nsPool) Submit(io *nvme.IO) bool {
+	if p.out >= nsPoolMax {
+		p.Stats.Full.Inc()
+		return false
+	}
+	p.out++
+	p.pending = append(p.pending, io)
+	p.Stats.Submitted.Inc()
+	return true
+}
+
+// flush hands the burst's IOs to the workers, a run of adjacent reads or
+// writes per batch (on the port's goroutine, at the end of a burst). What
+// does not fit the queue waits for the next burst; a worker's delivery
+// makes one.
+func (p *nsPool) flush() {
+	if len(p.pending) == 0 {
+		return
+	}
 	p.once.Do(func() {
 		for i := 0; i < nsPoolWorkers; i++ {
 			go p.work()
 		}
 	})
-	select {
-	case p.queue <- io:
-		p.Stats.Submitted.Inc()
-		return true
-	default:
-		p.Stats.QueueFull.Inc()
-		return false
+	sortIOs(p.pending)
+	rest := p.pending
+	for len(rest) > 0 {
+		n := adjacentRun(rest)
+		select {
+		case p.queue <- slices.Clone(rest[:n]):
+			p.Stats.Batches.Inc()
+			rest = rest[n:]
+		default:
+			p.Stats.QueueFull.Inc()
+			k := copy(p.pending, rest)
+			clear(p.pending[k:])
+			p.pending = p.pending[:k]
+			return
+		}
 	}
+	clear(p.pending)
+	p.pending = p.pending[:0]
 }
 
-// work is one worker: it takes an IO and whatever else is queued (up to
-// nsPoolBatch), runs them — contiguous reads or writes as one vectored
-// call (coalesce) — and hands them back together.
+// sortIOs orders IOs by operation, then offset.
+func sortIOs(ios []*nvme.IO) {
+	slices.SortFunc(ios, func(a, b *nvme.IO) int {
+		if a.Op != b.Op {
+			return int(a.Op) - int(b.Op)
+		}
+		return cmp.Compare(a.Off, b.Off)
+	})
+}
+
+// adjacentRun returns how many of the sorted ios, from the first, are
+// reads (or writes) each starting where the one before ends, within one
+// nvme.MaxTransfer; 1 for any other operation.
+func adjacentRun(ios []*nvme.IO) int {
+	first := ios[0]
+	if first.Op != nvme.OpRead && first.Op != nvme.OpWrite {
+		return 1
+	}
+	end, n := first.Off+first.Len, 1
+	for n < len(ios) && ios[n].Op == first.Op && ios[n].Off == end && end+ios[n].Len-first.Off <= nvme.MaxTransfer {
+		end += ios[n].Len
+		n++
+	}
+	return n
+}
+
+// work is one worker: a batch at a time, handed back whole.
 func (p *nsPool) work() {
-	batch := make([]*nvme.IO, 0, nsPoolBatch)
 	var iov [][]byte
 	for {
 		select {
-		case io := <-p.queue:
-			batch = append(batch[:0], io)
-		drain:
-			for len(batch) < nsPoolBatch {
-				select {
-				case io := <-p.queue:
-					batch = append(batch, io)
-				default:
-					break drain
-				}
-			}
+		case batch := <-p.queue:
 			iov = p.run(batch, iov)
 			p.Stats.Completed.Add(uint64(len(batch)))
 			p.finish(batch)
-			clear(batch)
 		case <-p.port.dead:
 			return
 		}
@@ -114,9 +170,9 @@ type vectorBackend interface {
 }
 
 // run executes a batch: sorted by operation and offset, each run of
-// adjacent reads (or writes) becomes one preadv (pwritev) of at most
-// nvme.MaxTransfer bytes; a run with a FUA write is flushed once after.
-// Everything else runs one by one. iov is scratch, returned for reuse.
+// adjacent reads (or writes) becomes one preadv (pwritev); a run with a
+// FUA write is flushed once after. Everything else runs one by one. iov
+// is scratch, returned for reuse.
 func (p *nsPool) run(batch []*nvme.IO, iov [][]byte) [][]byte {
 	vb, ok := p.be.(vectorBackend)
 	if !ok || len(batch) == 1 {
@@ -125,47 +181,33 @@ func (p *nsPool) run(batch []*nvme.IO, iov [][]byte) [][]byte {
 		}
 		return iov
 	}
-	slices.SortFunc(batch, func(a, b *nvme.IO) int {
-		if a.Op != b.Op {
-			return int(a.Op) - int(b.Op)
-		}
-		return cmp.Compare(a.Off, b.Off)
-	})
-	for i := 0; i < len(batch); {
-		first := batch[i]
-		j := i + 1
-		if first.Op == nvme.OpRead || first.Op == nvme.OpWrite {
-			end := first.Off + first.Len
-			for j < len(batch) && batch[j].Op == first.Op && batch[j].Off == end && end+batch[j].Len-first.Off <= nvme.MaxTransfer {
-				end += batch[j].Len
-				j++
-			}
-		}
-		run := batch[i:j]
+	sortIOs(batch)
+	for len(batch) > 0 {
+		n := adjacentRun(batch)
+		run := batch[:n]
+		batch = batch[n:]
 		iov = iov[:0]
 		fua := false
 		for _, io := range run {
 			iov = append(iov, io.Buf)
 			fua = fua || io.FUA
 		}
-		if len(run) == 1 || !vb.vectorOK(iov, first.Off) {
+		if n == 1 || !vb.vectorOK(iov, run[0].Off) {
 			for _, io := range run {
 				io.Run(p.be)
 			}
-			i = j
 			continue
 		}
-		p.Stats.Coalesced.Add(uint64(len(run)))
+		p.Stats.Coalesced.Add(uint64(n))
 		var err error
-		if first.Op == nvme.OpRead {
-			err = vb.ReadvAt(iov, first.Off)
-		} else if err = vb.WritevAt(iov, first.Off); err == nil && fua {
+		if run[0].Op == nvme.OpRead {
+			err = vb.ReadvAt(iov, run[0].Off)
+		} else if err = vb.WritevAt(iov, run[0].Off); err == nil && fua {
 			err = p.be.Flush()
 		}
 		for _, io := range run {
 			io.Err = err
 		}
-		i = j
 	}
 	clear(iov)
 	return iov
@@ -190,6 +232,7 @@ func (p *nsPool) deliver(*falconEndpoint) {
 	p.done, p.spare = p.spare[:0], nil
 	p.mu.Unlock()
 	p.Stats.Deliveries.Inc()
+	p.out -= len(batch)
 	for _, io := range batch {
 		p.eng.IODone(io)
 	}

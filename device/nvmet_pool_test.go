@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"falconnic/nvme"
@@ -61,21 +62,47 @@ func TestNSPoolCoalescesAdjacentIO(t *testing.T) {
 	}
 }
 
-// TestNSPoolQueueIsBounded: with its workers busy, the pool refuses IOs
-// beyond its queue and counts them; the engine keeps those waiting.
-func TestNSPoolQueueIsBounded(t *testing.T) {
+// TestNSPoolIsBounded: the pool takes at most nsPoolMax IOs until it
+// hands some back, and counts what it refuses (the engine keeps those
+// waiting); the workers' queue is bounded too, and what does not fit
+// waits for the next burst.
+func TestNSPoolIsBounded(t *testing.T) {
 	p := newNSPool(nvme.NewMemBackend(1<<20), nil, nil)
 	p.once.Do(func() {}) // no workers: they are all "busy"
-	for i := 0; i < nsPoolQueue; i++ {
+	for i := 0; i < nsPoolMax; i++ {
 		if !p.Submit(&nvme.IO{Op: nvme.OpFlush}) {
-			t.Fatalf("IO %d refused below the queue's %d", i, nsPoolQueue)
+			t.Fatalf("IO %d refused below the pool's %d", i, nsPoolMax)
 		}
 	}
 	if p.Submit(&nvme.IO{Op: nvme.OpFlush}) {
-		t.Fatal("an IO beyond the queue was accepted")
+		t.Fatal("an IO beyond the pool's maximum was accepted")
 	}
-	if p.Stats.QueueFull.Load() != 1 || p.Stats.Submitted.Load() != nsPoolQueue {
-		t.Errorf("queue full %d, submitted %d", p.Stats.QueueFull.Load(), p.Stats.Submitted.Load())
+	if p.Stats.Full.Load() != 1 || p.Stats.Submitted.Load() != nsPoolMax {
+		t.Errorf("full %d, submitted %d", p.Stats.Full.Load(), p.Stats.Submitted.Load())
+	}
+	p.flush() // flushes are batches of one
+	if len(p.queue) != nsPoolQueue || len(p.pending) != nsPoolMax-nsPoolQueue || p.Stats.QueueFull.Load() != 1 {
+		t.Errorf("queued %d batches, %d IOs pending, queue full %d", len(p.queue), len(p.pending), p.Stats.QueueFull.Load())
+	}
+}
+
+// TestNSPoolBatchesARunPerCommand: the burst's IOs go to the workers as
+// one batch per run of adjacent reads or writes.
+func TestNSPoolBatchesARunPerCommand(t *testing.T) {
+	p := newNSPool(nvme.NewMemBackend(1<<20), nil, nil)
+	p.once.Do(func() {})
+	const k = nvme.ChunkSize
+	for _, off := range []int64{3 * k, 0, 2 * k, k, 40 * k, 9 * k} { // 0-3k, 9k, 40k
+		p.Submit(&nvme.IO{Op: nvme.OpRead, Off: off, Len: k})
+	}
+	p.Submit(&nvme.IO{Op: nvme.OpWrite, Off: 4 * k, Len: k})
+	p.flush()
+	var sizes []int
+	for len(p.queue) > 0 {
+		sizes = append(sizes, len(<-p.queue))
+	}
+	if !slices.Equal(sizes, []int{1, 4, 1, 1}) {
+		t.Errorf("batches of %v IOs, want [1 4 1 1] (the write; reads 0-3, 9, 40)", sizes)
 	}
 }
 

@@ -99,6 +99,13 @@ func (q *Queue) Done() <-chan struct{} { return q.done }
 // LastAvail returns the next avail index the device will read.
 func (q *Queue) LastAvail() uint16 { return q.lastAvail }
 
+// MemTable returns the memory table the worker's rings and popped chains
+// point into: valid until its next Pop or Refresh moves it to a newer
+// table. A device that uses a chain's buffers after that (requests in
+// flight elsewhere) takes its own reference with TryAcquire and Releases
+// it when done, so that a SET_MEM_TABLE cannot unmap them under it.
+func (q *Queue) MemTable() *MemTable { return q.mem }
+
 // nudge wakes the worker without a kick.
 func (q *Queue) nudge() {
 	select {
