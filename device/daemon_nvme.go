@@ -283,7 +283,9 @@ type NVMeStatus struct {
 	Disks      []DiskStatus                 `json:"disks,omitempty"`
 	Engines    map[string]map[string]uint64 `json:"engines,omitempty"`
 	Namespaces map[string]map[string]uint64 `json:"namespaces,omitempty"`
-	CM         map[string]uint64            `json:"cm,omitempty"` // the NVMe connection manager
+	// Ports are the NICs' Falcon endpoints (retransmissions, ACKs, drops).
+	Ports map[string]map[string]uint64 `json:"ports,omitempty"`
+	CM    map[string]uint64            `json:"cm,omitempty"` // the NVMe connection manager
 }
 
 func (d *Daemon) nvmeStatus() *NVMeStatus {
@@ -303,8 +305,16 @@ func (d *Daemon) nvmeStatus() *NVMeStatus {
 	if d.nvme.cm != nil {
 		st.CM = d.nvme.cm.Stats.Set().Snapshot()
 	}
+	st.Ports = map[string]map[string]uint64{}
 	for name, f := range d.nvme.funcs {
 		st.Engines[name] = f.Engine.Stats.Set().Snapshot()
+		port := f.Port.Stats.Set().Snapshot()
+		f.Port.Call(func(ep *falcon.Endpoint) {
+			for k, v := range ep.Snapshot() {
+				port[k] = v
+			}
+		})
+		st.Ports[name] = port
 	}
 	if d.cfg.NVMe != nil {
 		for _, s := range d.cfg.NVMe.Namespaces {

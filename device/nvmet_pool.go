@@ -18,6 +18,11 @@ const (
 	nsPoolWorkers = 32
 	nsPoolMax     = 1024 // IOs submitted and not yet handed back
 	nsPoolQueue   = 256  // batches waiting for a worker
+	// nsPoolCachedBatch: through the page cache (no O_DIRECT) an IO is a
+	// copy, cheaper than waking a worker for it, so one batch takes up to
+	// this many IOs; with O_DIRECT each run is its own batch, so that
+	// independent IOs are in the device at once.
+	nsPoolCachedBatch = 64
 )
 
 // nsPool is a namespace backend (a file or block device) run on a bounded
@@ -35,6 +40,9 @@ type nsPool struct {
 	eng   *nvme.Engine
 	queue chan []*nvme.IO
 	once  sync.Once
+	// parallel: one batch per run of adjacent IOs (O_DIRECT), instead of
+	// up to nsPoolCachedBatch IOs per batch.
+	parallel bool
 
 	// on the port's goroutine
 	pending []*nvme.IO // submitted in this burst
@@ -70,6 +78,9 @@ func (c *NSPoolCounters) Set() stats.Set {
 // a port it hooks the port's bursts (before Run, or on its goroutine).
 func newNSPool(be nvme.Backend, port *FalconPort, eng *nvme.Engine) *nsPool {
 	p := &nsPool{be: be, port: port, eng: eng, queue: make(chan []*nvme.IO, nsPoolQueue)}
+	if f, ok := be.(*FileBackend); ok {
+		p.parallel = f.Direct()
+	}
 	if port != nil {
 		port.OnIdle(p.flush)
 	}
@@ -105,6 +116,11 @@ func (p *nsPool) flush() {
 	rest := p.pending
 	for len(rest) > 0 {
 		n := adjacentRun(rest)
+		if !p.parallel { // page cache: a few workers' worth of runs together
+			for n < len(rest) && n < nsPoolCachedBatch {
+				n += adjacentRun(rest[n:])
+			}
+		}
 		select {
 		case p.queue <- slices.Clone(rest[:n]):
 			p.Stats.Batches.Inc()

@@ -52,25 +52,31 @@ func (io *IO) Run(b Backend) {
 }
 
 // chunkSlab is how many nCMD buffers are carved from one allocation.
-const chunkSlab = 64
+const chunkSlab = 32
 
-// chunkBuf returns a ChunkSize buffer aligned to ChunkSize (what O_DIRECT
-// needs), carved from the engine's current slab. Each target slot takes
-// one the first time it needs it and keeps it, so the buffers in use are
-// bounded by the target table (maxTargets).
+// chunkBuf returns a 2 × ChunkSize buffer whose second half is aligned to
+// ChunkSize (what O_DIRECT needs): the nCMD's data goes there, and a Read
+// Response's header just before it, so the response is pushed from the
+// buffer without copying the data again. Each target slot takes one the
+// first time it needs it and keeps it, so the buffers in use are bounded
+// by the target table (maxTargets).
 func (e *Engine) chunkBuf() []byte {
-	if len(e.slab) < ChunkSize {
-		b := make([]byte, (chunkSlab+1)*ChunkSize)
+	const n = 2 * ChunkSize
+	if len(e.slab) < n {
+		b := make([]byte, (chunkSlab+1)*n)
 		off := int(uintptr(unsafe.Pointer(&b[0])) & (ChunkSize - 1))
 		if off != 0 {
 			off = ChunkSize - off
 		}
-		e.slab = b[off : off+chunkSlab*ChunkSize]
+		e.slab = b[off : off+chunkSlab*n]
 	}
-	b := e.slab[:ChunkSize:ChunkSize]
-	e.slab = e.slab[ChunkSize:]
+	b := e.slab[:n:n]
+	e.slab = e.slab[n:]
 	return b
 }
+
+// data returns the slot's data buffer (the aligned half of s.buf).
+func (s *tslot) data() []byte { return s.buf[ChunkSize : ChunkSize+s.bytes] }
 
 // startIO runs slot si's backend work: at once on a plain backend, else
 // submitted to the asynchronous one (or queued behind earlier IOs that
@@ -106,7 +112,7 @@ func (e *Engine) prepareIO(s *tslot, si int32) {
 			if s.buf == nil {
 				s.buf = e.chunkBuf()
 			}
-			io.Buf = s.buf[:s.bytes]
+			io.Buf = s.data()
 		}
 	case OpWriteZeroes:
 		io.Buf, io.Deallocate = nil, s.flags&flagDeallocate != 0

@@ -31,7 +31,7 @@ type tslot struct {
 	fua    bool // write: force unit access
 	loaded bool // read: buf holds the data (an AsyncBackend read it)
 	status Status
-	buf    []byte // ChunkSize, aligned; taken on first use and kept (aio.go)
+	buf    []byte // header room + aligned data (chunkBuf); taken on first use and kept
 	io     IO
 }
 
@@ -310,8 +310,9 @@ func (e *Engine) sendResponse(si int32) bool {
 		if s.op == OpIdentify {
 			s.ns.Stats.Identifies.Inc()
 			b = s.ns.Info().AppendIdentify(b)
-		} else if s.loaded {
-			b = append(b, s.buf[:s.bytes]...)
+		} else if s.loaded { // the header goes just before the data
+			copy(s.buf[ChunkSize-hdrLen:], b)
+			b = s.buf[ChunkSize-hdrLen : ChunkSize+s.bytes]
 		} else {
 			ns := s.ns
 			b = b[:hdrLen+s.bytes]

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -80,8 +81,14 @@ func benchNVMe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	blockSize := fs.Int("block-size", 512, "namespace block size")
 	memoryNS := fs.Bool("memory-namespace", false, "diagnosis: back the NVMe namespace with memory instead of the file (the local disk keeps the file), to take the target's file I/O out of the NVMe side")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process (the daemon's data path) to `FILE`")
+	only := fs.String("tests", "", "run only these tests (comma-separated names, e.g. write_128k); default all")
+	statusFile := fs.String("status", "", "diagnosis: write the daemon's NVMe counters (engines, namespaces, Falcon ports) as JSON to `FILE` at the end")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	tests, err := pickNVMeTests(*only)
+	if err != nil {
+		return err
 	}
 	if *sizeMiB < 16 || *runtime < time.Second || *samples < 1 || *queues < 1 || *queues > qemu.MaxDiskQueues {
 		return fmt.Errorf("%w: size ≥ 16 MiB, runtime ≥ 1s, samples ≥ 1, queues 1..%d", errUsage, qemu.MaxDiskQueues)
@@ -179,9 +186,9 @@ func benchNVMe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		defer pprof.StopCPUProfile()
 	}
-	results := make([]nvmeBenchResult, len(nvmeBenchTests))
+	results := make([]nvmeBenchResult, len(tests))
 	for s := 0; s < *samples; s++ {
-		for i, tc := range nvmeBenchTests {
+		for i, tc := range tests {
 			// Alternate which disk goes first, so that drift in the
 			// host's load falls on both alike.
 			order := []string{nvmeDev, localDev}
@@ -223,7 +230,7 @@ func benchNVMe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		},
 		Goal: nvmeBenchGoal, Met: true,
 	}
-	for i, tc := range nvmeBenchTests {
+	for i, tc := range tests {
 		r := &results[i]
 		r.Name, r.Metric = tc.Name, tc.Metric
 		r.NVMe, r.Local = fioMedian(r.NVMeSamples), fioMedian(r.LocalSamples)
@@ -235,9 +242,35 @@ func benchNVMe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 	}
 	rep.Tests = results
+	if *statusFile != "" {
+		b, err := json.MarshalIndent(d.Status().NVMe, "", "  ")
+		if err == nil {
+			err = os.WriteFile(*statusFile, b, 0o644)
+		}
+		if err != nil {
+			return err
+		}
+	}
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(rep)
+}
+
+// pickNVMeTests returns the tests named in a comma-separated list (all
+// for "").
+func pickNVMeTests(list string) ([]nvmeBenchTest, error) {
+	if list == "" {
+		return nvmeBenchTests, nil
+	}
+	var out []nvmeBenchTest
+	for _, name := range strings.Split(list, ",") {
+		i := slices.IndexFunc(nvmeBenchTests, func(t nvmeBenchTest) bool { return t.Name == name || strings.HasPrefix(t.Name, name+"_") })
+		if i < 0 {
+			return nil, fmt.Errorf("%w: unknown test %q", errUsage, name)
+		}
+		out = append(out, nvmeBenchTests[i])
+	}
+	return out, nil
 }
 
 // fioResult reads IOPS or MiB/s of tc's direction from fio's JSON output.

@@ -59,3 +59,17 @@ func FuzzFioResult(f *testing.F) {
 		}
 	})
 }
+
+func TestPickNVMeTests(t *testing.T) {
+	all, err := pickNVMeTests("")
+	if err != nil || len(all) != len(nvmeBenchTests) {
+		t.Fatalf("default: %d tests, %v", len(all), err)
+	}
+	got, err := pickNVMeTests("write_128k,randread_4k")
+	if err != nil || len(got) != 2 || got[0].Name != "write_128k" || got[1].Name != "randread_4k_qd32" {
+		t.Fatalf("picked %v, %v", got, err)
+	}
+	if _, err := pickNVMeTests("nosuch"); err == nil {
+		t.Error("an unknown test name was accepted")
+	}
+}
