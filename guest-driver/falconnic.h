@@ -55,6 +55,8 @@ enum fnic_counter {
 	FNIC_C_KPOST_FULL,		/* kernel WR refused: queue full */
 	FNIC_C_KPOST_BAD_WR,		/* kernel WR refused: opcode, SGE or AH */
 	FNIC_C_KPOLL_CQE,		/* CQEs polled from kernel CQs */
+	FNIC_C_KARM_RETRY,		/* kernel CQ arm failed: consumer re-polls */
+	FNIC_C_KCQ_WATCH_POLL,		/* kernel CQ had CQEs and no event yet */
 	FNIC_C_NUM
 };
 
@@ -161,6 +163,8 @@ struct fnic_cq {
 	struct rdma_user_mmap_entry *entry;	/* user CQs */
 	bool			kernel;		/* polled by poll_cq, not librxe */
 	spinlock_t		lock;		/* kernel CQs: poll_cq */
+	struct delayed_work	watch;		/* kernel CQs: see kverbs.c */
+	unsigned long		watch_flags;
 };
 
 struct fnic_srq {
@@ -252,6 +256,9 @@ int fnic_kpost_send(struct fnic_qp *qp, const struct ib_send_wr *wr,
 		    const struct ib_send_wr **bad_wr);
 int fnic_kpost_recv(struct fnic_qp *qp, const struct ib_recv_wr *wr,
 		    const struct ib_recv_wr **bad_wr);
+void fnic_kcq_init(struct fnic_cq *cq);
+void fnic_kcq_armed(struct fnic_cq *cq, int err);
+void fnic_kcq_fini(struct fnic_cq *cq);
 void fnic_kqp_init(struct fnic_qp *qp);
 void fnic_kqp_fini(struct fnic_qp *qp);
 

@@ -252,6 +252,71 @@ void fnic_kqp_fini(struct fnic_qp *qp)
 		cancel_work_sync(&qp->db_work);
 }
 
+/*
+ * Kernel CQ watchdog.  ib_mad polls QP1's CQ only when an event says so; an
+ * EV_CQ_COMP frame lost on the netdev's RX path, or an ARM_CQ that timed out
+ * or could not be sent, would leave CQEs that no one polls and stop every
+ * MAD (and so rdma_cm) for good.  So once the consumer has armed the CQ, a
+ * delayed work checks it every FNIC_KCQ_WATCH_MS: CQEs present, or an arm
+ * that failed, make it call the completion handler (the consumer polls and
+ * re-arms).  A spurious call costs one empty poll.
+ */
+#define FNIC_KCQ_WATCH_MS	250
+enum { FNIC_KCQ_WATCHING, FNIC_KCQ_ARM_FAILED };
+
+static bool fnic_kcq_pending(struct fnic_cq *cq)
+{
+	struct rxe_queue_buf *q = cq->buf->vaddr;
+	u32 mask = cq->buf->slots - 1;
+
+	return (smp_load_acquire(&q->producer_index) & mask) !=
+	       (READ_ONCE(q->consumer_index) & mask);
+}
+
+static void fnic_kcq_watch(struct work_struct *w)
+{
+	struct fnic_cq *cq = container_of(to_delayed_work(w), struct fnic_cq,
+					  watch);
+	bool failed = test_and_clear_bit(FNIC_KCQ_ARM_FAILED, &cq->watch_flags);
+
+	if ((failed || fnic_kcq_pending(cq)) && cq->ibcq.comp_handler) {
+		if (!failed)
+			fnic_count(to_fdev(cq->ibcq.device), FNIC_C_KCQ_WATCH_POLL);
+		cq->ibcq.comp_handler(&cq->ibcq, cq->ibcq.cq_context);
+	}
+	queue_delayed_work(system_wq, &cq->watch,
+			   msecs_to_jiffies(FNIC_KCQ_WATCH_MS));
+}
+
+void fnic_kcq_init(struct fnic_cq *cq)
+{
+	INIT_DELAYED_WORK(&cq->watch, fnic_kcq_watch);
+}
+
+/*
+ * fnic_kcq_armed runs after each req_notify_cq of a kernel CQ; the first
+ * one (the consumer's handler is set up by then) starts the watchdog.
+ */
+void fnic_kcq_armed(struct fnic_cq *cq, int err)
+{
+	unsigned long delay = msecs_to_jiffies(FNIC_KCQ_WATCH_MS);
+
+	if (err) {
+		fnic_count(to_fdev(cq->ibcq.device), FNIC_C_KARM_RETRY);
+		set_bit(FNIC_KCQ_ARM_FAILED, &cq->watch_flags);
+		mod_delayed_work(system_wq, &cq->watch, msecs_to_jiffies(10));
+		set_bit(FNIC_KCQ_WATCHING, &cq->watch_flags);
+		return;
+	}
+	if (!test_and_set_bit(FNIC_KCQ_WATCHING, &cq->watch_flags))
+		queue_delayed_work(system_wq, &cq->watch, delay);
+}
+
+void fnic_kcq_fini(struct fnic_cq *cq)
+{
+	cancel_delayed_work_sync(&cq->watch);
+}
+
 /* ib_uverbs_wc flags the NIC writes that mean the same in struct ib_wc. */
 #define FNIC_WC_FLAGS (IB_WC_GRH | IB_WC_WITH_IMM | IB_WC_WITH_INVALIDATE)
 

@@ -47,6 +47,8 @@ const char *const fnic_counter_names[FNIC_C_NUM] = {
 	[FNIC_C_KPOST_FULL]		= "kpost_full",
 	[FNIC_C_KPOST_BAD_WR]		= "kpost_bad_wr",
 	[FNIC_C_KPOLL_CQE]		= "kpoll_cqe",
+	[FNIC_C_KARM_RETRY]		= "karm_retry",
+	[FNIC_C_KCQ_WATCH_POLL]		= "kcq_watch_poll",
 };
 
 static ssize_t counters_show(struct device *device,

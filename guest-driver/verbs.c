@@ -392,6 +392,7 @@ static int fnic_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr
 		return -EINVAL;
 	cq->kernel = !udata;
 	spin_lock_init(&cq->lock);
+	fnic_kcq_init(cq);
 	err = fnic_ensure_open(fd);
 	if (err)
 		return err;
@@ -450,6 +451,8 @@ static int fnic_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata)
 	struct fnic_cq *cq = container_of(ibcq, struct fnic_cq, ibcq);
 
 	xa_erase_bh(&fd->cqs, cq->handle);	/* no event reaches it after this */
+	if (cq->kernel)
+		fnic_kcq_fini(cq);
 	if (fnic_destroy_cmd(fd, FALCONNIC_OP_DESTROY_CQ, cq->handle))
 		ida_free(&fd->cq_ida, cq->handle);
 	else
@@ -487,6 +490,11 @@ static int fnic_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags)
 	int err;
 
 	err = fnic_cmd(fd, FALCONNIC_OP_ARM_CQ, &req, sizeof(req), NULL, 0);
+	if (cq->kernel) {
+		/* A failed arm is retried by the watchdog, never reported. */
+		fnic_kcq_armed(cq, err);
+		err = 0;
+	}
 	if (err)
 		return err;
 	if ((flags & IB_CQ_REPORT_MISSED_EVENTS) && !fnic_ring_empty(cq->buf))
