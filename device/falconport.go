@@ -22,6 +22,7 @@ import (
 type FalconPort struct {
 	ep    *falcon.Endpoint
 	clk   clock.Clock
+	bc    *burstClock // the endpoint's view of clk
 	work  chan portWork
 	ulps  [16]falcon.ULP
 	timed []ulpTimers
@@ -62,8 +63,8 @@ func NewFalconPort(clk clock.Clock, link falcon.Link) *FalconPort {
 	if link == nil {
 		link = dropLink{}
 	}
-	p := &FalconPort{clk: clk, work: make(chan portWork, falconPortQueue), dead: make(chan struct{})}
-	p.ep = falcon.New(falcon.Config{Clock: clk, Link: link, ULP: portDemux{p}, RUE: portRUE{p: p, base: firmware.NewFixed(firmware.FixedConfig{})}})
+	p := &FalconPort{clk: clk, bc: &burstClock{base: clk}, work: make(chan portWork, falconPortQueue), dead: make(chan struct{})}
+	p.ep = falcon.New(falcon.Config{Clock: p.bc, Link: link, ULP: portDemux{p}, RUE: portRUE{p: p, base: firmware.NewFixed(firmware.FixedConfig{})}})
 	return p
 }
 
@@ -241,6 +242,7 @@ func (p *FalconPort) Run(ctx context.Context) {
 		case <-t.C:
 		}
 		now := p.clk.Now()
+		p.bc.set(now)
 		p.ep.OnTimer(now)
 		for _, u := range p.timed {
 			if at, ok := u.NextDeadline(); ok && at <= now {
@@ -250,10 +252,38 @@ func (p *FalconPort) Run(ctx context.Context) {
 		for _, fn := range p.idle {
 			fn()
 		}
+		p.bc.clear()
 	}
 }
 
+// burstClock is the endpoint's clock: the port's, read once per work item
+// (a received packet, a Do) and per timer pass rather than at each of the
+// endpoint's many reads while it handles one — what a NIC does with one
+// timestamp per event. It is only used on the port's goroutine; outside a
+// work item it reads the port's clock.
+type burstClock struct {
+	base  clock.Clock
+	now   clock.Time
+	valid bool
+}
+
+func (c *burstClock) set(now clock.Time) { c.now, c.valid = now, true }
+func (c *burstClock) clear()             { c.valid = false }
+
+// Now implements clock.Clock.
+func (c *burstClock) Now() clock.Time {
+	if c.valid {
+		return c.now
+	}
+	return c.base.Now()
+}
+
+// AfterFunc implements clock.Clock.
+func (c *burstClock) AfterFunc(d time.Duration, f func()) clock.Timer { return c.base.AfterFunc(d, f) }
+
 func (p *FalconPort) handle(w portWork) {
+	p.bc.set(p.clk.Now())
+	defer p.bc.clear()
 	if w.fn != nil {
 		w.fn(p.ep)
 		return
