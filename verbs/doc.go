@@ -52,7 +52,11 @@
 // Design decisions where the task was silent:
 //   - One ordered connection per NIC pair carries every QP between them;
 //     an RNR on one QP holds later requests of the others (head of line).
-//   - READs are segmented at the path MTU without regard to local SGE
+//   - RC and UC messages are segmented at the transport's MTU
+//     (Config.PMTUCap), whatever path MTU the guest set: segments never
+//     cross the path it describes, and rdma_cm sets 1024 from the guest's
+//     1500-byte netdev. UD messages are still bounded by the path MTU.
+//   - READs are segmented like that too, without regard to local SGE
 //     boundaries (data is scattered into the SGEs on arrival).
 //   - UD receives get a 40-byte GRH area and IBV_WC_GRH, as rxe does, for
 //     user and kernel QPs alike: for IPv4 20 zero bytes then an IPv4 header
