@@ -214,6 +214,19 @@ func TestGSIAndDMAKeyRules(t *testing.T) {
 	if wc := oneWC(t, qk.scq); wc.Status() != WCLocQPOpErr || w2.a.Stats.WQEBadAV.Load() != 1 {
 		t.Fatalf("inline AV without a network type: %v", wc.Status())
 	}
+	// ib_mad recovers QP1 from SQE with SQE→RTS naming the current state;
+	// the next MAD goes through.
+	if st, _ := w2.a.State(GSIQPN); st != QPSSQE {
+		t.Fatalf("GSI after a send error: %v", st)
+	}
+	if err := w2.a.ModifyQP(GSIQPN, QPAttr{Mask: AttrState | AttrCurState, State: QPSRTS, CurState: QPSSQE}); err != nil {
+		t.Fatalf("SQE→RTS: %v", err)
+	}
+	postMAD(qk, 4, w2.ga.dmaBuf(24), w2.ga.dmaBuf(232), AV{DMAC: macB, Net: NetIPv4, SGID: gidA, DGID: gidB}, GSIQPN)
+	w2.run()
+	if wc := oneWC(t, qk.scq); wc.Status() != WCSuccess {
+		t.Fatalf("MAD after recovery: %v", wc.Status())
+	}
 }
 
 // A user UD QP sending through an AH with IPv6 GIDs gives the receiver an

@@ -43,7 +43,13 @@ func TestTransitionTable(t *testing.T) {
 		{QPTypeRC, QPSErr, QPSReset, AttrState, true},
 		{QPTypeRC, QPSErr, QPSRTS, AttrState, false},
 		{QPTypeRC, QPSInit, QPSReset, AttrState | AttrQKey, false},
-		{1, QPSReset, QPSInit, rcInit, false},
+		{QPTypeGSI, QPSReset, QPSInit, rcInit, false},
+		// GSI is UD without the port, as ib_mad drives QP1.
+		{QPTypeGSI, QPSReset, QPSInit, AttrState | AttrPKeyIndex | AttrQKey, true},
+		{QPTypeGSI, QPSReset, QPSInit, udInit, false},
+		{QPTypeGSI, QPSRTR, QPSRTS, AttrState | AttrSQPSN, true},
+		{QPTypeGSI, QPSSQE, QPSRTS, AttrState | AttrCurState, true}, // ib_mad's recovery after a send error
+		{0, QPSReset, QPSInit, udInit, false},
 	}
 	for _, c := range cases {
 		if got := TransitionOK(c.typ, c.cur, c.next, c.mask); got != c.ok {
