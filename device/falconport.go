@@ -33,6 +33,7 @@ type FalconPort struct {
 
 type portWork struct {
 	pkt  []byte
+	buf  *[]byte // pkt's pooled buffer (frames), if any
 	flow uint32
 	fn   func(*falcon.Endpoint)
 }
@@ -132,12 +133,18 @@ func (p *FalconPort) nextDeadline() (time.Duration, bool) {
 
 // Receive queues a Falcon frame from the link (copied; never blocks).
 func (p *FalconPort) Receive(pkt []byte, flow uint32) {
-	buf := getFrame(len(pkt))
+	w := portWork{flow: flow}
+	if len(pkt) <= frameCap {
+		w.buf = frames.Get().(*[]byte)
+		w.pkt = append((*w.buf)[:0], pkt...)
+	} else {
+		w.pkt = append([]byte(nil), pkt...)
+	}
 	select {
-	case p.work <- portWork{pkt: append(buf, pkt...), flow: flow}:
+	case p.work <- w:
 	default:
 		p.Stats.RxQueueFull.Inc()
-		putFrame(buf)
+		putFrame(w.buf)
 	}
 }
 
@@ -151,19 +158,10 @@ const frameCap = 4096 + 512
 // allocation (and its zeroing and collection) per packet.
 var frames = sync.Pool{New: func() any { b := make([]byte, 0, frameCap); return &b }}
 
-// getFrame returns an empty buffer for a frame of n bytes.
-func getFrame(n int) []byte {
-	if n > frameCap {
-		return make([]byte, 0, n)
-	}
-	return (*frames.Get().(*[]byte))[:0]
-}
-
-// putFrame recycles a buffer from getFrame.
-func putFrame(b []byte) {
-	if cap(b) == frameCap {
-		b = b[:0]
-		frames.Put(&b)
+// putFrame recycles a frame buffer (nil: none).
+func putFrame(b *[]byte) {
+	if b != nil {
+		frames.Put(b)
 	}
 }
 
@@ -290,7 +288,7 @@ func (p *FalconPort) handle(w portWork) {
 	}
 	p.Stats.RxPackets.Inc()
 	p.ep.Receive(w.pkt, w.flow)
-	putFrame(w.pkt)
+	putFrame(w.buf)
 }
 
 // portDemux is the endpoint's ULP: it hands each callback to the ULP of

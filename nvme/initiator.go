@@ -157,8 +157,11 @@ func (p *Path) start() {
 			p.e.Stats.TableFull.Inc()
 			return
 		}
-		p.backlog[0] = nil
-		p.backlog = p.backlog[1:]
+		// Pop by moving the rest down: the queue keeps its array (a
+		// reslice would shed capacity and reallocate on every refill).
+		rest := copy(p.backlog, p.backlog[1:])
+		p.backlog[rest] = nil
+		p.backlog = p.backlog[:rest]
 		ii := p.icmdFree[len(p.icmdFree)-1]
 		p.icmdFree = p.icmdFree[:len(p.icmdFree)-1]
 		ic := &p.icmds[ii]
@@ -187,18 +190,22 @@ func (p *Path) flushTx() {
 	}
 	p.flushing = true
 	defer func() { p.flushing = false }()
-	for len(p.txQ) > 0 {
-		ni := p.txQ[0]
+	i := 0
+	for i < len(p.txQ) {
+		ni := p.txQ[i]
 		nc := &p.ncmds[ni]
 		if nc.state == nQueued && !p.sendNCMD(ni, nc) {
-			return
+			break
 		}
 		if len(p.txQ) == 0 { // the path failed meanwhile
 			return
 		}
-		p.txQ = p.txQ[1:]
+		i++
 	}
-	p.txQ = p.txQ[:0]
+	// Keep the unsent rest (and what completions queued meanwhile) at the
+	// front of the same array.
+	n := copy(p.txQ, p.txQ[i:])
+	p.txQ = p.txQ[:n]
 }
 
 // sendNCMD builds and pushes one Read/Write Request; false means Xoff.
