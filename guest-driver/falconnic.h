@@ -162,9 +162,11 @@ struct fnic_cq {
 	struct fnic_buf		*buf;
 	struct rdma_user_mmap_entry *entry;	/* user CQs */
 	bool			kernel;		/* polled by poll_cq, not librxe */
-	spinlock_t		lock;		/* kernel CQs: poll_cq */
+	spinlock_t		lock;		/* kernel CQs: poll_cq, watchdog */
 	struct delayed_work	watch;		/* kernel CQs: see kverbs.c */
-	unsigned long		watch_flags;
+	u32			kqps;		/* kernel QPs using it (lock) */
+	bool			watch_on;	/* (lock) */
+	bool			arm_failed;	/* (lock) */
 };
 
 struct fnic_srq {
@@ -190,6 +192,7 @@ struct fnic_qp {
 	u32			sq_max_sge, rq_max_sge;
 	spinlock_t		sq_lock, rq_lock;
 	struct work_struct	db_work;	/* DB_SQ from process context */
+	struct fnic_cq		*kcq[2];	/* send and receive CQ */
 };
 
 /* A user AH lives in the NIC (handle = ah_num); a kernel AH (handle 0) only
@@ -260,6 +263,7 @@ void fnic_kcq_init(struct fnic_cq *cq);
 void fnic_kcq_armed(struct fnic_cq *cq, int err);
 void fnic_kcq_fini(struct fnic_cq *cq);
 void fnic_kqp_init(struct fnic_qp *qp);
+void fnic_kqp_attach(struct fnic_qp *qp, struct ib_cq *scq, struct ib_cq *rcq);
 void fnic_kqp_fini(struct fnic_qp *qp);
 
 /* main.c */

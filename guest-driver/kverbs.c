@@ -27,6 +27,8 @@
 #include <rdma/ib_addr.h>
 #include "falconnic.h"
 
+static void fnic_kcq_use(struct fnic_cq *cq, bool use);
+
 static void *fnic_slot(struct fnic_buf *buf, u32 i)
 {
 	return buf->vaddr + sizeof(struct rxe_queue_buf) +
@@ -248,8 +250,12 @@ void fnic_kqp_init(struct fnic_qp *qp)
 
 void fnic_kqp_fini(struct fnic_qp *qp)
 {
-	if (qp->kernel)
-		cancel_work_sync(&qp->db_work);
+	if (!qp->kernel)
+		return;
+	cancel_work_sync(&qp->db_work);
+	fnic_kcq_use(qp->kcq[0], false);
+	fnic_kcq_use(qp->kcq[1], false);
+	qp->kcq[0] = qp->kcq[1] = NULL;
 }
 
 /*
@@ -260,9 +266,13 @@ void fnic_kqp_fini(struct fnic_qp *qp)
  * delayed work checks it every FNIC_KCQ_WATCH_MS: CQEs present, or an arm
  * that failed, make it call the completion handler (the consumer polls and
  * re-arms).  A spurious call costs one empty poll.
+ *
+ * It runs only while kernel QPs use the CQ: the last one's destroy stops it
+ * and waits for it, so it never calls the handler after consumers destroy
+ * their QPs (ib_free_cq cancels the consumer's poll work after that and
+ * before destroy_cq).
  */
 #define FNIC_KCQ_WATCH_MS	250
-enum { FNIC_KCQ_WATCHING, FNIC_KCQ_ARM_FAILED };
 
 static bool fnic_kcq_pending(struct fnic_cq *cq)
 {
@@ -277,15 +287,32 @@ static void fnic_kcq_watch(struct work_struct *w)
 {
 	struct fnic_cq *cq = container_of(to_delayed_work(w), struct fnic_cq,
 					  watch);
-	bool failed = test_and_clear_bit(FNIC_KCQ_ARM_FAILED, &cq->watch_flags);
+	unsigned long flags;
+	bool failed;
+
+	spin_lock_irqsave(&cq->lock, flags);
+	failed = cq->arm_failed;
+	cq->arm_failed = false;
+	if (!cq->kqps) {
+		cq->watch_on = false;
+		spin_unlock_irqrestore(&cq->lock, flags);
+		return;
+	}
+	spin_unlock_irqrestore(&cq->lock, flags);
 
 	if ((failed || fnic_kcq_pending(cq)) && cq->ibcq.comp_handler) {
 		if (!failed)
 			fnic_count(to_fdev(cq->ibcq.device), FNIC_C_KCQ_WATCH_POLL);
 		cq->ibcq.comp_handler(&cq->ibcq, cq->ibcq.cq_context);
 	}
-	queue_delayed_work(system_wq, &cq->watch,
-			   msecs_to_jiffies(FNIC_KCQ_WATCH_MS));
+
+	spin_lock_irqsave(&cq->lock, flags);
+	if (cq->kqps)
+		queue_delayed_work(system_wq, &cq->watch,
+				   msecs_to_jiffies(FNIC_KCQ_WATCH_MS));
+	else
+		cq->watch_on = false;
+	spin_unlock_irqrestore(&cq->lock, flags);
 }
 
 void fnic_kcq_init(struct fnic_cq *cq)
@@ -299,22 +326,53 @@ void fnic_kcq_init(struct fnic_cq *cq)
  */
 void fnic_kcq_armed(struct fnic_cq *cq, int err)
 {
-	unsigned long delay = msecs_to_jiffies(FNIC_KCQ_WATCH_MS);
+	unsigned long flags;
 
-	if (err) {
+	if (err)
 		fnic_count(to_fdev(cq->ibcq.device), FNIC_C_KARM_RETRY);
-		set_bit(FNIC_KCQ_ARM_FAILED, &cq->watch_flags);
-		mod_delayed_work(system_wq, &cq->watch, msecs_to_jiffies(10));
-		set_bit(FNIC_KCQ_WATCHING, &cq->watch_flags);
-		return;
+	spin_lock_irqsave(&cq->lock, flags);
+	if (err)
+		cq->arm_failed = true;
+	if (cq->kqps && (err || !cq->watch_on)) {
+		mod_delayed_work(system_wq, &cq->watch,
+				 msecs_to_jiffies(err ? 10 : FNIC_KCQ_WATCH_MS));
+		cq->watch_on = true;
 	}
-	if (!test_and_set_bit(FNIC_KCQ_WATCHING, &cq->watch_flags))
-		queue_delayed_work(system_wq, &cq->watch, delay);
+	spin_unlock_irqrestore(&cq->lock, flags);
 }
 
 void fnic_kcq_fini(struct fnic_cq *cq)
 {
 	cancel_delayed_work_sync(&cq->watch);
+}
+
+/* fnic_kcq_use counts a kernel QP on cq; the last one stops the watchdog. */
+static void fnic_kcq_use(struct fnic_cq *cq, bool use)
+{
+	unsigned long flags;
+	bool stop;
+
+	if (!cq || !cq->kernel)
+		return;
+	spin_lock_irqsave(&cq->lock, flags);
+	if (use)
+		cq->kqps++;
+	else if (cq->kqps)
+		cq->kqps--;
+	stop = !cq->kqps;
+	if (stop)
+		cq->watch_on = false;
+	spin_unlock_irqrestore(&cq->lock, flags);
+	if (stop)
+		cancel_delayed_work_sync(&cq->watch);
+}
+
+void fnic_kqp_attach(struct fnic_qp *qp, struct ib_cq *scq, struct ib_cq *rcq)
+{
+	qp->kcq[0] = container_of(scq, struct fnic_cq, ibcq);
+	qp->kcq[1] = container_of(rcq, struct fnic_cq, ibcq);
+	fnic_kcq_use(qp->kcq[0], true);
+	fnic_kcq_use(qp->kcq[1], true);
 }
 
 /* ib_uverbs_wc flags the NIC writes that mean the same in struct ib_wc. */

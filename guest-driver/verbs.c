@@ -934,6 +934,8 @@ static int fnic_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 	qp->sq_sig_all = req.sq_sig_all;
 	qp->sq_max_sge = cap->max_send_sge;
 	qp->rq_max_sge = cap->max_recv_sge;
+	if (qp->kernel)
+		fnic_kqp_attach(qp, init->send_cq, init->recv_cq);
 	return 0;
 put:
 	fnic_buf_put(qp->sq);
