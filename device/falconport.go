@@ -32,10 +32,11 @@ type FalconPort struct {
 }
 
 type portWork struct {
-	pkt  []byte
-	buf  *[]byte // pkt's pooled buffer (frames), if any
-	flow uint32
-	fn   func(*falcon.Endpoint)
+	pkt    []byte
+	buf    *[]byte      // pkt's pooled buffer (frames), if any
+	frames *[]portFrame // a burst of frames from another port (portLink)
+	flow   uint32
+	fn     func(*falcon.Endpoint)
 }
 
 // FalconPortCounters count the port's queue and demux drops.
@@ -282,13 +283,24 @@ func (c *burstClock) AfterFunc(d time.Duration, f func()) clock.Timer { return c
 func (p *FalconPort) handle(w portWork) {
 	p.bc.set(p.clk.Now())
 	defer p.bc.clear()
-	if w.fn != nil {
+	switch {
+	case w.fn != nil:
 		w.fn(p.ep)
-		return
+	case w.frames != nil:
+		for i, f := range *w.frames {
+			if i > 0 {
+				p.bc.set(p.clk.Now())
+			}
+			p.Stats.RxPackets.Inc()
+			p.ep.Receive(f.pkt, f.flow)
+			putFrame(f.buf)
+		}
+		putBurst(w.frames)
+	default:
+		p.Stats.RxPackets.Inc()
+		p.ep.Receive(w.pkt, w.flow)
+		putFrame(w.buf)
 	}
-	p.Stats.RxPackets.Inc()
-	p.ep.Receive(w.pkt, w.flow)
-	putFrame(w.buf)
 }
 
 // portDemux is the endpoint's ULP: it hands each callback to the ULP of
@@ -321,7 +333,80 @@ func (d portDemux) OnXon(c *falcon.Conn) {
 	}
 }
 
-// portLink delivers one port's frames to another port of the same daemon.
-type portLink struct{ to *FalconPort }
+// portLink delivers one port's frames to another port of the same daemon
+// a burst at a time: the frames the sending endpoint sends while its port
+// handles a burst of work are copied to an outbox and handed to the other
+// port as one work item at the end of the burst (OnIdle), so two ports
+// exchanging a stream pay one queue operation and at most one wake-up per
+// burst rather than per packet. Send runs on the sending port's goroutine
+// (the endpoint's); newPortLink registers the flush there too.
+type portLink struct{ ob *portOutbox }
 
-func (l portLink) Send(pkt []byte, flow uint32) { l.to.Receive(pkt, flow) }
+type portOutbox struct {
+	to     *FalconPort
+	frames *[]portFrame
+}
+
+// portFrame is one frame of a burst, in a pooled buffer.
+type portFrame struct {
+	pkt  []byte
+	buf  *[]byte
+	flow uint32
+}
+
+// portBurstMax bounds a burst: a longer one is handed over at once.
+const portBurstMax = 256
+
+var bursts = sync.Pool{New: func() any { b := make([]portFrame, 0, portBurstMax); return &b }}
+
+func putBurst(b *[]portFrame) {
+	clear(*b)
+	*b = (*b)[:0]
+	bursts.Put(b)
+}
+
+// newPortLink returns a link from port from to port to; call it on from's
+// goroutine (or before from runs).
+func newPortLink(from, to *FalconPort) portLink {
+	ob := &portOutbox{to: to}
+	from.OnIdle(ob.flush)
+	return portLink{ob}
+}
+
+// Send implements falcon.Link: the frame is copied to the outbox.
+func (l portLink) Send(pkt []byte, flow uint32) {
+	ob := l.ob
+	if ob.frames == nil {
+		ob.frames = bursts.Get().(*[]portFrame)
+	}
+	f := portFrame{flow: flow}
+	if len(pkt) <= frameCap {
+		f.buf = frames.Get().(*[]byte)
+		f.pkt = append((*f.buf)[:0], pkt...)
+	} else {
+		f.pkt = append([]byte(nil), pkt...)
+	}
+	*ob.frames = append(*ob.frames, f)
+	if len(*ob.frames) >= portBurstMax {
+		ob.flush()
+	}
+}
+
+// flush hands the burst to the receiving port (dropped, counted there, if
+// its queue is full: Falcon resends).
+func (ob *portOutbox) flush() {
+	if ob.frames == nil || len(*ob.frames) == 0 {
+		return
+	}
+	b := ob.frames
+	ob.frames = nil
+	select {
+	case ob.to.work <- portWork{frames: b}:
+	default:
+		ob.to.Stats.RxQueueFull.Add(uint64(len(*b)))
+		for _, f := range *b {
+			putFrame(f.buf)
+		}
+		putBurst(b)
+	}
+}

@@ -61,3 +61,60 @@ func TestPortRUEWidensOnlyNVMeWindows(t *testing.T) {
 		}
 	}
 }
+
+// TestPortLinkHandsOverABurstAtATime: the frames a port's endpoint sends
+// during one work item reach the other port together, in order, at the
+// end of the item (or at once past portBurstMax); a full queue drops the
+// burst and counts every frame.
+func TestPortLinkHandsOverABurstAtATime(t *testing.T) {
+	from := NewFalconPort(clock.NewManual(0), nil)
+	to := &FalconPort{work: make(chan portWork, 2)} // not running: we look at its queue
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go from.Run(ctx)
+	var link portLink
+	from.Call(func(*falcon.Endpoint) { link = newPortLink(from, to) })
+	from.Call(func(*falcon.Endpoint) {
+		for i := 0; i < portBurstMax+3; i++ {
+			link.Send([]byte{byte(i), byte(i >> 8)}, uint32(i))
+		}
+		if len(to.work) != 1 {
+			t.Errorf("%d bursts handed over inside the work item, want 1 (the full one)", len(to.work))
+		}
+	})
+	for deadline := time.Now().Add(5 * time.Second); len(to.work) < 2; { // the item's end flushes the rest
+		if time.Now().After(deadline) {
+			t.Fatal("the rest of the burst was not handed over at the end of the work item")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	var got []int
+	for len(to.work) > 0 {
+		w := <-to.work
+		for _, f := range *w.frames {
+			got = append(got, int(f.pkt[0])|int(f.pkt[1])<<8)
+			if f.flow != uint32(got[len(got)-1]) {
+				t.Fatalf("frame %d has flow %d", got[len(got)-1], f.flow)
+			}
+		}
+	}
+	if len(got) != portBurstMax+3 {
+		t.Fatalf("%d frames arrived, want %d", len(got), portBurstMax+3)
+	}
+	for i, v := range got {
+		if v != i {
+			t.Fatalf("frame %d arrived as number %d", v, i)
+		}
+	}
+	from.Call(func(*falcon.Endpoint) {
+		for i := 0; i < 3*portBurstMax; i++ { // three bursts, room for two
+			link.Send([]byte{1}, 0)
+		}
+	})
+	if n := to.Stats.RxQueueFull.Load(); n != portBurstMax {
+		t.Errorf("%d frames counted dropped, want %d", n, portBurstMax)
+	}
+	if len(to.work) != 2 {
+		t.Errorf("%d bursts queued, want 2", len(to.work))
+	}
+}

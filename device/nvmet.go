@@ -72,7 +72,7 @@ func (f *NVMeFunc) AddNamespace(s NamespaceSpec) (*nvme.Namespace, error) {
 // other's port). cid returns CIDs unique in the daemon. It returns ini's
 // path (to submit on) and tgt's (serving it).
 func ConnectNVMeLocal(ini, tgt *NVMeFunc, cid func() uint32) (iniPath, tgtPath *nvme.Path, err error) {
-	c := falcon.ConnConfig{SCID: cid(), DCID: cid(), Protocol: wire.ProtoNVMe, Peer: portLink{tgt.Port}}
+	c := falcon.ConnConfig{SCID: cid(), DCID: cid(), Protocol: wire.ProtoNVMe}
 	nvmeConnConfig(&c)
 	var peer falcon.ConnConfig
 	if !ini.Port.Call(func(ep *falcon.Endpoint) { ep.RandomPSNs(&c) }) ||
@@ -83,7 +83,7 @@ func ConnectNVMeLocal(ini, tgt *NVMeFunc, cid func() uint32) (iniPath, tgtPath *
 	// The target side first, so nothing the initiator sends finds no connection.
 	ok := tgt.Port.Call(func(ep *falcon.Endpoint) {
 		m := falcon.Mirror(c)
-		m.Peer = portLink{ini.Port}
+		m.Peer = newPortLink(tgt.Port, ini.Port)
 		var conn *falcon.Conn
 		if conn, err = ep.Connect(m); err == nil {
 			tgtPath, err = tgt.Engine.AddPath(conn)
@@ -96,6 +96,7 @@ func ConnectNVMeLocal(ini, tgt *NVMeFunc, cid func() uint32) (iniPath, tgtPath *
 		return nil, nil, err
 	}
 	ok = ini.Port.Call(func(ep *falcon.Endpoint) {
+		c.Peer = newPortLink(ini.Port, tgt.Port)
 		var conn *falcon.Conn
 		if conn, err = ep.Connect(c); err == nil {
 			iniPath, err = ini.Engine.AddPath(conn)
