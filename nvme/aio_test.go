@@ -165,3 +165,37 @@ func TestFUAWriteIsFlushed(t *testing.T) {
 		t.Fatalf("flush %v: %d flushes, want 3", fl.Status, h.flushes)
 	}
 }
+
+// FuzzTargetRequestsAsync is FuzzTargetRequests through an asynchronous
+// backend with little room: hostile requests never write data, and once
+// their IOs are back no target state stays.
+func FuzzTargetRequestsAsync(f *testing.F) {
+	seeds := seedRequests()
+	for i := range seeds {
+		f.Add(seeds[i], seeds[(i+1)%len(seeds)], uint8(i))
+	}
+	f.Fuzz(func(t *testing.T, a, b []byte, room uint8) {
+		h := &heldBackend{MemBackend: NewMemBackend(64 * 512), room: int(room%4) + 1}
+		r := newRig(t, rigConfig{namespaces: []NamespaceConfig{{NSID: 1, BlockSize: 512, Blocks: 64, Backend: h}}})
+		for _, p := range [][]byte{a, b} {
+			if len(p) > 4096 {
+				p = p[:4096]
+			}
+			if _, err := r.pair.CA.Push(0, p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for end := r.pair.Clock.Now() + 50*time.Millisecond; r.pair.Clock.Now() < end; {
+			if h.finish(r.tgt) == 0 && !r.pair.Step() {
+				break
+			}
+		}
+		h.finish(r.tgt)
+		if !bytes.Equal(h.Bytes(), make([]byte, 64*512)) {
+			t.Fatal("hostile requests wrote data")
+		}
+		if held := maxTargets - len(r.tgt.tfree); held != 0 {
+			t.Fatalf("%d target slots held", held)
+		}
+	})
+}
