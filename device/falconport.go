@@ -212,18 +212,30 @@ func (p *FalconPort) Run(ctx context.Context) {
 	defer close(p.dead)
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
+	// armed is the deadline the timer is set for: it is reset only when
+	// the next deadline moves (each reset may wake the runtime's poller:
+	// 1 % of the daemon's CPU when done every burst).
+	const none = time.Duration(-1)
+	armed := none
 	for {
-		if !t.Stop() {
-			select {
-			case <-t.C:
-			default:
+		at, ok := p.nextDeadline()
+		if !ok {
+			at = none
+		}
+		if at != armed {
+			if !t.Stop() {
+				select {
+				case <-t.C:
+				default:
+				}
 			}
+			d := time.Hour
+			if ok {
+				d = max(at-p.clk.Now(), 0)
+			}
+			t.Reset(d)
+			armed = at
 		}
-		d := time.Hour
-		if at, ok := p.nextDeadline(); ok {
-			d = max(at-p.clk.Now(), 0)
-		}
-		t.Reset(d)
 		select {
 		case <-ctx.Done():
 			return
@@ -239,6 +251,7 @@ func (p *FalconPort) Run(ctx context.Context) {
 				}
 			}
 		case <-t.C:
+			armed = none // fired: the next pass arms it again
 		}
 		now := p.clk.Now()
 		p.bc.set(now)
