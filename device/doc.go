@@ -22,7 +22,10 @@
 // Each ring has exactly one goroutine (vhostuser runs Device.RunQueue);
 // Deliver hands frames to it through a bounded channel and never blocks.
 // Frames wait in the NIC while the guest has posted no RX buffers; beyond
-// the bound they are dropped and counted (RxQueueFull). Buffers come from
+// the bound they are dropped and counted (RxQueueFull) — except from a
+// local NIC's TX path, which uses DeliverPatient: it waits (bounded by
+// NICConfig.RxWait, once per stall) for room, so the sending guest's TX
+// ring fills and its TCP backs off instead of retransmitting. Buffers come from
 // a fixed pool allocated at NewNIC, so steady-state traffic allocates
 // nothing.
 //
