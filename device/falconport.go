@@ -305,7 +305,7 @@ func (p *FalconPort) handle(w portWork) {
 				p.bc.set(p.clk.Now())
 			}
 			p.Stats.RxPackets.Inc()
-			p.ep.Receive(f.pkt, f.flow)
+			p.ep.ReceiveInProcess(f.pkt, f.flow)
 			putFrame(f.buf)
 		}
 		putBurst(w.frames)
@@ -385,6 +385,10 @@ func newPortLink(from, to *FalconPort) portLink {
 	from.OnIdle(ob.flush)
 	return portLink{ob}
 }
+
+// InProcess implements falcon.InProcessLink: frames reach the other port's
+// endpoint through ReceiveInProcess (handle), never a wire.
+func (portLink) InProcess() {}
 
 // Send implements falcon.Link: the frame is copied to the outbox.
 func (l portLink) Send(pkt []byte, flow uint32) {

@@ -36,7 +36,7 @@ func NewBackend(s NamespaceSpec) (nvme.Backend, int64, error) {
 		}
 		return nvme.NewMemBackend(s.Size), s.Size, nil
 	}
-	b, err := OpenFileBackend(s.Backing, s.Size, s.ReadOnly)
+	b, err := OpenFileBackend(s.Backing, s.Size, s.ReadOnly, s.Direct)
 	if err != nil {
 		return nil, 0, fmt.Errorf("namespace %d: %w", s.NSID, err)
 	}

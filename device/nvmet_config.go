@@ -16,7 +16,8 @@ const NamespaceMemory = "memory"
 //	  "namespaces": [
 //	    {"nic": "n1", "nsid": 1, "backing": "memory", "size": 67108864},
 //	    {"nic": "n1", "nsid": 2, "backing": "/var/lib/falconnic/disk.img", "size": 1073741824,
-//	     "block_size": 4096, "read_only": false}          // a file or a block device (O_DIRECT)
+//	     "block_size": 4096, "read_only": false,          // a file or a block device (O_DIRECT)
+//	     "direct": true}                                  // a file with O_DIRECT too
 //	  ],
 //	  "disks": [
 //	    {"name": "d0", "socket": "d0.sock", "nic": "n0", "target": "n1", "nsid": 1,
@@ -48,6 +49,10 @@ type NamespaceSpec struct {
 	Size      int64  `json:"size,omitempty"`       // bytes; required for memory and new files
 	BlockSize int    `json:"block_size,omitempty"` // 512 (default) .. 4096
 	ReadOnly  bool   `json:"read_only,omitempty"`
+	// Direct opens a regular file with O_DIRECT: its I/O bypasses the
+	// host's page cache as QEMU's cache=none does (block devices always
+	// do). A filesystem without O_DIRECT falls back to cached I/O.
+	Direct bool `json:"direct,omitempty"`
 }
 
 // DiskSpec is one vhost-user-blk disk.

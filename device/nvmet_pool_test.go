@@ -26,7 +26,7 @@ func poolIO(op nvme.Opcode, off int64, fill byte) *nvme.IO {
 // new one; every IO gets its outcome.
 func TestNSPoolCoalescesAdjacentIO(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "ns.img")
-	be, err := OpenFileBackend(path, 1<<20, false)
+	be, err := OpenFileBackend(path, 1<<20, false, false)
 	if err != nil {
 		t.Fatal(err)
 	}

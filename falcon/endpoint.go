@@ -16,6 +16,18 @@ type Link interface {
 	Send(pkt []byte, flow uint32)
 }
 
+// InProcessLink is a Link whose frames go from memory to memory inside
+// one process (two NICs of one daemon) and reach the peer endpoint
+// through ReceiveInProcess. Nothing on it can corrupt or forge a frame, so
+// the endpoint does not compute the envelope's ICV for it (the PSP
+// stand-in, envelope.go): CRC32C of every packet twice was 7-9 % of the
+// daemon's CPU in `falconnic bench nvme`. The frame layout is unchanged
+// (the ICV field is zero).
+type InProcessLink interface {
+	Link
+	InProcess()
+}
+
 // Request is a request delivered to the target ULP. Payload is valid only
 // during the callback.
 type Request struct {
@@ -204,10 +216,23 @@ func (c *Conn) touch() {
 // Receive is the receive pipeline for one frame from the link (the frame is
 // only read during the call) [S §9.2.2]: integrity, parse, CID lookup,
 // replay check, then the connection's window and transaction processing.
-func (e *Endpoint) Receive(frame []byte, flow uint32) {
+func (e *Endpoint) Receive(frame []byte, flow uint32) { e.receive(frame, flow, true) }
+
+// ReceiveInProcess is Receive for a frame from an InProcessLink: the same
+// pipeline without the ICV check (such frames carry none).
+func (e *Endpoint) ReceiveInProcess(frame []byte, flow uint32) { e.receive(frame, flow, false) }
+
+func (e *Endpoint) receive(frame []byte, flow uint32, checkICV bool) {
 	e.Stats.RxFrames.Inc()
 	e.Stats.RxBytes.Add(uint64(len(frame)))
-	b, iv, ok := open(frame)
+	var b []byte
+	var iv wire.Timestamp
+	var ok bool
+	if checkICV {
+		b, iv, ok = open(frame)
+	} else {
+		b, iv, ok = openInProcess(frame)
+	}
 	if !ok {
 		e.Stats.RxBadICV.Inc()
 		return
@@ -289,7 +314,12 @@ func (e *Endpoint) sendOn(l Link, pkt []byte, flow uint32) {
 	if e.cfg.Tap != nil {
 		e.cfg.Tap(true, pkt)
 	}
-	frame := seal(pkt, wire.TimestampAt(e.clk.Now()))
+	var frame []byte
+	if _, local := l.(InProcessLink); local {
+		frame = sealInProcess(pkt, wire.TimestampAt(e.clk.Now()))
+	} else {
+		frame = seal(pkt, wire.TimestampAt(e.clk.Now()))
+	}
 	e.Stats.TxFrames.Inc()
 	e.Stats.TxBytes.Add(uint64(len(frame)))
 	if l != nil {

@@ -79,6 +79,7 @@ func benchNVMe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	queues := fs.Int("queues", 1, "virtqueues of the NVMe-over-Falcon disk")
 	cpus := fs.Int("cpus", qemu.DefaultCPUs, "guest CPUs")
 	blockSize := fs.Int("block-size", 512, "namespace block size")
+	nsDirect := fs.Bool("direct", true, "open the namespace's file with O_DIRECT, as QEMU's cache=none opens the local disk's (false: through the host's page cache)")
 	memoryNS := fs.Bool("memory-namespace", false, "diagnosis: back the NVMe namespace with memory instead of the file (the local disk keeps the file), to take the target's file I/O out of the NVMe side")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process (the daemon's data path) to `FILE`")
 	only := fs.String("tests", "", "run only these tests (comma-separated names, e.g. write_128k); default all")
@@ -117,9 +118,9 @@ func benchNVMe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	cfgJSON := fmt.Sprintf(`{"control": "c.sock",
 	  "nics": [{"name": "ini", "socket": "ini.sock", "mac": "52:54:00:fb:00:01"},
 	           {"name": "tgt", "socket": "tgt.sock", "mac": "52:54:00:fb:00:02"}],
-	  "nvme": {"namespaces": [{"nic": "tgt", "nsid": 1, "backing": %q, "size": %d, "block_size": %d}],
+	  "nvme": {"namespaces": [{"nic": "tgt", "nsid": 1, "backing": %q, "size": %d, "block_size": %d, "direct": %t}],
 	           "disks": [{"name": "d0", "socket": "d0.sock", "nic": "ini", "target": "tgt", "nsid": 1,
-	                      "serial": "fn-bench", "queues": %d}]}}`, backing, size, *blockSize, *queues)
+	                      "serial": "fn-bench", "queues": %d}]}}`, backing, size, *blockSize, *nsDirect, *queues)
 	cfgPath := filepath.Join(dir, "daemon.json")
 	if err := os.WriteFile(cfgPath, []byte(cfgJSON), 0o644); err != nil {
 		return err
@@ -220,7 +221,7 @@ func benchNVMe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	rep := nvmeBenchReport{
 		Command: "falconnic bench nvme " + strings.Join(args, " "),
 		Setup: map[string]string{
-			"nvme":    "vhost-user-blk (falconnic daemon, in-process) → NVMe-over-Falcon → " + map[bool]string{false: "file", true: "memory"}[*memoryNS] + " namespace",
+			"nvme":    "vhost-user-blk (falconnic daemon, in-process) → NVMe-over-Falcon → " + nsKind(*memoryNS, *nsDirect) + " namespace",
 			"local":   "QEMU virtio-blk-pci, -drive format=raw,cache=none,aio=native, same file",
 			"size":    strconv.Itoa(*sizeMiB) + " MiB",
 			"runtime": runtime.String() + " per sample (+1 s ramp)",
@@ -254,6 +255,17 @@ func benchNVMe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(rep)
+}
+
+// nsKind names the bench's namespace backing for its report.
+func nsKind(memory, direct bool) string {
+	switch {
+	case memory:
+		return "memory"
+	case direct:
+		return "file (O_DIRECT)"
+	}
+	return "file (page cache)"
 }
 
 // pickNVMeTests returns the tests named in a comma-separated list (all
