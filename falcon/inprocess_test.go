@@ -12,7 +12,9 @@ import (
 // captureLink keeps copies of the frames sent on it.
 type captureLink struct{ frames [][]byte }
 
-func (l *captureLink) Send(pkt []byte, _ uint32) { l.frames = append(l.frames, append([]byte(nil), pkt...)) }
+func (l *captureLink) Send(pkt []byte, _ uint32) {
+	l.frames = append(l.frames, append([]byte(nil), pkt...))
+}
 
 // inProcessCapture is a captureLink that declares itself in-process.
 type inProcessCapture struct{ captureLink }
@@ -29,7 +31,7 @@ func (u *pushCounter) OnRequest(c *falcon.Conn, r *falcon.Request) {
 	}
 }
 func (*pushCounter) OnCompletion(*falcon.Conn, *falcon.Completion) {}
-func (*pushCounter) OnXon(*falcon.Conn)                           {}
+func (*pushCounter) OnXon(*falcon.Conn)                            {}
 
 // An in-process link's frames carry no ICV: ReceiveInProcess delivers
 // them, Receive (the wire's path) drops them as failing the check, and a

@@ -80,8 +80,7 @@ func (c *Conn) sendRequest(rsn wire.RSN, t *tl.ITxn, i int, now time.Duration) {
 	f := c.txnFields(psn, rsn)
 	if t.Kind == tl.Push {
 		s.Type = wire.TypePushData
-		reserve(s, wire.PushDataHeaderLen+len(t.Payload))
-		s.Buf = []byte(wire.AppendPushData(s.Buf[:0], &f, t.Payload))
+		t.Frame, s.Buf = buildInPlace(t.Frame, s.Buf, wire.TypePushData, &f)
 	} else {
 		if c.cfg.PullTimeout > 0 {
 			t.Deadline = now + c.cfg.PullTimeout
@@ -102,10 +101,17 @@ func (c *Conn) sendPullData(rsn wire.RSN, t *tl.TTxn, now time.Duration) {
 	psn, s := w.Alloc()
 	s.RSN, s.Type, s.FirstAt, s.Flow = rsn, wire.TypePullData, now, c.pickFlow()
 	f := c.txnFields(psn, rsn)
-	reserve(s, wire.PullDataHeaderLen+len(t.Payload))
-	s.Buf = []byte(wire.AppendPullData(s.Buf[:0], &f, t.Payload))
+	t.Frame, s.Buf = buildInPlace(t.Frame, s.Buf, wire.TypePullData, &f)
 	t.DataPSN = psn
 	c.transmit(dataW, psn, s, now, false)
+}
+
+// buildInPlace writes the header of a typ packet into the room gather left
+// at the front of frame and returns the slot's old buffer (emptied, for the
+// transaction's next use) and the packet, which becomes the slot's.
+func buildInPlace(frame, slotBuf []byte, typ wire.PacketType, f *wire.TxnFields) (nextFrame, pkt []byte) {
+	n := len(frame) - typ.HeaderLen()
+	return slotBuf[:0], []byte(wire.AppendTxnHeader(frame[:0], typ, f, n))
 }
 
 // pickFlow chooses the path of a new packet: round robin over the flows.

@@ -10,24 +10,55 @@ import (
 // or ErrXoff when the connection's table or the NIC's Tx request pool is
 // full (OnXon follows when there is room).
 func (c *Conn) Push(cookie uint64, payload []byte) (wire.RSN, error) {
+	return c.PushGather(cookie, payload, nil, 0, 0)
+}
+
+// PushGather is Push of hdr followed by n bytes of the scatter list segs
+// from byte offset off (fewer if segs end sooner): a ULP header and data
+// from several buffers go into the packet with one copy.
+func (c *Conn) PushGather(cookie uint64, hdr []byte, segs [][]byte, off, n int) (wire.RSN, error) {
 	if c.dead {
 		return 0, ErrDead
 	}
-	if len(payload) > c.cfg.MTU {
+	if n < 0 || len(hdr)+n > c.cfg.MTU {
 		return 0, ErrTooLong
 	}
 	res := c.ep.res
-	cells := res.Cells(len(payload))
+	cells := res.Cells(len(hdr) + n)
 	if c.ini.Full() || !res.Admit(c.txHeld) || !res.TxReq.Take(cells, false) {
 		return 0, c.refuse()
 	}
 	rsn, t := c.ini.Add(tl.Push, cookie)
 	t.Cells = cells
 	c.txHeld++
-	t.Payload = append(t.Payload[:0], payload...)
+	t.Frame = gather(t.Frame, wire.PushDataHeaderLen, hdr, segs, off, n)
 	c.Stats.TxnSubmitted.Inc()
 	c.flush(c.ep.clk.Now())
 	return rsn, nil
+}
+
+// gather fills frame with headLen bytes of room for the Falcon header, then
+// hdr, then n bytes of segs from byte offset off, leaving capacity for the
+// envelope, so that the packet is built in place (buildInPlace).
+func gather(frame []byte, headLen int, hdr []byte, segs [][]byte, off, n int) []byte {
+	if need := headLen + len(hdr) + n + envelopeLen; cap(frame) < need {
+		frame = make([]byte, 0, need+64)
+	}
+	frame = append(frame[:headLen], hdr...)
+	for _, s := range segs {
+		if n == 0 {
+			break
+		}
+		if off >= len(s) {
+			off -= len(s)
+			continue
+		}
+		m := min(n, len(s)-off)
+		frame = append(frame, s[off:off+m]...)
+		n -= m
+		off = 0
+	}
+	return frame
 }
 
 // Pull submits a pull transaction for length bytes of Pull Data. The Rx
@@ -169,20 +200,26 @@ func (c *Conn) NackPush(rsn wire.RSN, code wire.NackCode, ulpCode, rnrCode uint8
 // PullData answers a delivered pull with its data (≤ MTU, copied). Short
 // data is normal; an error is signalled in the ULP's own header [S §11].
 func (c *Conn) PullData(rsn wire.RSN, data []byte) error {
+	return c.PullDataGather(rsn, data, nil, 0, 0)
+}
+
+// PullDataGather is PullData of hdr followed by n bytes of the scatter
+// list segs from byte offset off, copied once (as PushGather).
+func (c *Conn) PullDataGather(rsn wire.RSN, hdr []byte, segs [][]byte, off, n int) error {
 	s, err := c.targetTxn(rsn, tl.Pull)
 	if err != nil {
 		return err
 	}
-	if len(data) > c.cfg.MTU {
+	if n < 0 || len(hdr)+n > c.cfg.MTU {
 		return ErrTooLong
 	}
 	res := c.ep.res
-	cells := res.Cells(len(data))
+	cells := res.Cells(len(hdr) + n)
 	if !res.TxData.Take(cells, false) {
 		return c.refuse()
 	}
 	s.TxCells = cells
-	s.Payload = append(s.Payload[:0], data...)
+	s.Frame = gather(s.Frame, wire.PullDataHeaderLen, hdr, segs, off, n)
 	s.State = tl.TResponding
 	c.pullQ.push(rsn)
 	c.flush(c.ep.clk.Now())

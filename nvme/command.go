@@ -176,21 +176,3 @@ func copyTo(segs [][]byte, off int, p []byte) {
 		off = 0
 	}
 }
-
-// appendFrom appends n bytes of the scatter list from offset off to b.
-func appendFrom(b []byte, segs [][]byte, off, n int) []byte {
-	for _, s := range segs {
-		if n == 0 {
-			break
-		}
-		if off >= len(s) {
-			off -= len(s)
-			continue
-		}
-		m := min(n, len(s)-off)
-		b = append(b, s[off:off+m]...)
-		n -= m
-		off = 0
-	}
-	return b
-}

@@ -383,9 +383,14 @@ func (p *Path) answerPull(pp pendingPull) bool {
 			p.e.Stats.RxPullShort.Inc()
 			n.NBTH.SetINV(true)
 		} else {
-			b = appendFrom(b, ic.cmd.Data, int(nc.off)*ChunkSize, want)
+			// The NBTH and the chunk go into the packet with one copy.
+			err := p.conn.PullDataGather(pp.rsn, b, ic.cmd.Data, int(nc.off)*ChunkSize, want)
+			if err == falcon.ErrXoff {
+				return false
+			}
 			nc.pulled = true
 			p.e.Stats.WriteDataSent.Inc()
+			return true
 		}
 	}
 	err := p.conn.PullData(pp.rsn, b)

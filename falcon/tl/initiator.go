@@ -44,8 +44,12 @@ type ITxn struct {
 	Deadline time.Duration
 	Cells    int    // Tx buffer cells charged
 	RxCells  int    // Rx cells pre-allocated for Pull Data
-	Payload  []byte // Push data or Pull Request ULP header (reused buffer)
-	Data     []byte // Pull Data held for ordered completion (reused buffer)
+	Payload  []byte // Pull Request ULP header (reused buffer)
+	// Frame is a Push's packet under construction: header room, then the
+	// payload. Sending builds the header in place and swaps the buffer
+	// with the PDL slot's, so the payload is copied once (reused buffer).
+	Frame []byte
+	Data  []byte // Pull Data held for ordered completion (reused buffer)
 }
 
 // Initiator is the initiator's transaction table: RSNs in [Base, Next) are
@@ -90,7 +94,7 @@ func (t *Initiator) Slot(rsn wire.RSN) *ITxn { return &t.slots[uint32(rsn)&t.mas
 func (t *Initiator) Add(k Kind, cookie uint64) (wire.RSN, *ITxn) {
 	rsn := t.Next
 	s := &t.slots[uint32(rsn)&t.mask]
-	*s = ITxn{State: IQueued, Kind: k, Cookie: cookie, Payload: s.Payload[:0], Data: s.Data[:0]}
+	*s = ITxn{State: IQueued, Kind: k, Cookie: cookie, Payload: s.Payload[:0], Frame: s.Frame[:0], Data: s.Data[:0]}
 	t.Next = t.Next.Add(1)
 	return rsn, s
 }

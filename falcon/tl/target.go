@@ -42,7 +42,9 @@ type TTxn struct {
 	TxCells  int      // Tx data cells held by Pull Data
 	DataPSN  wire.PSN // PSN of our Pull Data
 	Deadline time.Duration
-	Payload  []byte // request bytes held for delivery / Pull Data to send (reused)
+	Payload  []byte // request bytes held for delivery (reused)
+	// Frame is our Pull Data packet under construction, as ITxn.Frame.
+	Frame []byte
 }
 
 // Target is the target's transaction table over the peer's RSN space:
@@ -81,7 +83,7 @@ func (t *Target) Slot(rsn wire.RSN) *TTxn { return &t.slots[uint32(rsn)&t.mask] 
 // Claim resets rsn's free slot for a new request, keeping its buffer.
 func (t *Target) Claim(rsn wire.RSN, k Kind) *TTxn {
 	s := &t.slots[uint32(rsn)&t.mask]
-	*s = TTxn{State: TReceived, Kind: k, Payload: s.Payload[:0]}
+	*s = TTxn{State: TReceived, Kind: k, Payload: s.Payload[:0], Frame: s.Frame[:0]}
 	return s
 }
 
