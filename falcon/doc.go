@@ -39,7 +39,15 @@
 // response's fcwnd, ncwnd, inter-packet gap and RTO.
 //
 // The envelope: every frame is the Falcon packet followed by a 4-byte IV
-// timestamp and a 4-byte ICV, standing in for PSP (see envelope.go).
+// timestamp and a 4-byte ICV, standing in for PSP (see envelope.go). A link
+// that never leaves the process (InProcessLink: two NICs of one daemon)
+// carries the same layout with the ICV left zero and unchecked
+// (ReceiveInProcess).
+//
+// Payloads are copied once: Push/PullData (and their Gather forms, which
+// take a ULP header plus a scatter-list range) copy into a frame with room
+// for the Falcon header, which is written in place when the packet is
+// first sent; the frame then belongs to the PDL slot for retransmission.
 //
 // Error paths follow [S §11]: retransmission exhaustion turns the packet into
 // a Resync (code 0x3) and completes the transaction with kCmplLocalTO; a
