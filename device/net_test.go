@@ -777,10 +777,11 @@ func TestStuckReceiverCostsOneWait(t *testing.T) {
 	gb := attach(t, b, acked1)
 	c := b.Counters()
 	f := ethFrame(macB, macA, 0x0800, "x")
-	for range rxQueueDepth + 1 {
-		b.DeliverPatient(f)
-	}
-	waitCount(t, &c.RxGuestNoBufs, 1) // the RX ring holds one, waiting for buffers
+	// The RX ring takes the first frame and holds it, waiting for buffers;
+	// only then is the queue's room known (delivering rxQueueDepth+1 at
+	// once could fill the queue before the ring took one).
+	b.DeliverPatient(f)
+	waitCount(t, &c.RxGuestNoBufs, 1)
 	for range rxQueueDepth - len(b.rxq[0]) {
 		b.DeliverPatient(f)
 	}
