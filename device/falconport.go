@@ -370,6 +370,13 @@ type portFrame struct {
 // portBurstMax bounds a burst: a longer one is handed over at once.
 const portBurstMax = 256
 
+// portEagerBurst: a burst this long goes at once if the receiving port has
+// no work queued (it is idle or about to be), so the two ports of a
+// request/response exchange (NVMe pulls: Pull Request one way, Pull Data
+// back) work in parallel instead of taking turns over whole bursts, which
+// held a window-limited stream to one window per two burst times.
+const portEagerBurst = 16
+
 var bursts = sync.Pool{New: func() any { b := make([]portFrame, 0, portBurstMax); return &b }}
 
 func putBurst(b *[]portFrame) {
@@ -404,7 +411,7 @@ func (l portLink) Send(pkt []byte, flow uint32) {
 		f.pkt = append([]byte(nil), pkt...)
 	}
 	*ob.frames = append(*ob.frames, f)
-	if len(*ob.frames) >= portBurstMax {
+	if n := len(*ob.frames); n >= portBurstMax || n >= portEagerBurst && len(ob.to.work) == 0 {
 		ob.flush()
 	}
 }
