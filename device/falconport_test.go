@@ -63,34 +63,44 @@ func TestPortRUEWidensOnlyNVMeWindows(t *testing.T) {
 }
 
 // TestPortLinkHandsOverABurstAtATime: the frames a port's endpoint sends
-// during one work item reach the other port together, in order, at the
-// end of the item (or at once past portBurstMax); a full queue drops the
-// burst and counts every frame.
+// during one work item reach the other port together, in order: after
+// portEagerBurst frames if that port has no work queued, else at
+// portBurstMax or at the end of the item; a full queue drops the burst
+// and counts every frame.
 func TestPortLinkHandsOverABurstAtATime(t *testing.T) {
 	from := NewFalconPort(clock.NewManual(0), nil)
-	to := &FalconPort{work: make(chan portWork, 2)} // not running: we look at its queue
+	to := &FalconPort{work: make(chan portWork, 3)} // not running: we look at its queue
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go from.Run(ctx)
 	var link portLink
 	from.Call(func(*falcon.Endpoint) { link = newPortLink(from, to) })
+	total := portEagerBurst + portBurstMax + 3
 	from.Call(func(*falcon.Endpoint) {
-		for i := 0; i < portBurstMax+3; i++ {
+		for i := 0; i < total; i++ {
 			link.Send([]byte{byte(i), byte(i >> 8)}, uint32(i))
-		}
-		if len(to.work) != 1 {
-			t.Errorf("%d bursts handed over inside the work item, want 1 (the full one)", len(to.work))
+			want := 0
+			switch {
+			case i+1 >= portEagerBurst+portBurstMax:
+				want = 2
+			case i+1 >= portEagerBurst:
+				want = 1
+			}
+			if len(to.work) != want {
+				t.Fatalf("after %d frames %d bursts were handed over, want %d", i+1, len(to.work), want)
+			}
 		}
 	})
-	for deadline := time.Now().Add(5 * time.Second); len(to.work) < 2; { // the item's end flushes the rest
+	for deadline := time.Now().Add(5 * time.Second); len(to.work) < 3; { // the item's end flushes the rest
 		if time.Now().After(deadline) {
 			t.Fatal("the rest of the burst was not handed over at the end of the work item")
 		}
 		time.Sleep(time.Millisecond)
 	}
-	var got []int
+	var got, sizes []int
 	for len(to.work) > 0 {
 		w := <-to.work
+		sizes = append(sizes, len(*w.frames))
 		for _, f := range *w.frames {
 			got = append(got, int(f.pkt[0])|int(f.pkt[1])<<8)
 			if f.flow != uint32(got[len(got)-1]) {
@@ -98,8 +108,11 @@ func TestPortLinkHandsOverABurstAtATime(t *testing.T) {
 			}
 		}
 	}
-	if len(got) != portBurstMax+3 {
-		t.Fatalf("%d frames arrived, want %d", len(got), portBurstMax+3)
+	if want := []int{portEagerBurst, portBurstMax, 3}; len(sizes) != 3 || sizes[0] != want[0] || sizes[1] != want[1] || sizes[2] != want[2] {
+		t.Errorf("bursts of %v frames, want %v", sizes, want)
+	}
+	if len(got) != total {
+		t.Fatalf("%d frames arrived, want %d", len(got), total)
 	}
 	for i, v := range got {
 		if v != i {
@@ -107,14 +120,19 @@ func TestPortLinkHandsOverABurstAtATime(t *testing.T) {
 		}
 	}
 	from.Call(func(*falcon.Endpoint) {
-		for i := 0; i < 3*portBurstMax; i++ { // three bursts, room for two
+		for i := 0; i < 3*portBurstMax; i++ { // an eager burst, two full ones, then no room
 			link.Send([]byte{1}, 0)
 		}
 	})
-	if n := to.Stats.RxQueueFull.Load(); n != portBurstMax {
-		t.Errorf("%d frames counted dropped, want %d", n, portBurstMax)
+	// The rest goes at the end of the item, after Call returned.
+	want := uint64(3*portBurstMax - portEagerBurst - 2*portBurstMax)
+	for deadline := time.Now().Add(5 * time.Second); to.Stats.RxQueueFull.Load() < want && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
 	}
-	if len(to.work) != 2 {
-		t.Errorf("%d bursts queued, want 2", len(to.work))
+	if n := to.Stats.RxQueueFull.Load(); n != want {
+		t.Errorf("%d frames counted dropped, want %d", n, want)
+	}
+	if len(to.work) != 3 {
+		t.Errorf("%d bursts queued, want 3", len(to.work))
 	}
 }
