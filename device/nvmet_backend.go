@@ -48,15 +48,12 @@ func OpenFileBackend(path string, size int64, readOnly, direct bool) (*FileBacke
 	st, err := os.Stat(path)
 	switch {
 	case err == nil && st.Mode()&os.ModeDevice != 0:
-		b := &FileBackend{block: true}
-		f, err := os.OpenFile(path, flags|unix.O_DIRECT, 0)
-		if err == nil {
-			b.direct = true
-			b.bounce = alignedBuf(nvme.ChunkSize + directAlign)
-		} else if f, err = os.OpenFile(path, flags, 0); err != nil {
+		f, direct, err := openDirect(path, flags, 0, true)
+		if err != nil {
 			return nil, err
 		}
-		b.f = f
+		b := newFileBackend(f, direct)
+		b.block = true
 		var sz uint64
 		if _, _, e := unix.Syscall(unix.SYS_IOCTL, f.Fd(), ioctlBLKGETSIZE64, uintptr(unsafe.Pointer(&sz))); e != 0 {
 			f.Close()
@@ -72,28 +69,17 @@ func OpenFileBackend(path string, size int64, readOnly, direct bool) (*FileBacke
 	if !readOnly {
 		flags |= os.O_CREATE
 	}
-	var f *os.File
-	if direct {
-		// EINVAL: the filesystem has no O_DIRECT (tmpfs before 6.6).
-		if f, err = os.OpenFile(path, flags|unix.O_DIRECT, 0o644); err != nil && !errors.Is(err, unix.EINVAL) {
-			return nil, err
-		}
-	}
-	if f == nil {
-		if f, err = os.OpenFile(path, flags, 0o644); err != nil {
-			return nil, err
-		}
-		direct = false
+	f, direct, err := openDirect(path, flags, 0o644, direct)
+	if err != nil {
+		return nil, err
 	}
 	st, err = f.Stat()
 	if err != nil {
 		f.Close()
 		return nil, err
 	}
-	b := &FileBackend{f: f, size: st.Size(), direct: direct}
-	if direct {
-		b.bounce = alignedBuf(nvme.ChunkSize + directAlign)
-	}
+	b := newFileBackend(f, direct)
+	b.size = st.Size()
 	if size > 0 && size != st.Size() {
 		if readOnly || size < st.Size() {
 			f.Close()
@@ -106,6 +92,29 @@ func OpenFileBackend(path string, size int64, readOnly, direct bool) (*FileBacke
 		b.size = size
 	}
 	return b, nil
+}
+
+// openDirect opens path with O_DIRECT when direct is set, and without it
+// when that is not asked for or the kernel refuses it (EINVAL: tmpfs
+// before 6.6, some filesystems); it reports which.
+func openDirect(path string, flags int, perm os.FileMode, direct bool) (*os.File, bool, error) {
+	if direct {
+		f, err := os.OpenFile(path, flags|unix.O_DIRECT, perm)
+		if err == nil || !errors.Is(err, unix.EINVAL) {
+			return f, err == nil, err
+		}
+	}
+	f, err := os.OpenFile(path, flags, perm)
+	return f, false, err
+}
+
+// newFileBackend wraps f; an O_DIRECT one gets its bounce buffer.
+func newFileBackend(f *os.File, direct bool) *FileBackend {
+	b := &FileBackend{f: f, direct: direct}
+	if direct {
+		b.bounce = alignedBuf(nvme.ChunkSize + directAlign)
+	}
+	return b
 }
 
 func alignedBuf(n int) []byte {
