@@ -27,7 +27,7 @@ func benchFileNS(b *testing.B) NamespaceSpec {
 	if err := os.WriteFile(path, buf, 0o644); err != nil {
 		b.Fatal(err)
 	}
-	return NamespaceSpec{NSID: 1, Backing: path, Size: benchNSSize}
+	return NamespaceSpec{NSID: 1, Backing: path, Size: benchNSSize, Direct: true} // as `falconnic bench nvme` opens it
 }
 
 // benchBlkNS is benchBlk on the namespace ns; it reports MB/s too.

@@ -276,6 +276,8 @@ type DiskStatus struct {
 	Blocks   uint64                  `json:"blocks"`
 	Session  vhostuser.SessionStatus `json:"session"`
 	Counters map[string]uint64       `json:"counters"`
+	// VhostUser are the disk's vhost-user counters (kicks, calls, chains).
+	VhostUser map[string]uint64 `json:"vhost_user,omitempty"`
 }
 
 // NVMeStatus is the NVMe side of the daemon status.
@@ -298,6 +300,7 @@ func (d *Daemon) nvmeStatus() *NVMeStatus {
 		ds := DiskStatus{Name: k.spec.Name, Socket: k.spec.Socket, Target: k.spec.Target, NSID: k.spec.NSID}
 		if k.blk != nil {
 			ds.Blocks, ds.Session, ds.Counters = k.blk.cfg.Info.Blocks, k.srv.Status(), k.blk.Stats.Set().Snapshot()
+			ds.VhostUser = k.srv.Counters.Set().Snapshot()
 		}
 		st.Disks = append(st.Disks, ds)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"time"
+	"unsafe"
 
 	"falconnic/falcon"
 	"falconnic/falcon/rue"
@@ -27,6 +28,8 @@ type FalconPort struct {
 	ulps  [16]falcon.ULP
 	timed []ulpTimers
 	idle  []func()      // run at the end of each burst of work (OnIdle)
+	cur   *[]byte       // the pooled frame being handled, unless a ULP kept it (KeepFrame)
+	kept  int           // frames ULPs kept and have not released
 	dead  chan struct{} // closed when Run returns
 	Stats FalconPortCounters
 }
@@ -135,12 +138,7 @@ func (p *FalconPort) nextDeadline() (time.Duration, bool) {
 // Receive queues a Falcon frame from the link (copied; never blocks).
 func (p *FalconPort) Receive(pkt []byte, flow uint32) {
 	w := portWork{flow: flow}
-	if len(pkt) <= frameCap {
-		w.buf = frames.Get().(*[]byte)
-		w.pkt = append((*w.buf)[:0], pkt...)
-	} else {
-		w.pkt = append([]byte(nil), pkt...)
-	}
+	w.pkt, w.buf = copyFrame(pkt)
 	select {
 	case p.work <- w:
 	default:
@@ -149,15 +147,38 @@ func (p *FalconPort) Receive(pkt []byte, flow uint32) {
 	}
 }
 
-// frameCap is the capacity of pooled frame buffers: a 4 KiB nCMD or RDMA
-// payload with its headers and envelope fits.
+// frameCap is the largest frame a pooled frame buffer takes: a 4 KiB nCMD
+// or RDMA payload with its headers and envelope fits.
 const frameCap = 4096 + 512
+
+// frameAlign: a frame is placed in its buffer so that its packet ends on
+// this boundary (copyFrame), as a NIC's DMA engine fills page-aligned
+// receive buffers: a payload of whole 4 KiB pages then starts on one too,
+// and the NVMe target can hand a write's data to an O_DIRECT write where
+// it lies instead of copying it to an aligned buffer (KeepFrame).
+const frameAlign = 4096
 
 // frames recycles received frames: the endpoint copies whatever it keeps
 // of one (falcon.Link's and the ULP callbacks' contracts), so a frame's
-// buffer is free again once Endpoint.Receive returns. This spares an
-// allocation (and its zeroing and collection) per packet.
-var frames = sync.Pool{New: func() any { b := make([]byte, 0, frameCap); return &b }}
+// buffer is free again once Endpoint.Receive returns, unless a ULP kept it
+// (KeepFrame). This spares an allocation (and its zeroing and collection)
+// per packet.
+var frames = sync.Pool{New: func() any { b := make([]byte, frameCap+frameAlign); return &b }}
+
+// copyFrame copies frame pkt into a pooled buffer (a larger one into a
+// buffer of its own, buf nil), its packet ending on a frameAlign boundary.
+func copyFrame(pkt []byte) (frame []byte, buf *[]byte) {
+	if len(pkt) > frameCap {
+		return append([]byte(nil), pkt...), nil
+	}
+	buf = frames.Get().(*[]byte)
+	b := *buf
+	end := uintptr(unsafe.Pointer(unsafe.SliceData(b))) + uintptr(len(pkt)-falcon.EnvelopeLen)
+	off := int(-end & (frameAlign - 1))
+	frame = b[off : off+len(pkt) : off+len(pkt)]
+	copy(frame, pkt)
+	return frame, buf
+}
 
 // putFrame recycles a frame buffer (nil: none).
 func putFrame(b *[]byte) {
@@ -305,16 +326,52 @@ func (p *FalconPort) handle(w portWork) {
 				p.bc.set(p.clk.Now())
 			}
 			p.Stats.RxPackets.Inc()
+			p.cur = f.buf
 			p.ep.ReceiveInProcess(f.pkt, f.flow)
-			putFrame(f.buf)
+			putFrame(p.cur)
 		}
+		p.cur = nil
 		putBurst(w.frames)
 	default:
 		p.Stats.RxPackets.Inc()
+		p.cur = w.buf
 		p.ep.Receive(w.pkt, w.flow)
-		putFrame(w.buf)
+		putFrame(p.cur)
+		p.cur = nil
 	}
 }
+
+// KeepFrame takes the pooled buffer of the frame being received away from
+// the port, if data lies in it (nil otherwise: not a pooled frame, or data
+// a copy the endpoint made): data stays valid until ReleaseFrame. Only
+// during a ULP callback, on the port's goroutine.
+func (p *FalconPort) KeepFrame(data []byte) *[]byte {
+	b := p.cur
+	if b == nil || !within(data, *b) {
+		return nil
+	}
+	p.cur = nil
+	p.kept++
+	return b
+}
+
+// ReleaseFrame gives back a buffer KeepFrame returned (on the port's
+// goroutine).
+func (p *FalconPort) ReleaseFrame(b *[]byte) {
+	p.kept--
+	putFrame(b)
+}
+
+// within reports whether the bytes of data lie in buf's backing array.
+func within(data, buf []byte) bool {
+	if len(data) == 0 || cap(buf) == 0 {
+		return false
+	}
+	lo := uintptr(unsafe.Pointer(unsafe.SliceData(buf[:1])))
+	d := uintptr(unsafe.Pointer(unsafe.SliceData(data)))
+	return d >= lo && d-lo+uintptr(len(data)) <= uintptr(cap(buf))
+}
+
 
 // portDemux is the endpoint's ULP: it hands each callback to the ULP of
 // the connection's protocol.
@@ -404,12 +461,7 @@ func (l portLink) Send(pkt []byte, flow uint32) {
 		ob.frames = bursts.Get().(*[]portFrame)
 	}
 	f := portFrame{flow: flow}
-	if len(pkt) <= frameCap {
-		f.buf = frames.Get().(*[]byte)
-		f.pkt = append((*f.buf)[:0], pkt...)
-	} else {
-		f.pkt = append([]byte(nil), pkt...)
-	}
+	f.pkt, f.buf = copyFrame(pkt)
 	*ob.frames = append(*ob.frames, f)
 	if n := len(*ob.frames); n >= portBurstMax || n >= portEagerBurst && len(ob.to.work) == 0 {
 		ob.flush()

@@ -1,9 +1,11 @@
 package device
 
 import (
+	"bytes"
 	"context"
 	"testing"
 	"time"
+	"unsafe"
 
 	"falconnic/falcon"
 	"falconnic/falcon/rue"
@@ -134,5 +136,41 @@ func TestPortLinkHandsOverABurstAtATime(t *testing.T) {
 	}
 	if len(to.work) != 3 {
 		t.Errorf("%d bursts queued, want 3", len(to.work))
+	}
+}
+
+// TestCopyFrameEndsThePacketOnAPage: whatever the frame's length, its
+// packet (the frame less the envelope) ends on a frameAlign boundary of a
+// pooled buffer, so whole pages of payload start on one; KeepFrame gives
+// the buffer away only for data that lies in it.
+func TestCopyFrameEndsThePacketOnAPage(t *testing.T) {
+	for _, payload := range []int{0, 1, 512, 4095, 4096, frameCap - 64 - falcon.EnvelopeLen} {
+		pkt := make([]byte, 64+payload+falcon.EnvelopeLen)
+		for i := range pkt {
+			pkt[i] = byte(i * 7)
+		}
+		frame, buf := copyFrame(pkt)
+		if buf == nil || !bytes.Equal(frame, pkt) || !within(frame, *buf) {
+			t.Fatalf("payload %d: frame not a copy in its pooled buffer", payload)
+		}
+		end := uintptr(unsafe.Pointer(&frame[0])) + uintptr(len(frame)-falcon.EnvelopeLen)
+		if end%frameAlign != 0 {
+			t.Errorf("payload %d: packet ends at %#x, not on a %d boundary", payload, end, frameAlign)
+		}
+		p := &FalconPort{cur: buf}
+		if p.KeepFrame(append([]byte(nil), frame...)) != nil {
+			t.Fatalf("payload %d: kept a frame for data outside it", payload)
+		}
+		if got := p.KeepFrame(frame[64:]); got != buf || p.cur != nil || p.kept != 1 {
+			t.Fatalf("payload %d: KeepFrame = %p, cur %p, kept %d", payload, got, p.cur, p.kept)
+		}
+		if p.KeepFrame(frame) != nil {
+			t.Fatal("kept the same frame twice")
+		}
+		p.ReleaseFrame(buf)
+	}
+	big := make([]byte, frameCap+1)
+	if frame, buf := copyFrame(big); buf != nil || len(frame) != len(big) {
+		t.Fatal("an oversized frame went to a pooled buffer")
 	}
 }

@@ -22,7 +22,7 @@ type NVMeFunc struct {
 // NewNVMeFunc attaches a new NVMe engine to port; function is the
 // Initiator Function put in NBTHs.
 func NewNVMeFunc(port *FalconPort, function uint32) *NVMeFunc {
-	f := &NVMeFunc{Port: port, Engine: nvme.NewEngine(nvme.Config{Function: function & (1<<24 - 1), Clock: port.Clock()})}
+	f := &NVMeFunc{Port: port, Engine: nvme.NewEngine(nvme.Config{Function: function & (1<<24 - 1), Clock: port.Clock(), Frames: port})}
 	port.SetULP(wire.ProtoNVMe, f.Engine)
 	return f
 }

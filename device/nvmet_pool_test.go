@@ -164,4 +164,11 @@ func TestBlkOverFileNamespaceManyInFlight(t *testing.T) {
 	if nsc.Writes.Load() != n*size/nvme.ChunkSize || nsc.ReadBytes.Load() != n*size {
 		t.Errorf("namespace writes %d read bytes %d", nsc.Writes.Load(), nsc.ReadBytes.Load())
 	}
+	// Every write's data came over the port link page-aligned, so each
+	// was written from its received frame, and every frame went back.
+	var kept int
+	r.tgt.Port.Call(func(*falconEndpoint) { kept = r.tgt.Port.kept })
+	if got := r.tgt.Engine.Stats.KeptFrames.Load(); got != n*size/nvme.ChunkSize || kept != 0 {
+		t.Errorf("writes from kept frames %d (want %d), frames still kept %d", got, n*size/nvme.ChunkSize, kept)
+	}
 }

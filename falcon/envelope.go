@@ -17,6 +17,10 @@ const (
 	envelopeLen = ivLen + wire.ICVLen
 )
 
+// EnvelopeLen is the length of the envelope after the packet in a frame:
+// a link that wants a payload placed (aligned) finds its end here.
+const EnvelopeLen = envelopeLen
+
 // seal appends the IV timestamp and ICV to pkt in its spare capacity and
 // returns the frame; pkt's own length is unchanged.
 func seal(pkt []byte, iv wire.Timestamp) []byte {

@@ -41,6 +41,21 @@ type Config struct {
 	// error: a response lost with a connection that died on the far side
 	// only would otherwise hang it forever.
 	CommandTimeout time.Duration
+	// Frames, if set, lets the target keep a received Write Data
+	// Response's frame for the write's IO instead of copying its data to
+	// the slot's aligned buffer, when the data lies aligned in it (an
+	// AsyncBackend may need that: O_DIRECT).
+	Frames FrameKeeper
+}
+
+// FrameKeeper is the receive side of the link under the engine's
+// endpoint (device.FalconPort): during a ULP callback, KeepFrame takes
+// ownership of the received frame's buffer if data lies in it (nil: it
+// does not, or cannot be kept), and ReleaseFrame gives it back once data
+// is no longer used.
+type FrameKeeper interface {
+	KeepFrame(data []byte) *[]byte
+	ReleaseFrame(*[]byte)
 }
 
 // Engine is one NIC's NVMe-over-Falcon function: the target for the

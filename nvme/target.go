@@ -1,6 +1,8 @@
 package nvme
 
 import (
+	"unsafe"
+
 	"falconnic/falcon"
 	"falconnic/falcon/tl"
 	"falconnic/falcon/wire"
@@ -31,7 +33,8 @@ type tslot struct {
 	fua    bool // write: force unit access
 	loaded bool // read: buf holds the data (an AsyncBackend read it)
 	status Status
-	buf    []byte // header room + aligned data (chunkBuf); taken on first use and kept
+	buf    []byte  // header room + aligned data (chunkBuf); taken on first use and kept
+	frame  *[]byte // a kept Write Data Response frame holding io.Buf (Config.Frames)
 	io     IO
 }
 
@@ -234,12 +237,29 @@ func (e *Engine) onWriteData(p *Path, si int32, cpl *falcon.Completion) {
 		return
 	}
 	e.prepareIO(s, si)
-	if e.isAsync(s.ns) {
-		copy(s.io.Buf, data) // cpl.Data is Falcon's until this returns
-	} else {
+	switch {
+	case !e.isAsync(s.ns):
 		s.io.Buf = data
+	case e.keepFrame(s, data):
+		s.io.Buf = data
+	default:
+		copy(s.io.Buf, data) // cpl.Data is Falcon's until this returns
 	}
 	e.startIO(si)
+}
+
+// keepFrame keeps the frame data lies in for slot s's IO, if data lies in
+// it as aligned as a slot buffer (ChunkSize) and the link lets it go.
+func (e *Engine) keepFrame(s *tslot, data []byte) bool {
+	if e.cfg.Frames == nil || len(data) == 0 || uintptr(unsafe.Pointer(unsafe.SliceData(data)))%ChunkSize != 0 {
+		return false
+	}
+	s.frame = e.cfg.Frames.KeepFrame(data)
+	if s.frame == nil {
+		return false
+	}
+	e.Stats.KeptFrames.Inc()
+	return true
 }
 
 // writeData checks a Write Data Response against the slot's write and
@@ -346,6 +366,10 @@ func (e *Engine) sendResponse(si int32) bool {
 
 func (e *Engine) freeTarget(si int32) {
 	s := &e.tslots[si]
+	if s.frame != nil {
+		e.cfg.Frames.ReleaseFrame(s.frame)
+		s.frame = nil
+	}
 	s.state, s.path, s.ns = tFree, nil, nil
 	e.tfree = append(e.tfree, si)
 }
