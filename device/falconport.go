@@ -372,7 +372,6 @@ func within(data, buf []byte) bool {
 	return d >= lo && d-lo+uintptr(len(data)) <= uintptr(cap(buf))
 }
 
-
 // portDemux is the endpoint's ULP: it hands each callback to the ULP of
 // the connection's protocol.
 type portDemux struct{ p *FalconPort }
