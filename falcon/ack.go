@@ -120,6 +120,10 @@ func (c *Conn) acked(i int, psn wire.PSN, s *pdl.TxSlot, now time.Duration) {
 		c.rackXmit = s.SentAt
 	}
 	rsn := s.RSN
+	var lent []byte
+	if s.Lent { // acknowledged: no packet is sent from a PushFrame's buffer again
+		lent, s.Buf, s.Spare, s.Lent = s.Buf, s.Spare, nil, false
+	}
 	switch s.Type {
 	case wire.TypePushData, wire.TypePullRequest:
 		if !c.ini.Contains(rsn) {
@@ -129,6 +133,7 @@ func (c *Conn) acked(i int, psn wire.PSN, s *pdl.TxSlot, now time.Duration) {
 		if t.State != tl.ISent {
 			return
 		}
+		t.Lent = lent
 		switch {
 		case s.Resync:
 			c.finish(rsn, t, t.Status, t.ULPCode, nil)

@@ -106,7 +106,8 @@ func (c *Conn) reportOne(rsn wire.RSN, t *tl.ITxn, st tl.Status, ulp uint8, data
 	if t.Kind == tl.Push {
 		data = nil
 	}
-	c.cpl = Completion{Kind: t.Kind, RSN: rsn, Cookie: t.Cookie, Status: st, ULPCode: ulp, Data: data}
+	c.cpl = Completion{Kind: t.Kind, RSN: rsn, Cookie: t.Cookie, Status: st, ULPCode: ulp, Data: data, Frame: t.Lent}
+	t.Lent = nil
 	if u := c.ep.cfg.ULP; u != nil {
 		in := c.inCB
 		c.inCB = true

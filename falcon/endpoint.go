@@ -46,6 +46,8 @@ type Completion struct {
 	Status  tl.Status
 	ULPCode uint8 // the target ULP's code from a CIE/NRE NACK
 	Data    []byte
+	// Frame is a PushFrame's buffer, back with the ULP (nil: Falcon kept it).
+	Frame []byte
 }
 
 // ULP is the upper-layer protocol attached to an endpoint. Callbacks run on
@@ -71,6 +73,7 @@ var (
 	ErrNoSuchTxn  = errors.New("falcon: no such transaction awaiting a response")
 	ErrNoSuchConn = errors.New("falcon: no such connection")
 	ErrBadVerdict = errors.New("falcon: verdict not valid here")
+	ErrBadFrame   = errors.New("falcon: frame without header room or envelope capacity")
 )
 
 // Endpoint is one NIC's Falcon engine: a table of connections keyed by

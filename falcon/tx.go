@@ -78,10 +78,16 @@ func (c *Conn) sendRequest(rsn wire.RSN, t *tl.ITxn, i int, now time.Duration) {
 	s.RSN, s.Request, s.FirstAt, s.Flow = rsn, true, now, c.pickFlow()
 	w.ORC++
 	f := c.txnFields(psn, rsn)
-	if t.Kind == tl.Push {
+	switch {
+	case t.Kind == tl.Push && t.Lent != nil:
+		s.Type = wire.TypePushData
+		frame := t.Lent
+		s.Spare, s.Lent, t.Lent = s.Buf[:0], true, nil
+		_, s.Buf = buildInPlace(frame, nil, wire.TypePushData, &f)
+	case t.Kind == tl.Push:
 		s.Type = wire.TypePushData
 		t.Frame, s.Buf = buildInPlace(t.Frame, s.Buf, wire.TypePushData, &f)
-	} else {
+	default:
 		if c.cfg.PullTimeout > 0 {
 			t.Deadline = now + c.cfg.PullTimeout
 			c.armTxn(t.Deadline)

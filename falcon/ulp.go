@@ -37,6 +37,38 @@ func (c *Conn) PushGather(cookie uint64, hdr []byte, segs [][]byte, off, n int) 
 	return rsn, nil
 }
 
+// PushFrame is Push of a packet the ULP built in a buffer of its own, sent
+// without copying the payload: frame holds wire.PushDataHeaderLen bytes of
+// room, then the payload, and has EnvelopeLen bytes of spare capacity. The
+// buffer is Falcon's from the call on; the push's Completion gives it back
+// (Completion.Frame) once no packet of the transaction can be sent from it
+// again, else Falcon keeps it (Frame nil: a connection that failed, a push
+// completed by a NACK while its packet was still outstanding).
+func (c *Conn) PushFrame(cookie uint64, frame []byte) (wire.RSN, error) {
+	if c.dead {
+		return 0, ErrDead
+	}
+	n := len(frame) - wire.PushDataHeaderLen
+	if n < 0 || cap(frame)-len(frame) < envelopeLen {
+		return 0, ErrBadFrame
+	}
+	if n > c.cfg.MTU {
+		return 0, ErrTooLong
+	}
+	res := c.ep.res
+	cells := res.Cells(n)
+	if c.ini.Full() || !res.Admit(c.txHeld) || !res.TxReq.Take(cells, false) {
+		return 0, c.refuse()
+	}
+	rsn, t := c.ini.Add(tl.Push, cookie)
+	t.Cells = cells
+	c.txHeld++
+	t.Lent = frame
+	c.Stats.TxnSubmitted.Inc()
+	c.flush(c.ep.clk.Now())
+	return rsn, nil
+}
+
 // gather fills frame with headLen bytes of room for the Falcon header, then
 // hdr, then n bytes of segs from byte offset off, leaving capacity for the
 // envelope, so that the packet is built in place (buildInPlace).

@@ -1,6 +1,10 @@
 package nvme
 
-import "unsafe"
+import (
+	"unsafe"
+
+	"falconnic/falcon"
+)
 
 // IO is one backend operation the target hands to an AsyncBackend: the
 // data of one nCMD (Read, Write) or a whole command without data (Flush,
@@ -54,13 +58,45 @@ func (io *IO) Run(b Backend) {
 // chunkSlab is how many nCMD buffers are carved from one allocation.
 const chunkSlab = 32
 
-// chunkBuf returns a 2 × ChunkSize buffer whose second half is aligned to
-// ChunkSize (what O_DIRECT needs): the nCMD's data goes there, and a Read
-// Response's header just before it, so the response is pushed from the
-// buffer without copying the data again. Each target slot takes one the
-// first time it needs it and keeps it, so the buffers in use are bounded
-// by the target table (maxTargets).
-func (e *Engine) chunkBuf() []byte {
+// takeChunk returns a chunk: a 2 × ChunkSize buffer whose second half is
+// aligned to ChunkSize (what O_DIRECT needs). The nCMD's data goes there
+// and a Read Response's headers (NBTH, Falcon's) just before it, so the
+// response goes out as the chunk itself (falcon's PushFrame). A target
+// slot takes one the first time it needs it and keeps it until it lends it
+// to Falcon with a Read Response; the push's completion gives it back
+// (chunkBack). Chunks are bounded by the target table (maxTargets) plus
+// the pushes in flight.
+func (e *Engine) takeChunk() ([]byte, int32) {
+	if n := len(e.free); n > 0 {
+		id := e.free[n-1]
+		e.free = e.free[:n-1]
+		if e.chunks[id] == nil {
+			e.chunks[id] = e.carveChunk()
+		}
+		return e.chunks[id], id
+	}
+	e.chunks = append(e.chunks, e.carveChunk())
+	return e.chunks[len(e.chunks)-1], int32(len(e.chunks) - 1)
+}
+
+// chunkBack takes back chunk id from Falcon; frame nil means Falcon kept
+// the buffer (a failed connection), so the index gets a new one when next
+// taken.
+func (e *Engine) chunkBack(id int32, frame []byte) {
+	if id < 0 || int(id) >= len(e.chunks) {
+		return
+	}
+	if frame == nil {
+		e.chunks[id] = nil
+	}
+	e.free = append(e.free, id)
+}
+
+// carveChunk cuts a chunk from the current slab. Its capacity runs
+// falcon.EnvelopeLen bytes on, into the next chunk's first bytes, for the
+// envelope Falcon appends after the data; no chunk uses its first bytes
+// (the headers sit at the end of its first half).
+func (e *Engine) carveChunk() []byte {
 	const n = 2 * ChunkSize
 	if len(e.slab) < n {
 		b := make([]byte, (chunkSlab+1)*n)
@@ -68,9 +104,9 @@ func (e *Engine) chunkBuf() []byte {
 		if off != 0 {
 			off = ChunkSize - off
 		}
-		e.slab = b[off : off+chunkSlab*n]
+		e.slab = b[off : off+chunkSlab*n : len(b)] // the slack after the last chunk takes its envelope
 	}
-	b := e.slab[:n:n]
+	b := e.slab[: n : n+falcon.EnvelopeLen]
 	e.slab = e.slab[n:]
 	return b
 }
@@ -110,7 +146,7 @@ func (e *Engine) prepareIO(s *tslot, si int32) {
 		io.Buf = nil // a plain backend writes straight from the Write Data Response
 		if e.isAsync(s.ns) {
 			if s.buf == nil {
-				s.buf = e.chunkBuf()
+				s.buf, s.chunk = e.takeChunk()
 			}
 			io.Buf = s.data()
 		}

@@ -17,7 +17,7 @@ type Counters struct {
 	BadOpcode, BadField, BadNamespace, TargetBusy  stats.Counter
 	RxWriteDataInvalid, RxWriteDataMismatch        stats.Counter
 	BackendBusy, IOStale                           stats.Counter
-	KeptFrames                                     stats.Counter
+	KeptFrames, LentChunks                         stats.Counter
 	// both
 	RxBadHeader, RxBadLength, RxUnknownConn stats.Counter
 	TxnFailed                               stats.Counter
@@ -54,6 +54,7 @@ func (c *Counters) Set() stats.Set {
 		{Name: "RxWriteDataMismatch", Help: "writes failed: Write Data Response names another nCMD", Counter: &c.RxWriteDataMismatch},
 		{Name: "BackendBusy", Help: "backend IOs that waited: the asynchronous backend's queue was full", Counter: &c.BackendBusy},
 		{Name: "IOStale", Help: "backend IOs handed back for no slot waiting for one (ignored)", Counter: &c.IOStale},
+		{Name: "LentChunks", Help: "Read Responses pushed from the read's own buffer, not a copy (falcon PushFrame)", Counter: &c.LentChunks},
 		{Name: "KeptFrames", Help: "writes done from the received frame, aligned, instead of a copy (Config.Frames)", Counter: &c.KeptFrames},
 		{Name: "RxBadHeader", Help: "dropped: NBTH missing, malformed or of an unexpected type", Counter: &c.RxBadHeader},
 		{Name: "RxBadLength", Help: "data of the wrong length", Counter: &c.RxBadLength},

@@ -69,7 +69,9 @@ type Engine struct {
 	tslots  []tslot
 	tfree   []int32
 	ioWait  []int32 // target slots whose IO an AsyncBackend refused (full), in order
-	slab    []byte  // where the next nCMD buffer is carved from (chunkBuf)
+	slab    []byte  // where the next nCMD buffer is carved from (carveChunk)
+	chunks  [][]byte
+	free    []int32 // indices of chunks no slot holds (nil ones are carved again)
 	scratch []byte
 	list    []*Path
 	scanAt  time.Duration // next timeout scan
@@ -193,6 +195,7 @@ const (
 	ckIniPush uint64 = 1 << 56 // initiator Read/Write Request; low bits: nCMD tag
 	ckTgtPush uint64 = 2 << 56 // target Read Response / Write Completion
 	ckTgtPull uint64 = 3 << 56 // target Write Data Request; low bits: target slot
+	ckTgtLent uint64 = 4 << 56 // target Read Response pushed from its chunk; low bits: chunk index
 	ckKind    uint64 = 0xff << 56
 )
 
@@ -238,6 +241,9 @@ func refuse(c *falcon.Conn, r *falcon.Request) {
 
 // OnCompletion implements falcon.ULP: one of our transactions ended.
 func (e *Engine) OnCompletion(c *falcon.Conn, cpl *falcon.Completion) {
+	if cpl.Cookie&ckKind == ckTgtLent {
+		e.chunkBack(int32(uint32(cpl.Cookie)), cpl.Frame)
+	}
 	p := e.paths[c]
 	if p == nil {
 		e.Stats.RxUnknownConn.Inc()
@@ -251,7 +257,7 @@ func (e *Engine) OnCompletion(c *falcon.Conn, cpl *falcon.Completion) {
 		if cpl.Status != tl.CmplAck {
 			p.onPushFailed(uint32(cpl.Cookie))
 		}
-	case ckTgtPush:
+	case ckTgtPush, ckTgtLent:
 		// The response is delivered (or lost with its connection); the
 		// target state was freed when it was handed to Falcon.
 	case ckTgtPull:

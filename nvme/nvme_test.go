@@ -2,6 +2,7 @@ package nvme
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand"
 	"testing"
 	"time"
@@ -215,6 +216,16 @@ func TestManyInFlightUnderImpairments(t *testing.T) {
 		if !bytes.Equal(r.mem[1].Bytes(), model) {
 			t.Fatalf("impair %+v: namespace differs from the model", imp)
 		}
+		// Every Read Response went out from its chunk, and once the target's
+		// pushes are all acknowledged every chunk is back: held by a slot or
+		// free, none kept by Falcon.
+		r.pair.RunUntil(func() bool { return r.pair.CB.Outstanding() == 0 }, time.Second)
+		if lent, rr := r.tgt.Stats.LentChunks.Load(), r.ini.Stats.ReadResponses.Load(); lent != rr || lent == 0 {
+			t.Errorf("impair %+v: %d Read Responses sent from their chunk, %d received", imp, lent, rr)
+		}
+		if err := chunkLedger(r.tgt); err != nil {
+			t.Errorf("impair %+v: %v", imp, err)
+		}
 		if imp.DropProb > 0 && (r.pair.AB.Stats.DroppedRandom.Load() == 0 || r.pair.BA.Stats.Reordered.Load() == 0) {
 			t.Fatalf("impair %+v: the link impaired nothing", imp)
 		}
@@ -396,4 +407,24 @@ func TestWrite8KFlow(t *testing.T) {
 	if !bytes.Equal(r.mem[1].Bytes()[16*512:32*512], data) {
 		t.Fatal("data not in the namespace")
 	}
+}
+
+// chunkLedger checks that each of e's chunks is held by a target slot or
+// free, and that Falcon kept none.
+func chunkLedger(e *Engine) error {
+	held := 0
+	for i := range e.tslots {
+		if e.tslots[i].buf != nil {
+			held++
+		}
+	}
+	for id, c := range e.chunks {
+		if c == nil {
+			return fmt.Errorf("chunk %d was kept by Falcon", id)
+		}
+	}
+	if held+len(e.free) != len(e.chunks) {
+		return fmt.Errorf("%d chunks: %d held by slots, %d free", len(e.chunks), held, len(e.free))
+	}
+	return nil
 }

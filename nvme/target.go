@@ -33,7 +33,8 @@ type tslot struct {
 	fua    bool // write: force unit access
 	loaded bool // read: buf holds the data (an AsyncBackend read it)
 	status Status
-	buf    []byte  // header room + aligned data (chunkBuf); taken on first use and kept
+	buf    []byte  // header room + aligned data (takeChunk); taken on first use, kept until lent to Falcon
+	chunk  int32   // buf's index in Engine.chunks
 	frame  *[]byte // a kept Write Data Response frame holding io.Buf (Config.Frames)
 	io     IO
 }
@@ -330,18 +331,22 @@ func (e *Engine) sendResponse(si int32) bool {
 		if s.op == OpIdentify {
 			s.ns.Stats.Identifies.Inc()
 			b = s.ns.Info().AppendIdentify(b)
-		} else if s.loaded { // the header goes just before the data
+		} else if s.loaded { // the header goes just before the data, the packet is the chunk
 			copy(s.buf[ChunkSize-hdrLen:], b)
-			b = s.buf[ChunkSize-hdrLen : ChunkSize+s.bytes]
-		} else {
+			return e.pushChunk(si, s.buf[ChunkSize-hdrLen-wire.PushDataHeaderLen:ChunkSize+s.bytes])
+		} else { // a plain backend reads into the chunk here
 			ns := s.ns
-			b = b[:hdrLen+s.bytes]
+			if s.buf == nil {
+				s.buf, s.chunk = e.takeChunk()
+			}
 			ns.Stats.Reads.Inc()
-			if _, err := ns.cfg.Backend.ReadAt(b[hdrLen:], int64(s.lba)*int64(ns.cfg.BlockSize)); err != nil {
+			if _, err := ns.cfg.Backend.ReadAt(s.data(), int64(s.lba)*int64(ns.cfg.BlockSize)); err != nil {
 				ns.Stats.BackendErrors.Inc()
 				st = StatusUnrecoveredRead
 			} else {
 				ns.Stats.ReadBytes.Add(uint64(s.bytes))
+				copy(s.buf[ChunkSize-hdrLen:], b)
+				return e.pushChunk(si, s.buf[ChunkSize-hdrLen-wire.PushDataHeaderLen:ChunkSize+s.bytes])
 			}
 		}
 	}
@@ -359,6 +364,25 @@ func (e *Engine) sendResponse(si int32) bool {
 	}
 	if err == nil {
 		e.Stats.Responses.Inc()
+	}
+	e.freeTarget(si)
+	return true
+}
+
+// pushChunk pushes slot si's Read Response, built in its chunk: Falcon
+// sends the chunk itself (PushFrame) and gives it back with the push's
+// completion (chunkBack); false means Xoff, the chunk still the slot's.
+func (e *Engine) pushChunk(si int32, frame []byte) bool {
+	s := &e.tslots[si]
+	_, err := s.path.conn.PushFrame(ckTgtLent|uint64(s.chunk), frame)
+	switch err {
+	case falcon.ErrXoff:
+		e.Stats.TxXoff.Inc()
+		return false
+	case nil:
+		e.Stats.Responses.Inc()
+		e.Stats.LentChunks.Inc()
+		s.buf, s.chunk = nil, -1
 	}
 	e.freeTarget(si)
 	return true

@@ -44,6 +44,10 @@ func TestFioMedian(t *testing.T) {
 			t.Errorf("fioMedian(%v) = %v, want %v", c.in, got, c.want)
 		}
 	}
+	// Pairs 0.5, 1.0 (slow host), 0.8 → 0.8; a zero local figure is skipped.
+	if got := pairedRatio([]float64{100, 100, 80, 5}, []float64{200, 100, 100, 0}); got != 0.8 {
+		t.Errorf("pairedRatio = %v, want 0.8", got)
+	}
 }
 
 // FuzzFioResult: fio's output comes from the guest; no input panics, and

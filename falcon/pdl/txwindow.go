@@ -47,6 +47,10 @@ type TxSlot struct {
 	FirstAt  time.Duration // first transmission time
 	Deadline time.Duration // RTO (or RNR) deadline while inflight/held
 	Buf      []byte        // the packet as sent (header + payload, no trailer)
+	// Lent: Buf is a ULP's buffer (falcon's PushFrame), its own parked in
+	// Spare until the slot is acknowledged and gives Buf back.
+	Lent  bool
+	Spare []byte
 }
 
 // TxWindow is one transmitter sliding window: PSNs in [Base, Next) are

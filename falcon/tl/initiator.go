@@ -50,6 +50,9 @@ type ITxn struct {
 	// with the PDL slot's, so the payload is copied once (reused buffer).
 	Frame []byte
 	Data  []byte // Pull Data held for ordered completion (reused buffer)
+	// Lent is a PushFrame's buffer while the ULP's: before it is sent, and
+	// once its PDL slot gave it back, until the completion reports it.
+	Lent []byte
 }
 
 // Initiator is the initiator's transaction table: RSNs in [Base, Next) are

@@ -1,0 +1,117 @@
+package falcon_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"falconnic/falcon"
+	"falconnic/falcon/link"
+	"falconnic/falcon/tl"
+	"falconnic/falcon/wire"
+)
+
+// frameULP records the pushes its target side receives and the frames its
+// initiator side's completions give back.
+type frameULP struct {
+	pushes [][]byte
+	back   map[uint64][]byte // cookie → Completion.Frame
+	status map[uint64]tl.Status
+}
+
+func (u *frameULP) OnRequest(c *falcon.Conn, r *falcon.Request) {
+	u.pushes = append(u.pushes, append([]byte(nil), r.Payload...))
+	c.AckPush(r.RSN)
+}
+
+func (u *frameULP) OnCompletion(c *falcon.Conn, cpl *falcon.Completion) {
+	u.back[cpl.Cookie], u.status[cpl.Cookie] = cpl.Frame, cpl.Status
+	// The buffer is the ULP's again: scribble on it, as its next use would.
+	for i := range cpl.Frame {
+		cpl.Frame[i] = 0xAA
+	}
+}
+
+func (*frameULP) OnXon(*falcon.Conn) {}
+
+// newFrame is a PushFrame buffer: header room, payload, envelope capacity.
+func newFrame(payload []byte) []byte {
+	b := make([]byte, wire.PushDataHeaderLen, wire.PushDataHeaderLen+len(payload)+falcon.EnvelopeLen)
+	return append(b, payload...)
+}
+
+// TestPushFrameLendsTheBuffer: PushFrame sends the ULP's buffer as the
+// packet, intact through loss and reordering (resends come from it), and
+// each completion hands the very buffer back; a frame without room for
+// the header or the envelope is refused before anything is taken.
+func TestPushFrameLendsTheBuffer(t *testing.T) {
+	imp := link.MemConfig{Delay: time.Microsecond, Seed: 3, DropProb: 0.2, ReorderProb: 0.2, DupProb: 0.05}
+	a := &frameULP{back: map[uint64][]byte{}, status: map[uint64]tl.Status{}}
+	b := &frameULP{back: map[uint64][]byte{}, status: map[uint64]tl.Status{}}
+	p, err := falcon.NewPair(falcon.PairConfig{AB: imp, BA: imp,
+		Conn: falcon.ConnConfig{SCID: 1, DCID: 2, TxRSN: 1, RxRSN: 1}, ULPA: a, ULPB: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Rounds of lent frames (cookies 0..n-1) between plain pushes, more
+	// than the rings hold, so slots and transactions are reused.
+	const n, round = 320, 32
+	sent := map[uint64][]byte{}
+	plain := uint64(0)
+	for i := uint64(0); i < n; i++ {
+		f := newFrame(bytes.Repeat([]byte(fmt.Sprint(i)), 100))
+		sent[i] = f
+		if _, err := p.CA.PushFrame(i, f); err != nil {
+			t.Fatal(err)
+		}
+		for k := uint64(0); k < i%3; k++ { // 0-2 plain pushes: lent and plain ones share slots
+			plain++
+			if _, err := p.CA.Push(100000+plain, bytes.Repeat([]byte{'p'}, 200)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if i%round == round-1 {
+			want := int(i+1) + int(plain)
+			p.RunUntil(func() bool { return p.CA.Outstanding() == 0 && len(a.back) == want }, time.Second)
+		}
+	}
+	short := make([]byte, wire.PushDataHeaderLen-1, 100)
+	noRoom := make([]byte, wire.PushDataHeaderLen+10)
+	for _, f := range [][]byte{short, noRoom} {
+		if _, err := p.CA.PushFrame(9999, f); !errors.Is(err, falcon.ErrBadFrame) {
+			t.Errorf("PushFrame of %d bytes (cap %d): %v, want ErrBadFrame", len(f), cap(f), err)
+		}
+	}
+	p.RunUntil(func() bool { return false }, 50*time.Millisecond) // late resends, if any, would carry the scribbles
+	if st := &p.B.Stats; st.RxParseLength.Load()+st.RxParseType.Load()+st.RxParseVersion.Load()+st.RxParseShort.Load()+st.RxUnknownCID.Load() != 0 {
+		t.Errorf("target saw malformed packets: a buffer given back was sent from again")
+	}
+	if len(b.pushes) != n+int(plain) {
+		t.Fatalf("target got %d pushes, want %d", len(b.pushes), n+int(plain))
+	}
+	got := map[string]bool{}
+	for _, q := range b.pushes {
+		got[string(q)] = true
+	}
+	for i := uint64(0); i < n; i++ {
+		if !got[string(bytes.Repeat([]byte(fmt.Sprint(i)), 100))] {
+			t.Errorf("push %d never arrived intact", i)
+		}
+		f := a.back[i]
+		if a.status[i] != tl.CmplAck || len(f) == 0 || &f[0] != &sent[i][0] {
+			t.Errorf("push %d: status %v, frame back %v", i, a.status[i], len(f) > 0 && &f[0] == &sent[i][0])
+		} else if !bytes.Equal(f, bytes.Repeat([]byte{0xAA}, len(f))) {
+			t.Errorf("push %d: Falcon wrote into the frame after giving it back", i)
+		}
+	}
+	for k := uint64(1); k <= plain; k++ {
+		if a.back[100000+k] != nil {
+			t.Errorf("plain push %d completed with a frame", k)
+		}
+	}
+	if p.CA.Stats.RetxRTO.Load()+p.CA.Stats.RetxEarly.Load()+p.CA.Stats.RetxRACK.Load()+p.CA.Stats.RetxTLP.Load() == 0 {
+		t.Error("no retransmission: the loss did not exercise resends from the lent buffers")
+	}
+}
