@@ -324,16 +324,13 @@ func (e *Engine) sendResponse(si int32) bool {
 		NCNTTotal: h.NCNTTotal(), InitiatorTag: h.InitiatorTag(), NCNTOffset: h.NCNTOffset(), ICMD: h.ICMD()}
 	b := e.scratch[:0]
 	if s.rtype == wire.NVMeReadResponse && st.OK() {
-		var hdrLen int
 		f.Status = uint16(st)
 		b, _ = wire.AppendNVMe(b, &f)
-		hdrLen = len(b)
 		if s.op == OpIdentify {
 			s.ns.Stats.Identifies.Inc()
 			b = s.ns.Info().AppendIdentify(b)
-		} else if s.loaded { // the header goes just before the data, the packet is the chunk
-			copy(s.buf[ChunkSize-hdrLen:], b)
-			return e.pushChunk(si, s.buf[ChunkSize-hdrLen-wire.PushDataHeaderLen:ChunkSize+s.bytes])
+		} else if s.loaded {
+			return e.pushChunk(si, b)
 		} else { // a plain backend reads into the chunk here
 			ns := s.ns
 			if s.buf == nil {
@@ -345,8 +342,7 @@ func (e *Engine) sendResponse(si int32) bool {
 				st = StatusUnrecoveredRead
 			} else {
 				ns.Stats.ReadBytes.Add(uint64(s.bytes))
-				copy(s.buf[ChunkSize-hdrLen:], b)
-				return e.pushChunk(si, s.buf[ChunkSize-hdrLen-wire.PushDataHeaderLen:ChunkSize+s.bytes])
+				return e.pushChunk(si, b)
 			}
 		}
 	}
@@ -369,11 +365,14 @@ func (e *Engine) sendResponse(si int32) bool {
 	return true
 }
 
-// pushChunk pushes slot si's Read Response, built in its chunk: Falcon
-// sends the chunk itself (PushFrame) and gives it back with the push's
-// completion (chunkBack); false means Xoff, the chunk still the slot's.
-func (e *Engine) pushChunk(si int32, frame []byte) bool {
+// pushChunk pushes slot si's Read Response, its data in the chunk: hdr
+// goes just before the data, the packet is the chunk itself (PushFrame),
+// and Falcon gives it back with the push's completion (chunkBack). False
+// means Xoff, the chunk still the slot's.
+func (e *Engine) pushChunk(si int32, hdr []byte) bool {
 	s := &e.tslots[si]
+	copy(s.buf[ChunkSize-len(hdr):], hdr)
+	frame := s.buf[ChunkSize-len(hdr)-wire.PushDataHeaderLen : ChunkSize+s.bytes]
 	_, err := s.path.conn.PushFrame(ckTgtLent|uint64(s.chunk), frame)
 	switch err {
 	case falcon.ErrXoff:
