@@ -48,6 +48,9 @@
 // take a ULP header plus a scatter-list range) copy into a frame with room
 // for the Falcon header, which is written in place when the packet is
 // first sent; the frame then belongs to the PDL slot for retransmission.
+// PushFrame copies nothing: the ULP builds the packet in its own buffer,
+// which the PDL slot sends (and resends) from and gives back with the
+// push's completion once the slot is acknowledged.
 //
 // Error paths follow [S §11]: retransmission exhaustion turns the packet into
 // a Resync (code 0x3) and completes the transaction with kCmplLocalTO; a
