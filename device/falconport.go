@@ -44,7 +44,7 @@ type portWork struct {
 
 // FalconPortCounters count the port's queue and demux drops.
 type FalconPortCounters struct {
-	RxPackets, RxQueueFull, RxNoULP stats.Counter
+	RxPackets, RxQueueFull, RxNoULP, RxByRef stats.Counter
 }
 
 // Set lists the counters with help text.
@@ -53,6 +53,7 @@ func (c *FalconPortCounters) Set() stats.Set {
 		{Name: "port_rx_packets", Help: "Falcon packets handed to the endpoint", Counter: &c.RxPackets},
 		{Name: "port_rx_queue_full", Help: "Falcon packets dropped: the port's queue was full", Counter: &c.RxQueueFull},
 		{Name: "port_rx_no_ulp", Help: "requests and completions for a protocol no ULP is attached for", Counter: &c.RxNoULP},
+		{Name: "port_rx_by_ref", Help: "frames from another port of the daemon taken in place, not copied (falcon.RefLink)", Counter: &c.RxByRef},
 	}
 }
 
@@ -455,12 +456,25 @@ func (portLink) InProcess() {}
 
 // Send implements falcon.Link: the frame is copied to the outbox.
 func (l portLink) Send(pkt []byte, flow uint32) {
+	f := portFrame{flow: flow}
+	f.pkt, f.buf = copyFrame(pkt)
+	l.add(f)
+}
+
+// SendRef implements falcon.RefLink: the frame goes to the outbox as it
+// is (a Read Response in the NVMe target's chunk); the receiving port
+// reads it in place and neither keeps nor recycles it.
+func (l portLink) SendRef(frame []byte, flow uint32) {
+	l.ob.to.Stats.RxByRef.Inc()
+	l.add(portFrame{pkt: frame, flow: flow})
+}
+
+// add queues f in the outbox, handing the burst over when it is long.
+func (l portLink) add(f portFrame) {
 	ob := l.ob
 	if ob.frames == nil {
 		ob.frames = bursts.Get().(*[]portFrame)
 	}
-	f := portFrame{flow: flow}
-	f.pkt, f.buf = copyFrame(pkt)
 	*ob.frames = append(*ob.frames, f)
 	if n := len(*ob.frames); n >= portBurstMax || n >= portEagerBurst && len(ob.to.work) == 0 {
 		ob.flush()

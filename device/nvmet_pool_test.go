@@ -171,4 +171,8 @@ func TestBlkOverFileNamespaceManyInFlight(t *testing.T) {
 	if got := r.tgt.Engine.Stats.KeptFrames.Load(); got != n*size/nvme.ChunkSize || kept != 0 {
 		t.Errorf("writes from kept frames %d (want %d), frames still kept %d", got, n*size/nvme.ChunkSize, kept)
 	}
+	// Every Read Response went to the initiator's port in place.
+	if got := r.blk.cfg.Port.Stats.RxByRef.Load(); got != n*size/nvme.ChunkSize {
+		t.Errorf("Read Responses taken in place %d, want %d", got, n*size/nvme.ChunkSize)
+	}
 }

@@ -122,7 +122,7 @@ func (c *Conn) acked(i int, psn wire.PSN, s *pdl.TxSlot, now time.Duration) {
 	rsn := s.RSN
 	var lent []byte
 	if s.Lent { // acknowledged: no packet is sent from a PushFrame's buffer again
-		lent, s.Buf, s.Spare, s.Lent = s.Buf, s.Spare, nil, false
+		lent, s.Buf, s.Spare, s.Lent, s.Shared = s.Buf, s.Spare, nil, false, false
 	}
 	switch s.Type {
 	case wire.TypePushData, wire.TypePullRequest:

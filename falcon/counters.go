@@ -70,6 +70,7 @@ type ConnCounters struct {
 	RetxTLP, RetxNack, RetxGBN            stats.Counter
 	RetryExhausted, Fatal                 stats.Counter
 	RetxDeferred                          stats.Counter
+	SharedCopied                          stats.Counter
 
 	// Transactions.
 	TxnSubmitted, Delivered, Completed, CompletedError stats.Counter
@@ -124,6 +125,7 @@ func (c *ConnCounters) Set() stats.Set {
 		{Name: "retx_nack", Help: "retransmissions prompted by a NACK", Counter: &c.RetxNack},
 		{Name: "retx_gbn", Help: "Go-Back-N retransmissions", Counter: &c.RetxGBN},
 		{Name: "retx_deferred", Help: "request resends held back by ORRC ≥ ncwnd", Counter: &c.RetxDeferred},
+		{Name: "shared_copied", Help: "packets sent by reference (RefLink) copied for a resend or Resync; their buffer stays with the receiver", Counter: &c.SharedCopied},
 		{Name: "retry_exhausted", Help: "packets that hit max retransmissions (Resync 0x3)", Counter: &c.RetryExhausted},
 		{Name: "fatal", Help: "connection failed (Resync exhausted)", Counter: &c.Fatal},
 		{Name: "txn_submitted", Help: "transactions accepted from the ULP", Counter: &c.TxnSubmitted},

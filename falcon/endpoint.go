@@ -28,6 +28,18 @@ type InProcessLink interface {
 	InProcess()
 }
 
+// RefLink is an InProcessLink that also takes frames by reference
+// (SendRef): the receiver reads the frame in place, once, before anything
+// it sends in answer can come back. The endpoint hands it only the first
+// transmission of a PushFrame packet (whose buffer goes back to the ULP
+// once acknowledged, i.e. once the receiver is done with it) and writes
+// that buffer no more: a resend or Resync works on a copy, and the ULP
+// does not get the shared buffer back (Completion.Frame nil).
+type RefLink interface {
+	InProcessLink
+	SendRef(frame []byte, flow uint32)
+}
+
 // Request is a request delivered to the target ULP. Payload is valid only
 // during the callback.
 type Request struct {
@@ -302,18 +314,21 @@ func (e *Endpoint) nackUnknownCID(t wire.Txn, flow uint32) {
 }
 
 // send seals pkt and hands it to the connection's link.
-func (c *Conn) send(pkt []byte, flow uint32) {
+func (c *Conn) send(pkt []byte, flow uint32) { c.ep.sendOn(c.link(), pkt, flow, nil) }
+
+// link is the connection's link towards its peer.
+func (c *Conn) link() Link {
 	if c.cfg.Peer != nil {
-		c.ep.sendOn(c.cfg.Peer, pkt, flow)
-		return
+		return c.cfg.Peer
 	}
-	c.ep.sendOn(c.ep.cfg.Link, pkt, flow)
+	return c.ep.cfg.Link
 }
 
 // send seals pkt and hands it to the endpoint's link.
-func (e *Endpoint) send(pkt []byte, flow uint32) { e.sendOn(e.cfg.Link, pkt, flow) }
+func (e *Endpoint) send(pkt []byte, flow uint32) { e.sendOn(e.cfg.Link, pkt, flow, nil) }
 
-func (e *Endpoint) sendOn(l Link, pkt []byte, flow uint32) {
+// sendOn seals pkt and hands it to l, by reference when ref is l.
+func (e *Endpoint) sendOn(l Link, pkt []byte, flow uint32, ref RefLink) {
 	if e.cfg.Tap != nil {
 		e.cfg.Tap(true, pkt)
 	}
@@ -325,7 +340,10 @@ func (e *Endpoint) sendOn(l Link, pkt []byte, flow uint32) {
 	}
 	e.Stats.TxFrames.Inc()
 	e.Stats.TxBytes.Add(uint64(len(frame)))
-	if l != nil {
+	switch {
+	case ref != nil:
+		ref.SendRef(frame, flow)
+	case l != nil:
 		l.Send(frame, flow)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"falconnic/falcon/link"
 	"falconnic/falcon/tl"
 	"falconnic/falcon/wire"
+	"falconnic/internal/clock"
 )
 
 // frameULP records the pushes its target side receives and the frames its
@@ -113,5 +114,132 @@ func TestPushFrameLendsTheBuffer(t *testing.T) {
 	}
 	if p.CA.Stats.RetxRTO.Load()+p.CA.Stats.RetxEarly.Load()+p.CA.Stats.RetxRACK.Load()+p.CA.Stats.RetxTLP.Load() == 0 {
 		t.Error("no retransmission: the loss did not exercise resends from the lent buffers")
+	}
+}
+
+// refLink is an in-process link that takes frames by reference (RefLink)
+// and delivers them in rounds, dropping every drop-th frame and holding
+// every hold-th one back for 100 rounds (past the sender's RTO, so that it
+// resends while the receiver has yet to read the shared buffer); a frame
+// taken by reference must be unchanged when the receiver reads it.
+type refLink struct {
+	t                *testing.T
+	to               *falcon.Endpoint
+	queue            []refFrame
+	drop, hold, n    int
+	round            int
+	refs, seen, held int
+}
+
+type refFrame struct {
+	b, snap []byte
+	due     int // round it is delivered in
+}
+
+func (*refLink) InProcess() {}
+
+func (l *refLink) Send(pkt []byte, _ uint32) {
+	l.queue = append(l.queue, refFrame{b: append([]byte(nil), pkt...)})
+}
+
+func (l *refLink) SendRef(pkt []byte, _ uint32) {
+	l.refs++
+	l.queue = append(l.queue, refFrame{b: pkt, snap: append([]byte(nil), pkt...)})
+}
+
+func (l *refLink) deliver() {
+	l.round++
+	q := l.queue
+	l.queue = nil
+	for _, f := range q {
+		if f.due > l.round {
+			l.queue = append(l.queue, f)
+			continue
+		}
+		if f.due == 0 {
+			if l.n++; l.drop > 0 && l.n%l.drop == 0 {
+				continue
+			}
+			if l.hold > 0 && l.n%l.hold == 0 && f.snap != nil {
+				f.due = l.round + 100
+				l.held++
+				l.queue = append(l.queue, f)
+				continue
+			}
+		}
+		if f.snap != nil {
+			l.seen++
+			if !bytes.Equal(f.b, f.snap) {
+				l.t.Error("a frame sent by reference changed before the receiver read it")
+			}
+		}
+		l.to.ReceiveInProcess(f.b, 0)
+	}
+}
+
+// TestPushFrameByReference: over a RefLink a PushFrame packet's first
+// transmission goes by reference and its buffer comes back on
+// acknowledgement untouched until the receiver read it; a packet that had
+// to be resent goes again from a copy, and its shared buffer is not given
+// back (the receiver may still hold it).
+func TestPushFrameByReference(t *testing.T) {
+	clk := clock.NewManual(0)
+	a, b := &frameULP{back: map[uint64][]byte{}, status: map[uint64]tl.Status{}}, &frameULP{back: map[uint64][]byte{}, status: map[uint64]tl.Status{}}
+	ab, ba := &refLink{t: t, drop: 7, hold: 5}, &refLink{t: t}
+	ea := falcon.New(falcon.Config{Clock: clk, Link: ab, ULP: a})
+	eb := falcon.New(falcon.Config{Clock: clk, Link: ba, ULP: b})
+	ab.to, ba.to = eb, ea
+	cc := falcon.ConnConfig{SCID: 1, DCID: 2, TxRSN: 1, RxRSN: 1}
+	ca, err := ea.Connect(cc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eb.Connect(falcon.Mirror(cc)); err != nil {
+		t.Fatal(err)
+	}
+	const n = 200
+	sent := map[uint64][]byte{}
+	for i := uint64(0); i < n; i++ {
+		sent[i] = newFrame(bytes.Repeat([]byte{byte(i)}, 64+int(i)))
+		if _, err := ca.PushFrame(i, sent[i]); err != nil {
+			t.Fatal(err)
+		}
+		if i%4 == 3 { // a plain push now and then shares the slots
+			if _, err := ca.Push(1000+i, []byte("plain")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if i%16 == 15 || i == n-1 {
+			for r := 0; r < 2000 && (ca.Outstanding() > 0 || len(ab.queue)+len(ba.queue) > 0); r++ {
+				ab.deliver()
+				ba.deliver()
+				clk.Advance(20 * time.Microsecond)
+				ea.OnTimer(clk.Now())
+				eb.OnTimer(clk.Now())
+			}
+		}
+	}
+	got := map[string]bool{}
+	for _, q := range b.pushes {
+		got[string(q)] = true
+	}
+	back, kept := 0, 0
+	for i := uint64(0); i < n; i++ {
+		if !got[string(bytes.Repeat([]byte{byte(i)}, 64+int(i)))] || a.status[i] != tl.CmplAck {
+			t.Fatalf("push %d: arrived %v, status %v", i, got[string(bytes.Repeat([]byte{byte(i)}, 64+int(i)))], a.status[i])
+		}
+		switch f := a.back[i]; {
+		case f == nil:
+			kept++
+		case &f[0] != &sent[i][0]:
+			t.Errorf("push %d: another buffer came back", i)
+		default:
+			back++
+		}
+	}
+	copied := ca.Stats.SharedCopied.Load()
+	if ab.refs != n || ab.seen == 0 || ab.held == 0 || copied == 0 || uint64(kept) != copied || back+kept != n {
+		t.Errorf("%d sent by reference (want %d), %d read, %d held back; %d copied for a resend, %d buffers kept, %d given back",
+			ab.refs, n, ab.seen, ab.held, copied, kept, back)
 	}
 }

@@ -163,7 +163,26 @@ func (c *Conn) transmit(i int, psn wire.PSN, s *pdl.TxSlot, now time.Duration, r
 	if c.cfg.TLP && !c.tlpArmed && !c.tlpFired {
 		c.rearmTLP(now)
 	}
+	l := c.link()
+	if rl, ok := l.(RefLink); ok && s.Lent && !retx {
+		s.Shared = true
+		c.ep.sendOn(l, s.Buf, c.cfg.FlowLabels[s.Flow], rl)
+		return
+	}
 	c.send(s.Buf, c.cfg.FlowLabels[s.Flow])
+}
+
+// private gives a slot whose buffer went to a RefLink by reference a copy
+// of its own to rewrite (a resend's header, a Resync): the receiver may
+// still be reading the shared one, which the ULP therefore never gets
+// back.
+func (c *Conn) private(s *pdl.TxSlot) {
+	if !s.Shared {
+		return
+	}
+	s.Buf = append(s.Spare[:0], s.Buf...)
+	s.Spare, s.Lent, s.Shared = nil, false, false
+	c.Stats.SharedCopied.Inc()
 }
 
 // wantAR is the sender's AR policy [S §9.1.3.1]: every packet while fcwnd
@@ -188,6 +207,7 @@ func (c *Conn) backoff(n uint8) time.Duration {
 
 // retransmit resends an outstanding packet (same PSN) and keeps ORRC.
 func (c *Conn) retransmit(i int, psn wire.PSN, s *pdl.TxSlot, now time.Duration) {
+	c.private(s)
 	if s.Request && !s.Retx {
 		s.Retx = true
 		c.tx[i].ORRC++
@@ -198,6 +218,7 @@ func (c *Conn) retransmit(i int, psn wire.PSN, s *pdl.TxSlot, now time.Duration)
 // toResync replaces an outstanding packet by a Resync with the same PSN and
 // RSN [S §9.1.8] and sends it.
 func (c *Conn) toResync(i int, psn wire.PSN, s *pdl.TxSlot, code wire.ResyncCode, now time.Duration) {
+	c.private(s)
 	s.Resync, s.Code, s.Retries = true, code, 0
 	f := c.txnFields(psn, s.RSN)
 	f.ResyncCode, f.ResyncPacketType = code, s.Type

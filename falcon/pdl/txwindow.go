@@ -51,6 +51,9 @@ type TxSlot struct {
 	// Spare until the slot is acknowledged and gives Buf back.
 	Lent  bool
 	Spare []byte
+	// Shared: Buf went to a RefLink by reference; it is not written again
+	// (falcon's Conn.private copies it first).
+	Shared bool
 }
 
 // TxWindow is one transmitter sliding window: PSNs in [Base, Next) are
