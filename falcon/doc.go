@@ -50,7 +50,9 @@
 // first sent; the frame then belongs to the PDL slot for retransmission.
 // PushFrame copies nothing: the ULP builds the packet in its own buffer,
 // which the PDL slot sends (and resends) from and gives back with the
-// push's completion once the slot is acknowledged.
+// push's completion once the slot is acknowledged; over a RefLink its
+// first transmission goes by reference, so the receiver reads the ULP's
+// buffer in place.
 //
 // Error paths follow [S §11]: retransmission exhaustion turns the packet into
 // a Resync (code 0x3) and completes the transaction with kCmplLocalTO; a
