@@ -314,7 +314,7 @@ func (e *Endpoint) nackUnknownCID(t wire.Txn, flow uint32) {
 }
 
 // send seals pkt and hands it to the connection's link.
-func (c *Conn) send(pkt []byte, flow uint32) { c.ep.sendOn(c.link(), pkt, flow, nil) }
+func (c *Conn) send(pkt []byte, flow uint32) { c.ep.sendOn(c.link(), pkt, flow, false) }
 
 // link is the connection's link towards its peer.
 func (c *Conn) link() Link {
@@ -325,10 +325,11 @@ func (c *Conn) link() Link {
 }
 
 // send seals pkt and hands it to the endpoint's link.
-func (e *Endpoint) send(pkt []byte, flow uint32) { e.sendOn(e.cfg.Link, pkt, flow, nil) }
+func (e *Endpoint) send(pkt []byte, flow uint32) { e.sendOn(e.cfg.Link, pkt, flow, false) }
 
-// sendOn seals pkt and hands it to l, by reference when ref is l.
-func (e *Endpoint) sendOn(l Link, pkt []byte, flow uint32, ref RefLink) {
+// sendOn seals pkt and hands it to l; by reference (l is then a RefLink)
+// when ref.
+func (e *Endpoint) sendOn(l Link, pkt []byte, flow uint32, ref bool) {
 	if e.cfg.Tap != nil {
 		e.cfg.Tap(true, pkt)
 	}
@@ -341,8 +342,8 @@ func (e *Endpoint) sendOn(l Link, pkt []byte, flow uint32, ref RefLink) {
 	e.Stats.TxFrames.Inc()
 	e.Stats.TxBytes.Add(uint64(len(frame)))
 	switch {
-	case ref != nil:
-		ref.SendRef(frame, flow)
+	case ref:
+		l.(RefLink).SendRef(frame, flow)
 	case l != nil:
 		l.Send(frame, flow)
 	}

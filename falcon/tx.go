@@ -164,12 +164,12 @@ func (c *Conn) transmit(i int, psn wire.PSN, s *pdl.TxSlot, now time.Duration, r
 		c.rearmTLP(now)
 	}
 	l := c.link()
-	if rl, ok := l.(RefLink); ok && s.Lent && !retx {
-		s.Shared = true
-		c.ep.sendOn(l, s.Buf, c.cfg.FlowLabels[s.Flow], rl)
-		return
+	ref := false
+	if s.Lent && !retx { // only a PushFrame packet's first transmission may go by reference
+		_, ref = l.(RefLink)
+		s.Shared = ref
 	}
-	c.send(s.Buf, c.cfg.FlowLabels[s.Flow])
+	c.ep.sendOn(l, s.Buf, c.cfg.FlowLabels[s.Flow], ref)
 }
 
 // private gives a slot whose buffer went to a RefLink by reference a copy

@@ -80,7 +80,8 @@ func (e *Engine) takeChunk() ([]byte, int32) {
 }
 
 // chunkBack takes back chunk id from Falcon; frame nil means Falcon kept
-// the buffer (a failed connection), so the index gets a new one when next
+// the buffer (a failed connection, or a resent packet whose first copy the
+// receiving port may still hold), so the index gets a new one when next
 // taken.
 func (e *Engine) chunkBack(id int32, frame []byte) {
 	if id < 0 || int(id) >= len(e.chunks) {
