@@ -5,9 +5,9 @@ import (
 	"errors"
 	"sync"
 	"time"
-	"unsafe"
 
 	"falconnic/falcon"
+	"falconnic/falcon/framebuf"
 	"falconnic/falcon/rue"
 	"falconnic/falcon/wire"
 	"falconnic/firmware"
@@ -28,23 +28,23 @@ type FalconPort struct {
 	ulps  [16]falcon.ULP
 	timed []ulpTimers
 	idle  []func()      // run at the end of each burst of work (OnIdle)
-	cur   *[]byte       // the pooled frame being handled, unless a ULP kept it (KeepFrame)
+	cur   *framebuf.Buf // the pooled frame being handled, unless a ULP kept it (KeepFrame)
 	kept  int           // frames ULPs kept and have not released
 	dead  chan struct{} // closed when Run returns
 	Stats FalconPortCounters
 }
 
 type portWork struct {
-	pkt    []byte
-	buf    *[]byte      // pkt's pooled buffer (frames), if any
-	frames *[]portFrame // a burst of frames from another port (portLink)
-	flow   uint32
-	fn     func(*falcon.Endpoint)
+	pkt   []byte
+	buf   *framebuf.Buf // pkt's pooled buffer, if any
+	burst *portBurst    // a burst of frames from another port (portLink)
+	flow  uint32
+	fn    func(*falcon.Endpoint)
 }
 
 // FalconPortCounters count the port's queue and demux drops.
 type FalconPortCounters struct {
-	RxPackets, RxQueueFull, RxNoULP, RxByRef stats.Counter
+	RxPackets, RxQueueFull, RxNoULP, RxByRef, RxShared stats.Counter
 }
 
 // Set lists the counters with help text.
@@ -54,6 +54,7 @@ func (c *FalconPortCounters) Set() stats.Set {
 		{Name: "port_rx_queue_full", Help: "Falcon packets dropped: the port's queue was full", Counter: &c.RxQueueFull},
 		{Name: "port_rx_no_ulp", Help: "requests and completions for a protocol no ULP is attached for", Counter: &c.RxNoULP},
 		{Name: "port_rx_by_ref", Help: "frames from another port of the daemon taken in place, not copied (falcon.RefLink)", Counter: &c.RxByRef},
+		{Name: "port_rx_shared", Help: "frames from another port of the daemon taken over in its shared frame buffer, not copied (falcon.RefLink)", Counter: &c.RxShared},
 	}
 }
 
@@ -148,43 +149,31 @@ func (p *FalconPort) Receive(pkt []byte, flow uint32) {
 	}
 }
 
-// frameCap is the largest frame a pooled frame buffer takes: a 4 KiB nCMD
-// or RDMA payload with its headers and envelope fits.
-const frameCap = 4096 + 512
-
-// frameAlign: a frame is placed in its buffer so that its packet ends on
-// this boundary (copyFrame), as a NIC's DMA engine fills page-aligned
-// receive buffers: a payload of whole 4 KiB pages then starts on one too,
-// and the NVMe target can hand a write's data to an O_DIRECT write where
-// it lies instead of copying it to an aligned buffer (KeepFrame).
-const frameAlign = 4096
-
-// frames recycles received frames: the endpoint copies whatever it keeps
-// of one (falcon.Link's and the ULP callbacks' contracts), so a frame's
-// buffer is free again once Endpoint.Receive returns, unless a ULP kept it
-// (KeepFrame). This spares an allocation (and its zeroing and collection)
-// per packet.
-var frames = sync.Pool{New: func() any { b := make([]byte, frameCap+frameAlign); return &b }}
-
-// copyFrame copies frame pkt into a pooled buffer (a larger one into a
-// buffer of its own, buf nil), its packet ending on a frameAlign boundary.
-func copyFrame(pkt []byte) (frame []byte, buf *[]byte) {
-	if len(pkt) > frameCap {
+// copyFrame copies frame pkt into a pooled frame buffer (a larger one
+// into a buffer of its own, buf nil), its packet ending on a page
+// (framebuf.Buf.Tail), as a NIC's DMA engine fills page-aligned receive
+// buffers: a payload of whole 4 KiB pages then starts on one too, and the
+// NVMe target can hand a write's data to an O_DIRECT write where it lies
+// instead of copying it to an aligned buffer (KeepFrame). The endpoint
+// copies whatever it keeps of a frame (falcon.Link's and the ULP
+// callbacks' contracts), so the buffer is free again once Endpoint.Receive
+// returns, unless a ULP kept it; pooling spares an allocation (and its
+// zeroing and collection) per packet.
+func copyFrame(pkt []byte) (frame []byte, buf *framebuf.Buf) {
+	buf = framebuf.Get()
+	frame, ok := buf.Tail(len(pkt), falcon.EnvelopeLen)
+	if !ok {
+		buf.Release()
 		return append([]byte(nil), pkt...), nil
 	}
-	buf = frames.Get().(*[]byte)
-	b := *buf
-	end := uintptr(unsafe.Pointer(unsafe.SliceData(b))) + uintptr(len(pkt)-falcon.EnvelopeLen)
-	off := int(-end & (frameAlign - 1))
-	frame = b[off : off+len(pkt) : off+len(pkt)]
 	copy(frame, pkt)
 	return frame, buf
 }
 
-// putFrame recycles a frame buffer (nil: none).
-func putFrame(b *[]byte) {
+// putFrame lets the port's reference to a frame buffer go (nil: none).
+func putFrame(b *framebuf.Buf) {
 	if b != nil {
-		frames.Put(b)
+		b.Release()
 	}
 }
 
@@ -321,8 +310,8 @@ func (p *FalconPort) handle(w portWork) {
 	switch {
 	case w.fn != nil:
 		w.fn(p.ep)
-	case w.frames != nil:
-		for i, f := range *w.frames {
+	case w.burst != nil:
+		for i, f := range w.burst.frames {
 			if i > 0 {
 				p.bc.set(p.clk.Now())
 			}
@@ -332,7 +321,7 @@ func (p *FalconPort) handle(w portWork) {
 			putFrame(p.cur)
 		}
 		p.cur = nil
-		putBurst(w.frames)
+		putBurst(w.burst)
 	default:
 		p.Stats.RxPackets.Inc()
 		p.cur = w.buf
@@ -346,9 +335,9 @@ func (p *FalconPort) handle(w portWork) {
 // the port, if data lies in it (nil otherwise: not a pooled frame, or data
 // a copy the endpoint made): data stays valid until ReleaseFrame. Only
 // during a ULP callback, on the port's goroutine.
-func (p *FalconPort) KeepFrame(data []byte) *[]byte {
+func (p *FalconPort) KeepFrame(data []byte) *framebuf.Buf {
 	b := p.cur
-	if b == nil || !within(data, *b) {
+	if b == nil || !b.Within(data) {
 		return nil
 	}
 	p.cur = nil
@@ -358,19 +347,9 @@ func (p *FalconPort) KeepFrame(data []byte) *[]byte {
 
 // ReleaseFrame gives back a buffer KeepFrame returned (on the port's
 // goroutine).
-func (p *FalconPort) ReleaseFrame(b *[]byte) {
+func (p *FalconPort) ReleaseFrame(b *framebuf.Buf) {
 	p.kept--
 	putFrame(b)
-}
-
-// within reports whether the bytes of data lie in buf's backing array.
-func within(data, buf []byte) bool {
-	if len(data) == 0 || cap(buf) == 0 {
-		return false
-	}
-	lo := uintptr(unsafe.Pointer(unsafe.SliceData(buf[:1])))
-	d := uintptr(unsafe.Pointer(unsafe.SliceData(data)))
-	return d >= lo && d-lo+uintptr(len(data)) <= uintptr(cap(buf))
 }
 
 // portDemux is the endpoint's ULP: it hands each callback to the ULP of
@@ -413,14 +392,24 @@ func (d portDemux) OnXon(c *falcon.Conn) {
 type portLink struct{ ob *portOutbox }
 
 type portOutbox struct {
-	to     *FalconPort
-	frames *[]portFrame
+	to    *FalconPort
+	burst *portBurst
 }
 
-// portFrame is one frame of a burst, in a pooled buffer.
+// portBurst is a burst of frames and the arena its small frames are
+// copied to: one pooled buffer and no reference counting for a whole
+// burst of ACKs, requests and completions.
+type portBurst struct {
+	frames []portFrame
+	arena  []byte
+}
+
+// portFrame is one frame of a burst: in a pooled buffer (whose reference
+// the burst holds), or, buf nil, in the burst's arena or one the sender
+// lent (SendRef).
 type portFrame struct {
 	pkt  []byte
-	buf  *[]byte
+	buf  *framebuf.Buf
 	flow uint32
 }
 
@@ -434,11 +423,21 @@ const portBurstMax = 256
 // held a window-limited stream to one window per two burst times.
 const portEagerBurst = 16
 
-var bursts = sync.Pool{New: func() any { b := make([]portFrame, 0, portBurstMax); return &b }}
+// portSmallFrame is the largest frame copied to a burst's arena, which
+// holds portArena bytes; larger frames, and small ones once it is full,
+// get a pooled frame buffer (copyFrame).
+const (
+	portSmallFrame = 512
+	portArena      = 32 << 10
+)
 
-func putBurst(b *[]portFrame) {
-	clear(*b)
-	*b = (*b)[:0]
+var bursts = sync.Pool{New: func() any {
+	return &portBurst{frames: make([]portFrame, 0, portBurstMax), arena: make([]byte, 0, portArena)}
+}}
+
+func putBurst(b *portBurst) {
+	clear(b.frames)
+	b.frames, b.arena = b.frames[:0], b.arena[:0]
 	bursts.Put(b)
 }
 
@@ -457,7 +456,13 @@ func (portLink) InProcess() {}
 // Send implements falcon.Link: the frame is copied to the outbox.
 func (l portLink) Send(pkt []byte, flow uint32) {
 	f := portFrame{flow: flow}
-	f.pkt, f.buf = copyFrame(pkt)
+	b := l.ob.open()
+	if n := len(b.arena); len(pkt) <= portSmallFrame && n+len(pkt) <= cap(b.arena) {
+		b.arena = append(b.arena, pkt...)
+		f.pkt = b.arena[n:len(b.arena):len(b.arena)]
+	} else {
+		f.pkt, f.buf = copyFrame(pkt)
+	}
 	l.add(f)
 }
 
@@ -469,14 +474,29 @@ func (l portLink) SendRef(frame []byte, flow uint32) {
 	l.add(portFrame{pkt: frame, flow: flow})
 }
 
+// SendShared implements falcon.RefLink: the frame goes to the outbox in
+// the sender's shared buffer, whose reference it brings; the receiving
+// port takes it as a frame of its own (a Write Data Response the NVMe
+// target keeps for its write).
+func (l portLink) SendShared(frame []byte, mem *framebuf.Buf, flow uint32) {
+	l.ob.to.Stats.RxShared.Inc()
+	l.add(portFrame{pkt: frame, buf: mem, flow: flow})
+}
+
+// open returns the burst being filled.
+func (ob *portOutbox) open() *portBurst {
+	if ob.burst == nil {
+		ob.burst = bursts.Get().(*portBurst)
+	}
+	return ob.burst
+}
+
 // add queues f in the outbox, handing the burst over when it is long.
 func (l portLink) add(f portFrame) {
 	ob := l.ob
-	if ob.frames == nil {
-		ob.frames = bursts.Get().(*[]portFrame)
-	}
-	*ob.frames = append(*ob.frames, f)
-	if n := len(*ob.frames); n >= portBurstMax || n >= portEagerBurst && len(ob.to.work) == 0 {
+	b := ob.open()
+	b.frames = append(b.frames, f)
+	if n := len(b.frames); n >= portBurstMax || n >= portEagerBurst && len(ob.to.work) == 0 {
 		ob.flush()
 	}
 }
@@ -484,16 +504,16 @@ func (l portLink) add(f portFrame) {
 // flush hands the burst to the receiving port (dropped, counted there, if
 // its queue is full: Falcon resends).
 func (ob *portOutbox) flush() {
-	if ob.frames == nil || len(*ob.frames) == 0 {
+	if ob.burst == nil || len(ob.burst.frames) == 0 {
 		return
 	}
-	b := ob.frames
-	ob.frames = nil
+	b := ob.burst
+	ob.burst = nil
 	select {
-	case ob.to.work <- portWork{frames: b}:
+	case ob.to.work <- portWork{burst: b}:
 	default:
-		ob.to.Stats.RxQueueFull.Add(uint64(len(*b)))
-		for _, f := range *b {
+		ob.to.Stats.RxQueueFull.Add(uint64(len(b.frames)))
+		for _, f := range b.frames {
 			putFrame(f.buf)
 		}
 		putBurst(b)

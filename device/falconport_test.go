@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"falconnic/falcon"
+	"falconnic/falcon/framebuf"
 	"falconnic/falcon/rue"
 	"falconnic/falcon/wire"
 	"falconnic/firmware"
@@ -102,8 +103,8 @@ func TestPortLinkHandsOverABurstAtATime(t *testing.T) {
 	var got, sizes []int
 	for len(to.work) > 0 {
 		w := <-to.work
-		sizes = append(sizes, len(*w.frames))
-		for _, f := range *w.frames {
+		sizes = append(sizes, len(w.burst.frames))
+		for _, f := range w.burst.frames {
 			got = append(got, int(f.pkt[0])|int(f.pkt[1])<<8)
 			if f.flow != uint32(got[len(got)-1]) {
 				t.Fatalf("frame %d has flow %d", got[len(got)-1], f.flow)
@@ -140,22 +141,22 @@ func TestPortLinkHandsOverABurstAtATime(t *testing.T) {
 }
 
 // TestCopyFrameEndsThePacketOnAPage: whatever the frame's length, its
-// packet (the frame less the envelope) ends on a frameAlign boundary of a
-// pooled buffer, so whole pages of payload start on one; KeepFrame gives
+// packet (the frame less the envelope) ends on a page of a pooled buffer, so whole pages of payload start on one; KeepFrame gives
 // the buffer away only for data that lies in it.
 func TestCopyFrameEndsThePacketOnAPage(t *testing.T) {
-	for _, payload := range []int{0, 1, 512, 4095, 4096, frameCap - 64 - falcon.EnvelopeLen} {
+	largest := framebuf.Size - framebuf.Page - 64 - falcon.EnvelopeLen
+	for _, payload := range []int{0, 1, 512, 4095, 4096, largest} {
 		pkt := make([]byte, 64+payload+falcon.EnvelopeLen)
 		for i := range pkt {
 			pkt[i] = byte(i * 7)
 		}
 		frame, buf := copyFrame(pkt)
-		if buf == nil || !bytes.Equal(frame, pkt) || !within(frame, *buf) {
+		if buf == nil || !bytes.Equal(frame, pkt) || !buf.Within(frame) {
 			t.Fatalf("payload %d: frame not a copy in its pooled buffer", payload)
 		}
 		end := uintptr(unsafe.Pointer(&frame[0])) + uintptr(len(frame)-falcon.EnvelopeLen)
-		if end%frameAlign != 0 {
-			t.Errorf("payload %d: packet ends at %#x, not on a %d boundary", payload, end, frameAlign)
+		if end%framebuf.Page != 0 {
+			t.Errorf("payload %d: packet ends at %#x, not on a page", payload, end)
 		}
 		p := &FalconPort{cur: buf}
 		if p.KeepFrame(append([]byte(nil), frame...)) != nil {
@@ -169,7 +170,7 @@ func TestCopyFrameEndsThePacketOnAPage(t *testing.T) {
 		}
 		p.ReleaseFrame(buf)
 	}
-	big := make([]byte, frameCap+1)
+	big := make([]byte, 64+largest+falcon.EnvelopeLen+1)
 	if frame, buf := copyFrame(big); buf != nil || len(frame) != len(big) {
 		t.Fatal("an oversized frame went to a pooled buffer")
 	}

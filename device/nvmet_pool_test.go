@@ -164,12 +164,16 @@ func TestBlkOverFileNamespaceManyInFlight(t *testing.T) {
 	if nsc.Writes.Load() != n*size/nvme.ChunkSize || nsc.ReadBytes.Load() != n*size {
 		t.Errorf("namespace writes %d read bytes %d", nsc.Writes.Load(), nsc.ReadBytes.Load())
 	}
-	// Every write's data came over the port link page-aligned, so each
-	// was written from its received frame, and every frame went back.
+	// Every write's data came over the port link page-aligned in the
+	// initiator's shared frame buffer (not copied), so each was written
+	// from that frame, and every frame went back.
 	var kept int
 	r.tgt.Port.Call(func(*falconEndpoint) { kept = r.tgt.Port.kept })
 	if got := r.tgt.Engine.Stats.KeptFrames.Load(); got != n*size/nvme.ChunkSize || kept != 0 {
 		t.Errorf("writes from kept frames %d (want %d), frames still kept %d", got, n*size/nvme.ChunkSize, kept)
+	}
+	if got := r.tgt.Port.Stats.RxShared.Load(); got != n*size/nvme.ChunkSize {
+		t.Errorf("Write Data Responses taken over in a shared buffer %d, want %d", got, n*size/nvme.ChunkSize)
 	}
 	// Every Read Response went to the initiator's port in place.
 	if got := r.blk.cfg.Port.Stats.RxByRef.Load(); got != n*size/nvme.ChunkSize {

@@ -121,8 +121,12 @@ func (c *Conn) acked(i int, psn wire.PSN, s *pdl.TxSlot, now time.Duration) {
 	}
 	rsn := s.RSN
 	var lent []byte
-	if s.Lent { // acknowledged: no packet is sent from a PushFrame's buffer again
+	switch {
+	case s.Lent: // acknowledged: no packet is sent from a PushFrame's buffer again
 		lent, s.Buf, s.Spare, s.Lent, s.Shared = s.Buf, s.Spare, nil, false, false
+	case s.Mem != nil: // nor from a shared frame buffer: the slot's reference goes
+		s.Mem.Release()
+		s.Buf, s.Spare, s.Mem, s.Shared = s.Spare, nil, nil, false
 	}
 	switch s.Type {
 	case wire.TypePushData, wire.TypePullRequest:

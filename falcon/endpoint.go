@@ -4,6 +4,7 @@ import (
 	"errors"
 	"time"
 
+	"falconnic/falcon/framebuf"
 	"falconnic/falcon/tl"
 	"falconnic/falcon/wire"
 	"falconnic/internal/clock"
@@ -28,16 +29,26 @@ type InProcessLink interface {
 	InProcess()
 }
 
-// RefLink is an InProcessLink that also takes frames by reference
-// (SendRef): the receiver reads the frame in place, once, before anything
-// it sends in answer can come back. The endpoint hands it only the first
-// transmission of a PushFrame packet (whose buffer goes back to the ULP
-// once acknowledged, i.e. once the receiver is done with it) and writes
-// that buffer no more: a resend or Resync works on a copy, and the ULP
-// does not get the shared buffer back (Completion.Frame nil).
+// RefLink is an InProcessLink that also takes frames by reference, for
+// the first transmission of a packet only; the endpoint writes such a
+// frame no more (a resend or Resync works on a copy).
+//
+// SendRef: the receiver reads the frame in place, once, before anything
+// it sends in answer can come back. The endpoint uses it for PushFrame
+// packets, whose buffer goes back to the ULP once acknowledged, i.e. once
+// the receiver is done with it; after a resend the ULP does not get the
+// shared buffer back (Completion.Frame nil).
+//
+// SendShared: the frame lies in mem, a shared frame buffer, and the link
+// takes over one reference to it, which the receiver holds as long as it
+// uses the frame — also past its acknowledgement (the NVMe target writes
+// from a kept Write Data Response). The endpoint uses it for Pull Data
+// (PullDataGather gathers into a shared frame buffer when the link is a
+// RefLink) and holds its own reference until the packet is acknowledged.
 type RefLink interface {
 	InProcessLink
 	SendRef(frame []byte, flow uint32)
+	SendShared(frame []byte, mem *framebuf.Buf, flow uint32)
 }
 
 // Request is a request delivered to the target ULP. Payload is valid only
@@ -314,7 +325,7 @@ func (e *Endpoint) nackUnknownCID(t wire.Txn, flow uint32) {
 }
 
 // send seals pkt and hands it to the connection's link.
-func (c *Conn) send(pkt []byte, flow uint32) { c.ep.sendOn(c.link(), pkt, flow, false) }
+func (c *Conn) send(pkt []byte, flow uint32) { c.ep.sendOn(c.link(), pkt, flow, false, nil) }
 
 // link is the connection's link towards its peer.
 func (c *Conn) link() Link {
@@ -325,11 +336,11 @@ func (c *Conn) link() Link {
 }
 
 // send seals pkt and hands it to the endpoint's link.
-func (e *Endpoint) send(pkt []byte, flow uint32) { e.sendOn(e.cfg.Link, pkt, flow, false) }
+func (e *Endpoint) send(pkt []byte, flow uint32) { e.sendOn(e.cfg.Link, pkt, flow, false, nil) }
 
 // sendOn seals pkt and hands it to l; by reference (l is then a RefLink)
-// when ref.
-func (e *Endpoint) sendOn(l Link, pkt []byte, flow uint32, ref bool) {
+// when ref, with a reference to mem if pkt lies in that shared buffer.
+func (e *Endpoint) sendOn(l Link, pkt []byte, flow uint32, ref bool, mem *framebuf.Buf) {
 	if e.cfg.Tap != nil {
 		e.cfg.Tap(true, pkt)
 	}
@@ -342,6 +353,9 @@ func (e *Endpoint) sendOn(l Link, pkt []byte, flow uint32, ref bool) {
 	e.Stats.TxFrames.Inc()
 	e.Stats.TxBytes.Add(uint64(len(frame)))
 	switch {
+	case ref && mem != nil:
+		mem.Hold()
+		l.(RefLink).SendShared(frame, mem, flow)
 	case ref:
 		l.(RefLink).SendRef(frame, flow)
 	case l != nil:

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"testing"
 	"time"
+	"unsafe"
 
 	"falconnic/falcon"
+	"falconnic/falcon/framebuf"
 	"falconnic/falcon/link"
 	"falconnic/falcon/tl"
 	"falconnic/falcon/wire"
@@ -129,11 +131,17 @@ type refLink struct {
 	drop, hold, n    int
 	round            int
 	refs, seen, held int
+	keep             int // rounds a receiver holds a shared frame (SendShared)
+	kept             []refFrame
+	shared           int
+	mems             map[*framebuf.Buf]bool
+	payloadAt        int // where a shared frame's payload starts, to check it is on a page (0: unchecked)
 }
 
 type refFrame struct {
 	b, snap []byte
-	due     int // round it is delivered in
+	mem     *framebuf.Buf // SendShared: the link's reference
+	due     int           // round it is delivered in
 }
 
 func (*refLink) InProcess() {}
@@ -147,7 +155,41 @@ func (l *refLink) SendRef(pkt []byte, _ uint32) {
 	l.queue = append(l.queue, refFrame{b: pkt, snap: append([]byte(nil), pkt...)})
 }
 
+// SendShared takes the frame in place with the sender's shared buffer; the
+// receiver holds the link's reference for keep rounds after reading the
+// frame (as the NVMe target keeps a Write Data Response for its write),
+// and the frame must be unchanged until it lets go.
+func (l *refLink) SendShared(pkt []byte, mem *framebuf.Buf, _ uint32) {
+	l.shared++
+	if l.mems == nil {
+		l.mems = map[*framebuf.Buf]bool{}
+	}
+	l.mems[mem] = true
+	if l.payloadAt > 0 && uintptr(unsafe.Pointer(&pkt[l.payloadAt]))%framebuf.Page != 0 {
+		l.t.Error("a shared frame's payload does not start on a page")
+	}
+	l.queue = append(l.queue, refFrame{b: pkt, snap: append([]byte(nil), pkt...), mem: mem})
+}
+
+// letGo releases the shared frames whose keep is over (all of them when
+// all), checking each is still as sent.
+func (l *refLink) letGo(all bool) {
+	q := l.kept
+	l.kept = nil
+	for _, f := range q {
+		if !all && f.due > l.round {
+			l.kept = append(l.kept, f)
+			continue
+		}
+		if !bytes.Equal(f.b, f.snap) {
+			l.t.Error("a shared frame changed while the receiver held it")
+		}
+		f.mem.Release()
+	}
+}
+
 func (l *refLink) deliver() {
+	defer l.letGo(false)
 	l.round++
 	q := l.queue
 	l.queue = nil
@@ -158,6 +200,9 @@ func (l *refLink) deliver() {
 		}
 		if f.due == 0 {
 			if l.n++; l.drop > 0 && l.n%l.drop == 0 {
+				if f.mem != nil {
+					f.mem.Release()
+				}
 				continue
 			}
 			if l.hold > 0 && l.n%l.hold == 0 && f.snap != nil {
@@ -174,6 +219,10 @@ func (l *refLink) deliver() {
 			}
 		}
 		l.to.ReceiveInProcess(f.b, 0)
+		if f.mem != nil {
+			f.due = l.round + l.keep
+			l.kept = append(l.kept, f)
+		}
 	}
 }
 

@@ -107,7 +107,13 @@ func (c *Conn) sendPullData(rsn wire.RSN, t *tl.TTxn, now time.Duration) {
 	psn, s := w.Alloc()
 	s.RSN, s.Type, s.FirstAt, s.Flow = rsn, wire.TypePullData, now, c.pickFlow()
 	f := c.txnFields(psn, rsn)
-	t.Frame, s.Buf = buildInPlace(t.Frame, s.Buf, wire.TypePullData, &f)
+	if t.Mem != nil { // the slot takes the shared buffer over, its own parked
+		s.Spare, s.Mem = s.Buf[:0], t.Mem
+		_, s.Buf = buildInPlace(t.Shared, nil, wire.TypePullData, &f)
+		t.Shared, t.Mem = nil, nil
+	} else {
+		t.Frame, s.Buf = buildInPlace(t.Frame, s.Buf, wire.TypePullData, &f)
+	}
 	t.DataPSN = psn
 	c.transmit(dataW, psn, s, now, false)
 }
@@ -165,23 +171,26 @@ func (c *Conn) transmit(i int, psn wire.PSN, s *pdl.TxSlot, now time.Duration, r
 	}
 	l := c.link()
 	ref := false
-	if s.Lent && !retx { // only a PushFrame packet's first transmission may go by reference
+	if (s.Lent || s.Mem != nil) && !retx { // only a first transmission goes by reference
 		_, ref = l.(RefLink)
 		s.Shared = ref
 	}
-	c.ep.sendOn(l, s.Buf, c.cfg.FlowLabels[s.Flow], ref)
+	c.ep.sendOn(l, s.Buf, c.cfg.FlowLabels[s.Flow], ref, s.Mem)
 }
 
 // private gives a slot whose buffer went to a RefLink by reference a copy
 // of its own to rewrite (a resend's header, a Resync): the receiver may
 // still be reading the shared one, which the ULP therefore never gets
-// back.
+// back; a shared frame buffer's reference is let go.
 func (c *Conn) private(s *pdl.TxSlot) {
 	if !s.Shared {
 		return
 	}
 	s.Buf = append(s.Spare[:0], s.Buf...)
-	s.Spare, s.Lent, s.Shared = nil, false, false
+	if s.Mem != nil {
+		s.Mem.Release()
+	}
+	s.Spare, s.Lent, s.Shared, s.Mem = nil, false, false, nil
 	c.Stats.SharedCopied.Inc()
 }
 

@@ -1,6 +1,7 @@
 package falcon
 
 import (
+	"falconnic/falcon/framebuf"
 	"falconnic/falcon/pdl"
 	"falconnic/falcon/tl"
 	"falconnic/falcon/wire"
@@ -91,6 +92,30 @@ func gather(frame []byte, headLen int, hdr []byte, segs [][]byte, off, n int) []
 		off = 0
 	}
 	return frame
+}
+
+// sharedMin is the least payload worth a shared frame buffer.
+const sharedMin = 512
+
+// sharedFrame returns a shared frame buffer (holding one reference, the
+// caller's) and the empty frame placed in it for pre bytes of headers and
+// n of payload, the payload starting on a page, when the connection's link
+// takes frames by reference (RefLink) and the payload is worth it: the
+// receiver then gets the frame itself (SendShared) and can keep it.
+func (c *Conn) sharedFrame(pre, n int) (*framebuf.Buf, []byte) {
+	if n < sharedMin || pre+n+envelopeLen > framebuf.Size-framebuf.Page {
+		return nil, nil
+	}
+	if _, ok := c.link().(RefLink); !ok {
+		return nil, nil
+	}
+	m := framebuf.Get()
+	frame, ok := m.Head(pre)
+	if !ok {
+		m.Release()
+		return nil, nil
+	}
+	return m, frame
 }
 
 // Pull submits a pull transaction for length bytes of Pull Data. The Rx
@@ -251,7 +276,11 @@ func (c *Conn) PullDataGather(rsn wire.RSN, hdr []byte, segs [][]byte, off, n in
 		return c.refuse()
 	}
 	s.TxCells = cells
-	s.Frame = gather(s.Frame, wire.PullDataHeaderLen, hdr, segs, off, n)
+	if m, frame := c.sharedFrame(wire.PullDataHeaderLen+len(hdr), n); m != nil {
+		s.Mem, s.Shared = m, gather(frame, wire.PullDataHeaderLen, hdr, segs, off, n)
+	} else {
+		s.Frame = gather(s.Frame, wire.PullDataHeaderLen, hdr, segs, off, n)
+	}
 	s.State = tl.TResponding
 	c.pullQ.push(rsn)
 	c.flush(c.ep.clk.Now())

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"falconnic/falcon"
+	"falconnic/falcon/framebuf"
 	"falconnic/falcon/tl"
 	"falconnic/falcon/wire"
 	"falconnic/internal/clock"
@@ -54,8 +55,8 @@ type Config struct {
 // does not, or cannot be kept), and ReleaseFrame gives it back once data
 // is no longer used.
 type FrameKeeper interface {
-	KeepFrame(data []byte) *[]byte
-	ReleaseFrame(*[]byte)
+	KeepFrame(data []byte) *framebuf.Buf
+	ReleaseFrame(*framebuf.Buf)
 }
 
 // Engine is one NIC's NVMe-over-Falcon function: the target for the

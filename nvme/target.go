@@ -4,6 +4,7 @@ import (
 	"unsafe"
 
 	"falconnic/falcon"
+	"falconnic/falcon/framebuf"
 	"falconnic/falcon/tl"
 	"falconnic/falcon/wire"
 )
@@ -33,9 +34,9 @@ type tslot struct {
 	fua    bool // write: force unit access
 	loaded bool // read: buf holds the data (an AsyncBackend read it)
 	status Status
-	buf    []byte  // header room + aligned data (takeChunk); taken on first use, kept until lent to Falcon
-	chunk  int32   // buf's index in Engine.chunks
-	frame  *[]byte // a kept Write Data Response frame holding io.Buf (Config.Frames)
+	buf    []byte        // header room + aligned data (takeChunk); taken on first use, kept until lent to Falcon
+	chunk  int32         // buf's index in Engine.chunks
+	frame  *framebuf.Buf // a kept Write Data Response frame holding io.Buf (Config.Frames)
 	io     IO
 }
 

@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"time"
 
+	"falconnic/falcon/framebuf"
 	"falconnic/falcon/wire"
 )
 
@@ -54,6 +55,10 @@ type TxSlot struct {
 	// Shared: Buf went to a RefLink by reference; it is not written again
 	// (falcon's Conn.private copies it first).
 	Shared bool
+	// Mem: Buf lies in a shared frame buffer the slot holds a reference
+	// to (falcon's Pull Data over a RefLink), its own buffer parked in
+	// Spare until the slot is acknowledged and lets Mem go.
+	Mem *framebuf.Buf
 }
 
 // TxWindow is one transmitter sliding window: PSNs in [Base, Next) are
@@ -80,9 +85,19 @@ func (w *TxWindow) Init(base wire.PSN, size uint32) {
 		w.slots = make([]TxSlot, n)
 	} else {
 		for i := range w.slots {
-			w.slots[i] = TxSlot{Buf: w.slots[i].Buf[:0]}
+			w.slots[i] = TxSlot{Buf: w.slots[i].own()}
 		}
 	}
+}
+
+// own is the slot's own buffer, emptied: never one a ULP lent it or one
+// that is (or was) shared with a receiver — those go back through
+// acknowledgement, or to the garbage collector.
+func (s *TxSlot) own() []byte {
+	if s.Lent || s.Shared || s.Mem != nil {
+		return s.Spare[:0]
+	}
+	return s.Buf[:0]
 }
 
 // Base returns the oldest unacknowledged PSN.
@@ -114,7 +129,7 @@ func (w *TxWindow) Slot(psn wire.PSN) *TxSlot { return &w.slots[uint32(psn)&w.ma
 func (w *TxWindow) Alloc() (wire.PSN, *TxSlot) {
 	psn := w.next
 	s := &w.slots[uint32(psn)&w.mask]
-	*s = TxSlot{State: SlotInflight, Buf: s.Buf[:0]}
+	*s = TxSlot{State: SlotInflight, Buf: s.own()}
 	w.next = w.next.Add(1)
 	return psn, s
 }

@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"time"
 
+	"falconnic/falcon/framebuf"
 	"falconnic/falcon/wire"
 )
 
@@ -45,6 +46,11 @@ type TTxn struct {
 	Payload  []byte // request bytes held for delivery (reused)
 	// Frame is our Pull Data packet under construction, as ITxn.Frame.
 	Frame []byte
+	// Shared is instead our Pull Data packet under construction in Mem, a
+	// shared frame buffer the transaction holds a reference to, until it
+	// is sent (falcon's Pull Data over a RefLink).
+	Shared []byte
+	Mem    *framebuf.Buf
 }
 
 // Target is the target's transaction table over the peer's RSN space:
