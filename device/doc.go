@@ -43,5 +43,7 @@
 //
 // Invariants: every drop has a counter (NetCounters, plus the back-end's
 // vhostuser.Counters); frames and descriptors from a guest never reach
-// another NIC's memory: the only thing crossing NICs is a copied frame.
+// another NIC's memory: the only thing crossing NICs is a frame — copied,
+// or in the daemon's packet memory (falcon/framebuf: Pull Data handed over
+// with a reference; a Read Response lent for reading), never a guest's.
 package device

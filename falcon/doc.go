@@ -52,7 +52,13 @@
 // which the PDL slot sends (and resends) from and gives back with the
 // push's completion once the slot is acknowledged; over a RefLink its
 // first transmission goes by reference, so the receiver reads the ULP's
-// buffer in place.
+// buffer in place. Pull Data of 512 bytes or more over a RefLink is
+// gathered into a shared frame buffer (falcon/framebuf: pooled,
+// reference-counted, the payload placed on a page) that the receiver
+// takes over (SendShared) and may keep past the acknowledgement, as the
+// NVMe target keeps a write's data for its O_DIRECT write; the slot holds
+// its own reference, never writes the buffer again and lets it go when
+// the packet is acknowledged (a resend goes from a copy).
 //
 // Error paths follow [S §11]: retransmission exhaustion turns the packet into
 // a Resync (code 0x3) and completes the transaction with kCmplLocalTO; a
