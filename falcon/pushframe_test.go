@@ -226,26 +226,53 @@ func (l *refLink) deliver() {
 	}
 }
 
+// refPair is two endpoints on a manual clock joined by a refLink each way,
+// with one connection from a to b.
+type refPair struct {
+	clk    *clock.Manual
+	ea, eb *falcon.Endpoint
+	ab, ba *refLink
+	ca     *falcon.Conn
+}
+
+func newRefPair(t *testing.T, ab, ba *refLink, ua, ub falcon.ULP) *refPair {
+	p := &refPair{clk: clock.NewManual(0), ab: ab, ba: ba}
+	p.ea = falcon.New(falcon.Config{Clock: p.clk, Link: ab, ULP: ua})
+	p.eb = falcon.New(falcon.Config{Clock: p.clk, Link: ba, ULP: ub})
+	ab.to, ba.to = p.eb, p.ea
+	cc := falcon.ConnConfig{SCID: 1, DCID: 2, TxRSN: 1, RxRSN: 1}
+	var err error
+	if p.ca, err = p.ea.Connect(cc); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.eb.Connect(falcon.Mirror(cc)); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// settle runs delivery rounds 20 µs apart, timers included, until a's
+// connection has nothing outstanding and nothing is queued or held on
+// either link (at most rounds rounds).
+func (p *refPair) settle(rounds int) {
+	for r := 0; r < rounds && (p.ca.Outstanding() > 0 || len(p.ab.queue)+len(p.ba.queue)+len(p.ab.kept)+len(p.ba.kept) > 0); r++ {
+		p.ab.deliver()
+		p.ba.deliver()
+		p.clk.Advance(20 * time.Microsecond)
+		p.ea.OnTimer(p.clk.Now())
+		p.eb.OnTimer(p.clk.Now())
+	}
+}
+
 // TestPushFrameByReference: over a RefLink a PushFrame packet's first
 // transmission goes by reference and its buffer comes back on
 // acknowledgement untouched until the receiver read it; a packet that had
 // to be resent goes again from a copy, and its shared buffer is not given
 // back (the receiver may still hold it).
 func TestPushFrameByReference(t *testing.T) {
-	clk := clock.NewManual(0)
 	a, b := &frameULP{back: map[uint64][]byte{}, status: map[uint64]tl.Status{}}, &frameULP{back: map[uint64][]byte{}, status: map[uint64]tl.Status{}}
-	ab, ba := &refLink{t: t, drop: 7, hold: 5}, &refLink{t: t}
-	ea := falcon.New(falcon.Config{Clock: clk, Link: ab, ULP: a})
-	eb := falcon.New(falcon.Config{Clock: clk, Link: ba, ULP: b})
-	ab.to, ba.to = eb, ea
-	cc := falcon.ConnConfig{SCID: 1, DCID: 2, TxRSN: 1, RxRSN: 1}
-	ca, err := ea.Connect(cc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := eb.Connect(falcon.Mirror(cc)); err != nil {
-		t.Fatal(err)
-	}
+	p := newRefPair(t, &refLink{t: t, drop: 7, hold: 5}, &refLink{t: t}, a, b)
+	ab, ca := p.ab, p.ca
 	const n = 200
 	sent := map[uint64][]byte{}
 	for i := uint64(0); i < n; i++ {
@@ -259,13 +286,7 @@ func TestPushFrameByReference(t *testing.T) {
 			}
 		}
 		if i%16 == 15 || i == n-1 {
-			for r := 0; r < 2000 && (ca.Outstanding() > 0 || len(ab.queue)+len(ba.queue) > 0); r++ {
-				ab.deliver()
-				ba.deliver()
-				clk.Advance(20 * time.Microsecond)
-				ea.OnTimer(clk.Now())
-				eb.OnTimer(clk.Now())
-			}
+			p.settle(2000)
 		}
 	}
 	got := map[string]bool{}

@@ -3,12 +3,10 @@ package falcon_test
 import (
 	"bytes"
 	"testing"
-	"time"
 
 	"falconnic/falcon"
 	"falconnic/falcon/tl"
 	"falconnic/falcon/wire"
-	"falconnic/internal/clock"
 )
 
 // pullULP answers each pull with a header and the bytes pattern(rsn)
@@ -53,22 +51,11 @@ func (*pullULP) OnXon(*falcon.Conn) {}
 // resend does not let the sender's reference go, or if the sender rewrote
 // a frame the receiver still held).
 func TestPullDataShared(t *testing.T) {
-	clk := clock.NewManual(0)
 	hdr := []byte("NBTH-like header")
 	a := &pullULP{hdr: hdr, pulled: map[uint64][]byte{}}
 	b := &pullULP{hdr: hdr, pulled: map[uint64][]byte{}}
-	ab, ba := &refLink{t: t}, &refLink{t: t, drop: 9, hold: 7, keep: 40, payloadAt: wire.PullDataHeaderLen + len(hdr)}
-	ea := falcon.New(falcon.Config{Clock: clk, Link: ab, ULP: a})
-	eb := falcon.New(falcon.Config{Clock: clk, Link: ba, ULP: b})
-	ab.to, ba.to = eb, ea
-	cc := falcon.ConnConfig{SCID: 1, DCID: 2, TxRSN: 1, RxRSN: 1}
-	ca, err := ea.Connect(cc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := eb.Connect(falcon.Mirror(cc)); err != nil {
-		t.Fatal(err)
-	}
+	p := newRefPair(t, &refLink{t: t}, &refLink{t: t, drop: 9, hold: 7, keep: 40, payloadAt: wire.PullDataHeaderLen + len(hdr)}, a, b)
+	ba, ca, ea, eb := p.ba, p.ca, p.ea, p.eb
 	const n = 300
 	length := func(i uint64) int {
 		if i%5 == 4 {
@@ -85,13 +72,7 @@ func TestPullDataShared(t *testing.T) {
 			t.Fatal(err)
 		}
 		if i%32 == 31 || i == n-1 {
-			for r := 0; r < 4000 && (ca.Outstanding() > 0 || len(ab.queue)+len(ba.queue)+len(ba.kept) > 0); r++ {
-				ab.deliver()
-				ba.deliver()
-				clk.Advance(20 * time.Microsecond)
-				ea.OnTimer(clk.Now())
-				eb.OnTimer(clk.Now())
-			}
+			p.settle(4000)
 		}
 	}
 	ba.letGo(true)
