@@ -1,6 +1,7 @@
 package device
 
 import (
+	"fmt"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -32,7 +33,12 @@ func benchFileNS(b *testing.B) NamespaceSpec {
 
 // benchBlkNS is benchBlk on the namespace ns; it reports MB/s too.
 func benchBlkNS(b *testing.B, ns NamespaceSpec, typ uint32, size, depth int, random bool) {
-	r := newBlkRig(b, ns)
+	benchBlkCores(b, ns, typ, size, depth, random, 1)
+}
+
+// benchBlkCores is benchBlkNS with the ports on cores goroutines.
+func benchBlkCores(b *testing.B, ns NamespaceSpec, typ uint32, size, depth int, random bool, cores int) {
+	r := newBlkRigCores(b, ns, 1, cores)
 	r.start()
 	r.q.UseIndirect = true
 	rng := rand.New(rand.NewSource(1))
@@ -104,6 +110,22 @@ func BenchmarkBlkSeq128KQD32(b *testing.B) {
 					ns = benchFileNS(b)
 				}
 				benchBlkNS(b, ns, dir.typ, 128<<10, 32, false)
+			})
+		}
+	}
+}
+
+// BenchmarkBlkSeq128KQD32Cores is the 128 KiB workload on a file
+// namespace with the two ports on one goroutine (the daemon's default,
+// NVMeSpec.Cores) and on two: compare cpu-µs/op.
+func BenchmarkBlkSeq128KQD32Cores(b *testing.B) {
+	for _, dir := range []struct {
+		name string
+		typ  uint32
+	}{{"read", blkTypeIn}, {"write", blkTypeOut}} {
+		for _, cores := range []int{1, 2} {
+			b.Run(fmt.Sprintf("file/%s/cores=%d", dir.name, cores), func(b *testing.B) {
+				benchBlkCores(b, benchFileNS(b), dir.typ, 128<<10, 32, false, cores)
 			})
 		}
 	}

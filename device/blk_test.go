@@ -43,9 +43,18 @@ func newBlkRig(t testing.TB, ns NamespaceSpec) *blkRig { return newBlkRigQ(t, ns
 // newBlkRigQ builds the rig with a disk of queues virtqueues; r.qs holds
 // them (r.q is queue 0).
 func newBlkRigQ(t testing.TB, ns NamespaceSpec, queues int) *blkRig {
+	return newBlkRigCores(t, ns, queues, 1)
+}
+
+// newBlkRigCores is newBlkRigQ with the two ports on one goroutine (cores
+// 1, the initiator's hosting the target's) or each on its own (2).
+func newBlkRigCores(t testing.TB, ns NamespaceSpec, queues, cores int) *blkRig {
 	ctx, cancel := context.WithCancel(context.Background())
 	a, b := NewFalconPort(nil, nil), NewFalconPort(nil, nil)
 	ini, tgt := NewNVMeFunc(a, 1), NewNVMeFunc(b, 2) // before Run: SetULP
+	if cores == 1 { // as the daemon runs them by default (NVMeSpec.Cores)
+		a.Host(b)
+	}
 	go a.Run(ctx)
 	go b.Run(ctx)
 	var nsObj *nvme.Namespace
@@ -373,7 +382,9 @@ func TestBlkManyInFlight(t *testing.T) {
 // completed when the back-end goes away is resubmitted by the next session
 // from the inflight region and completes.
 func TestBlkInflightSurvivesBackendRestart(t *testing.T) {
-	r := newBlkRig(t, memNS(false))
+	// The target NIC's port stalls while the initiator's works on: each
+	// on a goroutine of its own.
+	r := newBlkRigCores(t, memNS(false), 1, 2)
 	r.start()
 	first := r.run(r.request(blkTypeIn, 0, true, nil, 512))
 	if len(first) != 1 {

@@ -26,7 +26,8 @@ type nvmeDaemon struct {
 	served sync.WaitGroup // the disks' servers
 	nextID uint32
 	cm     *NVMeCM
-	mu     sync.Mutex // remote disks' blk/srv // with a fabric: paths to other daemons' NICs
+	cores  []*FalconPort // the ports whose goroutines run the others (Host)
+	mu     sync.Mutex    // remote disks' blk/srv // with a fabric: paths to other daemons' NICs
 }
 
 type nvmeDisk struct {
@@ -65,6 +66,11 @@ func (d *Daemon) addNVMe() error {
 		f := NewNVMeFunc(port, uint32(len(n.funcs)+1)) // before Run: SetULP
 		if t := spec.CommandTimeout; t > 0 {
 			f.Engine.SetCommandTimeout(time.Duration(t))
+		}
+		if i := len(n.funcs); i < max(spec.Cores, 1) {
+			n.cores = append(n.cores, port)
+		} else {
+			n.cores[i%len(n.cores)].Host(port) // set up: it may run now
 		}
 		go func() { defer n.ports.Done(); port.Run(ctx) }()
 		n.funcs[nic] = f

@@ -41,6 +41,14 @@
 // num_buffers (counted as HdrFixups), and vhostuser keeps avail_event
 // armed so such a guest keeps kicking.
 //
+// Falcon ports (falconport.go): each NIC function that speaks Falcon has
+// a FalconPort, its endpoint driven by one goroutine. The daemon's NVMe
+// functions share "nvme.cores" such goroutines (default one): a disk whose
+// initiator and target NICs are in one daemon then passes each burst of
+// frames between them without waking another thread — on a 2-core host
+// with a TCG guest on the other core, the bench's 128 KiB writes moved
+// ~10 % more data per daemon CPU second than with a goroutine per NIC.
+//
 // Invariants: every drop has a counter (NetCounters, plus the back-end's
 // vhostuser.Counters); frames and descriptors from a guest never reach
 // another NIC's memory: the only thing crossing NICs is a frame — copied,

@@ -19,7 +19,8 @@ import (
 // (Run): the real clock (or an injected one), a link, and the ULPs
 // attached by protocol type (RDMA = 2, NVMe = 3), so both ULPs can share
 // the NIC's engine. Everything else reaches the endpoint through Do/Call
-// and Receive, which queue work for that goroutine.
+// and Receive, which queue work for that goroutine. One goroutine may run
+// several ports (Host), as one core of a NIC runs several engines.
 type FalconPort struct {
 	ep    *falcon.Endpoint
 	clk   clock.Clock
@@ -31,10 +32,17 @@ type FalconPort struct {
 	cur   *framebuf.Buf // the pooled frame being handled, unless a ULP kept it (KeepFrame)
 	kept  int           // frames ULPs kept and have not released
 	dead  chan struct{} // closed when Run returns
+	// core lists the ports this port's goroutine runs (itself first; only
+	// on that goroutine). host is the port whose goroutine runs this one
+	// instead, guests how many this one hosts (Host).
+	core   []*FalconPort
+	host   *FalconPort
+	guests int
 	Stats FalconPortCounters
 }
 
 type portWork struct {
+	p     *FalconPort // the port the work is for
 	pkt   []byte
 	buf   *framebuf.Buf // pkt's pooled buffer, if any
 	burst *portBurst    // a burst of frames from another port (portLink)
@@ -71,6 +79,7 @@ func NewFalconPort(clk clock.Clock, link falcon.Link) *FalconPort {
 		link = dropLink{}
 	}
 	p := &FalconPort{clk: clk, bc: &burstClock{base: clk}, work: make(chan portWork, falconPortQueue), dead: make(chan struct{})}
+	p.core = []*FalconPort{p}
 	p.ep = falcon.New(falcon.Config{Clock: p.bc, Link: link, ULP: portDemux{p}, RUE: portRUE{p: p, base: firmware.NewFixed(firmware.FixedConfig{})}})
 	return p
 }
@@ -139,7 +148,7 @@ func (p *FalconPort) nextDeadline() (time.Duration, bool) {
 
 // Receive queues a Falcon frame from the link (copied; never blocks).
 func (p *FalconPort) Receive(pkt []byte, flow uint32) {
-	w := portWork{flow: flow}
+	w := portWork{p: p, flow: flow}
 	w.pkt, w.buf = copyFrame(pkt)
 	select {
 	case p.work <- w:
@@ -188,7 +197,12 @@ func (p *FalconPort) AddTimers(t ulpTimers) { p.timed = append(p.timed, t) }
 // fn never runs, once the port has stopped.
 func (p *FalconPort) Do(fn func(ep *falcon.Endpoint)) bool {
 	select {
-	case p.work <- portWork{fn: fn}:
+	case <-p.dead:
+		return false
+	default:
+	}
+	select {
+	case p.work <- portWork{p: p, fn: fn}:
 		return true
 	case <-p.dead:
 		return false
@@ -218,8 +232,17 @@ func (p *FalconPort) Call(fn func(ep *falcon.Endpoint)) bool {
 // ErrPortStopped is returned by work that needed a stopped FalconPort.
 var ErrPortStopped = errors.New("device: Falcon port stopped")
 
-// Run is the owning goroutine: work, then due timers, until ctx ends.
+// Run is the owning goroutine: work, then due timers, until ctx ends —
+// for p and the ports it hosts. A hosted port's Run only waits until ctx
+// ends or its host stops.
 func (p *FalconPort) Run(ctx context.Context) {
+	if p.host != nil {
+		select {
+		case <-ctx.Done():
+		case <-p.dead:
+		}
+		return
+	}
 	defer close(p.dead)
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
@@ -229,7 +252,7 @@ func (p *FalconPort) Run(ctx context.Context) {
 	const none = time.Duration(-1)
 	armed := none
 	for {
-		at, ok := p.nextDeadline()
+		at, ok := p.coreDeadline()
 		if !ok {
 			at = none
 		}
@@ -251,12 +274,12 @@ func (p *FalconPort) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case w := <-p.work:
-			p.handle(w)
+			w.p.handle(w)
 		drain:
 			for n := 0; n < 256; n++ {
 				select {
 				case w := <-p.work:
-					p.handle(w)
+					w.p.handle(w)
 				default:
 					break drain
 				}
@@ -265,18 +288,53 @@ func (p *FalconPort) Run(ctx context.Context) {
 			armed = none // fired: the next pass arms it again
 		}
 		now := p.clk.Now()
-		p.bc.set(now)
-		p.ep.OnTimer(now)
-		for _, u := range p.timed {
-			if at, ok := u.NextDeadline(); ok && at <= now {
-				u.OnTimer(now)
-			}
+		for _, q := range p.core {
+			q.pass(now)
 		}
-		for _, fn := range p.idle {
-			fn()
-		}
-		p.bc.clear()
 	}
+}
+
+// pass runs the port's due timers and its end-of-burst work.
+func (p *FalconPort) pass(now clock.Time) {
+	p.bc.set(now)
+	p.ep.OnTimer(now)
+	for _, u := range p.timed {
+		if at, ok := u.NextDeadline(); ok && at <= now {
+			u.OnTimer(now)
+		}
+	}
+	for _, fn := range p.idle {
+		fn()
+	}
+	p.bc.clear()
+}
+
+// coreDeadline is the earliest deadline of the ports p's goroutine runs.
+func (p *FalconPort) coreDeadline() (time.Duration, bool) {
+	var at time.Duration
+	ok := false
+	for _, q := range p.core {
+		if d, has := q.nextDeadline(); has && (!ok || d < at) {
+			at, ok = d, true
+		}
+	}
+	return at, ok
+}
+
+// Host has p's goroutine run q too, as one NIC core runs several ports:
+// frames between them (portLink) then pass without waking another
+// thread, and q's work, timers and end-of-burst work run between p's.
+// Call once q is set up (SetULP, OnIdle) and before it takes work (p
+// may be running); both must have the same clock. q must not host ports itself, nor p be hosted (a
+// programming error: it panics).
+func (p *FalconPort) Host(q *FalconPort) {
+	if p.host != nil || q.host != nil || q.guests != 0 || p == q {
+		panic("device: FalconPort.Host: the host is hosted, or the guest hosts or is hosted")
+	}
+	q.work, q.dead, q.core, q.host = p.work, p.dead, nil, p
+	p.guests++
+	// Through p's queue: q joins p's rounds before any of q's work.
+	p.Do(func(*falcon.Endpoint) { p.core = append(p.core, q) })
 }
 
 // burstClock is the endpoint's clock: the port's, read once per work item
@@ -510,7 +568,7 @@ func (ob *portOutbox) flush() {
 	b := ob.burst
 	ob.burst = nil
 	select {
-	case ob.to.work <- portWork{burst: b}:
+	case ob.to.work <- portWork{p: ob.to, burst: b}:
 	default:
 		ob.to.Stats.RxQueueFull.Add(uint64(len(b.frames)))
 		for _, f := range b.frames {

@@ -175,3 +175,100 @@ func TestCopyFrameEndsThePacketOnAPage(t *testing.T) {
 		t.Fatal("an oversized frame went to a pooled buffer")
 	}
 }
+
+// TestHostedPortRunsOnItsHost: a port another port hosts gets its work,
+// timers and end-of-burst work done by the host's goroutine alone (its
+// own Run only waits), frames between the two arrive, and once the host
+// stops neither takes work and the hosted port's Run returns.
+func TestHostedPortRunsOnItsHost(t *testing.T) {
+	clk := clock.NewManual(time.Second)
+	host, guest := NewFalconPort(clk, nil), NewFalconPort(clk, nil)
+	host.Host(guest)
+	idle := make(chan struct{}, 1)
+	guest.OnIdle(func() {
+		select {
+		case idle <- struct{}{}:
+		default:
+		}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go host.Run(ctx)
+	guestDone := make(chan struct{})
+	go func() { guest.Run(context.Background()); close(guestDone) }()
+
+	var seen *falcon.Endpoint
+	if !guest.Call(func(ep *falcon.Endpoint) { seen = ep }) || seen != guest.ep {
+		t.Fatalf("the hosted port's work ran on endpoint %p, want its own %p", seen, guest.ep)
+	}
+	select {
+	case <-idle:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the hosted port's end-of-burst work did not run")
+	}
+	fired := make(chan time.Duration, 1)
+	guest.Call(func(*falcon.Endpoint) {
+		guest.AddTimers(&oneTimer{at: clk.Now(), fired: fired})
+	})
+	select {
+	case now := <-fired:
+		if now != time.Second {
+			t.Errorf("the hosted port's timer ran at %v, want %v", now, time.Second)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the hosted port's due timer did not run")
+	}
+
+	// A frame from the host's endpoint reaches the hosted port's.
+	var link portLink
+	host.Call(func(*falcon.Endpoint) { link = newPortLink(host, guest) })
+	before := guest.Stats.RxPackets.Load()
+	host.Call(func(*falcon.Endpoint) { link.Send([]byte{0xff}, 0) })
+	for deadline := time.Now().Add(10 * time.Second); guest.Stats.RxPackets.Load() == before; {
+		if time.Now().After(deadline) {
+			t.Fatal("a frame from the host did not reach the hosted port")
+		}
+		time.Sleep(time.Millisecond)
+	}
+
+	cancel()
+	select {
+	case <-guestDone:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the hosted port's Run did not return when its host stopped")
+	}
+	if guest.Do(func(*falcon.Endpoint) {}) || host.Do(func(*falcon.Endpoint) {}) {
+		t.Fatal("a stopped port took work")
+	}
+}
+
+// TestHostRejectsChains: a hosted port cannot host, nor a host be hosted.
+func TestHostRejectsChains(t *testing.T) {
+	a, b, c := NewFalconPort(clock.NewManual(0), nil), NewFalconPort(clock.NewManual(0), nil), NewFalconPort(clock.NewManual(0), nil)
+	a.Host(b)
+	for name, f := range map[string]func(){"hosted hosts": func() { b.Host(c) }, "host hosted": func() { c.Host(a) }, "itself": func() { c.Host(c) }} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: Host did not panic", name)
+				}
+			}()
+			f()
+		}()
+	}
+}
+
+// oneTimer is a ulpTimers with one deadline, reporting the time it ran.
+type oneTimer struct {
+	at    time.Duration
+	done  bool
+	fired chan time.Duration
+}
+
+func (o *oneTimer) NextDeadline() (time.Duration, bool) { return o.at, !o.done }
+func (o *oneTimer) OnTimer(now time.Duration) {
+	if !o.done {
+		o.done = true
+		o.fired <- now
+	}
+}
