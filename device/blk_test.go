@@ -52,7 +52,7 @@ func newBlkRigCores(t testing.TB, ns NamespaceSpec, queues, cores int) *blkRig {
 	ctx, cancel := context.WithCancel(context.Background())
 	a, b := NewFalconPort(nil, nil), NewFalconPort(nil, nil)
 	ini, tgt := NewNVMeFunc(a, 1), NewNVMeFunc(b, 2) // before Run: SetULP
-	if cores == 1 { // as the daemon runs them by default (NVMeSpec.Cores)
+	if cores == 1 {                                  // as the daemon runs them by default (NVMeSpec.Cores)
 		a.Host(b)
 	}
 	go a.Run(ctx)

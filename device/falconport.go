@@ -38,7 +38,7 @@ type FalconPort struct {
 	core   []*FalconPort
 	host   *FalconPort
 	guests int
-	Stats FalconPortCounters
+	Stats  FalconPortCounters
 }
 
 type portWork struct {
