@@ -324,8 +324,10 @@ func (p *FalconPort) coreDeadline() (time.Duration, bool) {
 // Host has p's goroutine run q too, as one NIC core runs several ports:
 // frames between them (portLink) then pass without waking another
 // thread, and q's work, timers and end-of-burst work run between p's.
-// Call once q is set up (SetULP, OnIdle) and before it takes work (p
-// may be running); both must have the same clock. q must not host ports itself, nor p be hosted (a
+// The ports then share one work queue (falconPortQueue items), so a
+// port's bursts can fill it for the others. Call once q is set up
+// (SetULP, OnIdle) and before it takes work (p may be running); both must
+// have the same clock. q must not host ports itself, nor p be hosted (a
 // programming error: it panics).
 func (p *FalconPort) Host(q *FalconPort) {
 	if p.host != nil || q.host != nil || q.guests != 0 || p == q {

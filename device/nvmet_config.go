@@ -39,8 +39,10 @@ const NamespaceMemory = "memory"
 // The NVMe functions' Falcon ports run on "cores" goroutines, one by
 // default: two NICs of one daemon that exchange a disk's traffic then
 // pass it without waking another thread, which on a small host costs
-// less CPU per byte than two busy threads (bench nvme, write 128 KiB:
-// +9 %). A host with cores to spare and several disks sets more.
+// less CPU per byte than two busy threads (`bench nvme --cores 1|2`).
+// Ports on one goroutine share its work queue, so one NIC's bursts can
+// crowd another's: a host with cores to spare and several busy disks
+// sets more (up to one per NIC).
 type NVMeSpec struct {
 	Namespaces     []NamespaceSpec `json:"namespaces,omitempty"`
 	Disks          []DiskSpec      `json:"disks,omitempty"`
