@@ -26,8 +26,7 @@ type nvmeDaemon struct {
 	served sync.WaitGroup // the disks' servers
 	nextID uint32
 	cm     *NVMeCM
-	cores  []*FalconPort // the ports whose goroutines run the others (Host)
-	mu     sync.Mutex    // remote disks' blk/srv // with a fabric: paths to other daemons' NICs
+	mu     sync.Mutex // remote disks' blk/srv // with a fabric: paths to other daemons' NICs
 }
 
 type nvmeDisk struct {
@@ -57,6 +56,7 @@ func (d *Daemon) addNVMe() error {
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &d.nvme
 	n.funcs, n.stop, n.nextID = map[string]*NVMeFunc{}, cancel, nvmeCIDBase
+	var cores []*FalconPort // the ports whose goroutines run the others (Host)
 	fn := func(nic string) *NVMeFunc {
 		if f := n.funcs[nic]; f != nil {
 			return f
@@ -68,9 +68,9 @@ func (d *Daemon) addNVMe() error {
 			f.Engine.SetCommandTimeout(time.Duration(t))
 		}
 		if i := len(n.funcs); i < max(spec.Cores, 1) {
-			n.cores = append(n.cores, port)
+			cores = append(cores, port)
 		} else {
-			n.cores[i%len(n.cores)].Host(port) // set up: it may run now
+			cores[i%len(cores)].Host(port) // set up: it may run now
 		}
 		go func() { defer n.ports.Done(); port.Run(ctx) }()
 		n.funcs[nic] = f
