@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # deps.sh installs what falconnic's builds and tests need on a Debian 12 host:
-# Debian packages (QEMU, kmod, cpio, kernel headers for the guest driver) and
+# Debian packages (QEMU, kmod, cpio, kernel headers and make for the guest driver) and
 # the Go modules. Idempotent; retries apt on lock contention.
 set -euo pipefail
 
@@ -11,7 +11,8 @@ APT_PACKAGES=(
 	cpio
 	iproute2
 	iperf3
-	linux-headers-6.1.0-56-amd64   # builds guest-driver/falconnic.ko
+	linux-headers-6.1.0-56-amd64   # builds guest-driver/falconnic.ko (pulls in gcc-12)
+	make                           # guest-driver/build.sh: kbuild (not a dependency of the headers)
 )
 
 need=()
