@@ -63,6 +63,61 @@ type nvmeBenchResult struct {
 	PairedRatio  float64   `json:"paired_ratio"`
 	NVMeSamples  []float64 `json:"nvme_samples"`
 	LocalSamples []float64 `json:"local_samples"`
+	// CPU is what each side's processes spent on the work, medians over
+	// the samples: steadier than the throughput on a shared host, it
+	// shows which side a change moved and what holds the figure.
+	CPU nvmeBenchCPU `json:"cpu"`
+}
+
+// nvmeBenchCPU is CPU time per unit of work (Unit: ms per MiB for the
+// bandwidth tests, µs per IO for the IOPS tests) over a whole fio run
+// (ramp included, divided by the run's measured rate times its length),
+// and the cores each side kept busy. The daemon runs in this process (its
+// figure includes the bench's own, idle, goroutines); QEMU is the VM's
+// whole process (vCPU, main loop, the local disk's AIO).
+type nvmeBenchCPU struct {
+	Unit                                string  `json:"unit"`
+	NVMeDaemon                          float64 `json:"nvme_daemon"`
+	NVMeQEMU                            float64 `json:"nvme_qemu"`
+	LocalQEMU                           float64 `json:"local_qemu"`
+	NVMeCores                           float64 `json:"nvme_cores"`  // daemon + QEMU, during the NVMe runs
+	LocalCores                          float64 `json:"local_cores"` // QEMU during the local runs
+	nvmeD, nvmeQ, localQ, nvmeC, localC []float64
+}
+
+// add records one fio run's CPU: the daemon's and QEMU's seconds over a
+// run of wall seconds that moved data at rate v per second for busy
+// seconds (fio's ramp and run time).
+func (c *nvmeBenchCPU) add(nvme bool, daemon, qemuCPU, wall, busy, v float64, perMiB bool) {
+	if wall <= 0 || busy <= 0 || v <= 0 {
+		return
+	}
+	scale := 1e3 // ms per MiB
+	if !perMiB {
+		scale = 1e6 // µs per IO
+	}
+	work := v * busy
+	if nvme {
+		c.nvmeD = append(c.nvmeD, daemon/work*scale)
+		c.nvmeQ = append(c.nvmeQ, qemuCPU/work*scale)
+		c.nvmeC = append(c.nvmeC, (daemon+qemuCPU)/wall)
+	} else {
+		c.localQ = append(c.localQ, qemuCPU/work*scale)
+		c.localC = append(c.localC, qemuCPU/wall)
+	}
+}
+
+// summarize fills the medians.
+func (c *nvmeBenchCPU) summarize(perMiB bool) {
+	c.Unit = "cpu ms per MiB"
+	if !perMiB {
+		c.Unit = "cpu µs per IO"
+	}
+	c.NVMeDaemon, c.NVMeQEMU, c.LocalQEMU = fioMedian(c.nvmeD), fioMedian(c.nvmeQ), fioMedian(c.localQ)
+	c.NVMeCores, c.LocalCores = fioMedian(c.nvmeC), fioMedian(c.localC)
+	for _, p := range []*float64{&c.NVMeDaemon, &c.NVMeQEMU, &c.LocalQEMU, &c.NVMeCores, &c.LocalCores} {
+		*p = fioRound(*p)
+	}
 }
 
 type nvmeBenchReport struct {
@@ -203,6 +258,7 @@ func benchNVMe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 				order[0], order[1] = order[1], order[0]
 			}
 			for _, dev := range order {
+				cpu0, qemu0, t0 := vmnetSelfCPU(), vmnetQEMUCPU(vm), time.Now()
 				out, err := run("fio", "--name="+tc.Name, "--filename="+dev, "--direct=1", "--ioengine=libaio",
 					"--rw="+tc.RW, "--bs="+tc.BS, "--iodepth="+strconv.Itoa(tc.IODepth),
 					"--size="+strconv.Itoa(*sizeMiB)+"M", "--runtime="+strconv.Itoa(int(runtime.Seconds())),
@@ -216,6 +272,10 @@ func benchNVMe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 				}
 				fmt.Fprintf(stderr, "bench nvme: sample %d %-18s %-9s %10.1f %s\n", s+1, tc.Name, dev, v, tc.Metric)
 				r := &results[i]
+				// The rate holds over the ramp too; fio's start and exit
+				// are a small part of the wall time.
+				busy := (*runtime + time.Second).Seconds()
+				r.CPU.add(dev == nvmeDev, vmnetSelfCPU()-cpu0, vmnetQEMUCPU(vm)-qemu0, time.Since(t0).Seconds(), busy, v, tc.Metric == "MiB/s")
 				if dev == nvmeDev {
 					r.NVMeSamples = append(r.NVMeSamples, v)
 				} else {
@@ -246,6 +306,7 @@ func benchNVMe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			r.Ratio = fioRound(r.NVMe / r.Local)
 		}
 		r.PairedRatio = pairedRatio(r.NVMeSamples, r.LocalSamples)
+		r.CPU.summarize(tc.Metric == "MiB/s")
 		if r.Ratio < nvmeBenchGoal {
 			rep.Met = false
 		}
