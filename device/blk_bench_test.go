@@ -146,3 +146,21 @@ func processCPU() int64 {
 	}
 	return ru.Utime.Nano() + ru.Stime.Nano()
 }
+
+// BenchmarkBlkSeq128KQD32AIO is the 128 KiB workload on an O_DIRECT file
+// namespace with its IO through io_uring (the default) and through the
+// worker threads (NamespaceSpec.AIO): compare cpu-µs/op.
+func BenchmarkBlkSeq128KQD32AIO(b *testing.B) {
+	for _, dir := range []struct {
+		name string
+		typ  uint32
+	}{{"read", blkTypeIn}, {"write", blkTypeOut}} {
+		for _, aio := range []string{AIOUring, AIOThreads} {
+			b.Run(dir.name+"/"+aio, func(b *testing.B) {
+				ns := benchFileNS(b)
+				ns.AIO = aio
+				benchBlkNS(b, ns, dir.typ, 128<<10, 32, false)
+			})
+		}
+	}
+}

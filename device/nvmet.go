@@ -57,7 +57,11 @@ func (f *NVMeFunc) AddNamespace(s NamespaceSpec) (*nvme.Namespace, error) {
 	}
 	if s.Backing != NamespaceMemory {
 		// File and device IO blocks: run it on workers, not the port.
-		be = newNSPool(be, f.Port, f.Engine)
+		pool := newNSPool(be, f.Port, f.Engine)
+		if s.AIO != AIOThreads {
+			pool.useRing()
+		}
+		be = pool
 	}
 	ns, err := nvme.NewNamespace(nvme.NamespaceConfig{NSID: s.NSID, BlockSize: bs, Blocks: uint64(size) / uint64(bs),
 		ReadOnly: s.ReadOnly, Backend: be})

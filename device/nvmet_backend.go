@@ -180,13 +180,15 @@ func (b *FileBackend) WriteAt(p []byte, off int64) (int, error) {
 
 // ReadvAt reads contiguous bytes from off into bufs, in one preadv where
 // the kernel does it all (with O_DIRECT, every buffer must be aligned:
-// vectorOK). A short read past the end is io.ErrUnexpectedEOF.
-func (b *FileBackend) ReadvAt(bufs [][]byte, off int64) error {
+// vectorOK). It returns the bytes read; a short read past the end is
+// io.ErrUnexpectedEOF.
+func (b *FileBackend) ReadvAt(bufs [][]byte, off int64) (int64, error) {
 	return b.vector(unix.Preadv, bufs, off)
 }
 
-// WritevAt writes bufs as contiguous bytes at off (pwritev).
-func (b *FileBackend) WritevAt(bufs [][]byte, off int64) error {
+// WritevAt writes bufs as contiguous bytes at off (pwritev) and returns
+// the bytes written.
+func (b *FileBackend) WritevAt(bufs [][]byte, off int64) (int64, error) {
 	return b.vector(unix.Pwritev, bufs, off)
 }
 
@@ -204,17 +206,18 @@ func (b *FileBackend) vectorOK(bufs [][]byte, off int64) bool {
 	return true
 }
 
-func (b *FileBackend) vector(op func(int, [][]byte, int64) (int, error), bufs [][]byte, off int64) error {
+func (b *FileBackend) vector(op func(int, [][]byte, int64) (int, error), bufs [][]byte, off int64) (int64, error) {
 	fd := int(b.f.Fd())
+	start := off
 	for len(bufs) > 0 {
 		n, err := op(fd, bufs, off)
 		switch {
 		case err == unix.EINTR:
 			continue
 		case err != nil:
-			return err
+			return off - start, err
 		case n == 0:
-			return io.ErrUnexpectedEOF
+			return off - start, io.ErrUnexpectedEOF
 		}
 		off += int64(n)
 		for n > 0 {
@@ -225,7 +228,7 @@ func (b *FileBackend) vector(op func(int, [][]byte, int64) (int, error), bufs []
 			}
 		}
 	}
-	return nil
+	return off - start, nil
 }
 
 // Flush implements nvme.Backend (fdatasync).

@@ -17,7 +17,7 @@ const NamespaceMemory = "memory"
 //	    {"nic": "n1", "nsid": 1, "backing": "memory", "size": 67108864},
 //	    {"nic": "n1", "nsid": 2, "backing": "/var/lib/falconnic/disk.img", "size": 1073741824,
 //	     "block_size": 4096, "read_only": false,          // a file or a block device (O_DIRECT)
-//	     "direct": true}                                  // a file with O_DIRECT too
+//	     "direct": true, "aio": "io_uring"}               // a file with O_DIRECT too; aio: io_uring or threads
 //	  ],
 //	  "disks": [
 //	    {"name": "d0", "socket": "d0.sock", "nic": "n0", "target": "n1", "nsid": 1,
@@ -69,7 +69,19 @@ type NamespaceSpec struct {
 	// host's page cache as QEMU's cache=none does (block devices always
 	// do). A filesystem without O_DIRECT falls back to cached I/O.
 	Direct bool `json:"direct,omitempty"`
+	// AIO is how a file or block device's reads and writes reach the
+	// kernel, as QEMU's aio= option: "io_uring" (the default: batches of
+	// vectored IOs submitted from the port's goroutine, falling back to
+	// threads where the kernel refuses io_uring) or "threads" (a pool of
+	// worker goroutines, one blocking call per run of IOs).
+	AIO string `json:"aio,omitempty"`
 }
+
+// Namespace AIO modes (NamespaceSpec.AIO).
+const (
+	AIOUring   = "io_uring"
+	AIOThreads = "threads"
+)
 
 // DiskSpec is one vhost-user-blk disk.
 type DiskSpec struct {
@@ -107,6 +119,8 @@ func (s *NVMeSpec) check(nics []NICSpec, sockets map[string]bool) error {
 			return fmt.Errorf("nvme.namespaces[%d]: backing must be %q or a path", i, NamespaceMemory)
 		case n.Size < 0 || (n.Backing == NamespaceMemory && n.Size == 0):
 			return fmt.Errorf("nvme.namespaces[%d]: size must be positive", i)
+		case n.AIO != "" && n.AIO != AIOUring && n.AIO != AIOThreads:
+			return fmt.Errorf("nvme.namespaces[%d]: aio %q must be %q or %q", i, n.AIO, AIOUring, AIOThreads)
 		}
 		if n.BlockSize == 0 {
 			n.BlockSize = 512

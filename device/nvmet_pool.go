@@ -2,10 +2,16 @@ package device
 
 import (
 	"cmp"
+	"os"
 	"slices"
 	"sync"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"falconnic/internal/stats"
+	"falconnic/internal/uring"
 	"falconnic/nvme"
 )
 
@@ -23,6 +29,9 @@ const (
 	// this many IOs; with O_DIRECT each run is its own batch, so that
 	// independent IOs are in the device at once.
 	nsPoolCachedBatch = 64
+	// nsPoolRing is the io_uring's submission queue: runs of IOs in the
+	// kernel at once (a run is up to nvme.MaxTransfer of adjacent IOs).
+	nsPoolRing = 128
 )
 
 // nsPool is a namespace backend (a file or block device) run on a bounded
@@ -30,7 +39,11 @@ const (
 // The engine submits each nCMD's IO; at the end of each burst of port
 // work (FalconPort.OnIdle) the IOs submitted in it are sorted and cut into
 // runs of adjacent reads or writes — one 128 KiB command's 32 nCMDs are
-// one run, done by one worker as one preadv/pwritev — and each run goes
+// one run, done as one preadv/pwritev. With an io_uring (useRing) each
+// run is one vectored read or write entry, and the burst's runs go to the
+// kernel in one io_uring_enter from the port's goroutine; the ring's
+// eventfd wakes a goroutine that has the port reap the completions.
+// Without one (or for flushes, discards and write-zeroes) each run goes
 // to the workers as one batch. Finished IOs come back through the port's
 // work queue (Do), many per wake-up. The workers start with the first IO
 // and end with the port.
@@ -52,12 +65,33 @@ type nsPool struct {
 	done  []*nvme.IO // finished, waiting for the port
 	spare []*nvme.IO
 
+	// The io_uring (nil: the workers do every IO). Submission and
+	// reaping run on the port's goroutine; once the port stopped, the
+	// waiting goroutine drains the runs still in the kernel.
+	ring       *uring.Ring
+	efd        *os.File // signalled by the ring on completions
+	fd         int      // the backend's descriptor
+	runs       []ringRun
+	freeRuns   []int32
+	inRing     int  // runs submitted and not reaped
+	retryArmed bool // a failed io_uring_enter is retried
+
 	Stats NSPoolCounters
+}
+
+// ringRun is a run of adjacent IOs in the io_uring: the CQE's user data
+// is its index in nsPool.runs. Its IOs' buffers and its iovecs stay
+// referenced here until the completion is reaped.
+type ringRun struct {
+	ios  []*nvme.IO
+	iov  []unix.Iovec
+	want int64 // bytes the run moves
 }
 
 // NSPoolCounters count a namespace pool's IOs.
 type NSPoolCounters struct {
 	Submitted, Full, Batches, QueueFull, Completed, Coalesced, Deliveries, PortStopped stats.Counter
+	RingUnavailable, RingRuns, RingFull, RingEnterErrors, RingRedone                   stats.Counter
 }
 
 // Set lists the counters with help text.
@@ -71,6 +105,11 @@ func (c *NSPoolCounters) Set() stats.Set {
 		{Name: "pool_coalesced", Help: "backend IOs done as part of a vectored read or write of adjacent IOs", Counter: &c.Coalesced},
 		{Name: "pool_deliveries", Help: "batches of finished IOs handed to the port", Counter: &c.Deliveries},
 		{Name: "pool_port_stopped", Help: "finished IOs dropped: the port had stopped", Counter: &c.PortStopped},
+		{Name: "pool_ring_unavailable", Help: "io_uring asked for but refused by the kernel: the workers do the IO", Counter: &c.RingUnavailable},
+		{Name: "pool_ring_runs", Help: "runs of adjacent reads or writes submitted through io_uring", Counter: &c.RingRuns},
+		{Name: "pool_ring_full", Help: "runs that found the io_uring full and went to the workers", Counter: &c.RingFull},
+		{Name: "pool_ring_enter_errors", Help: "io_uring_enter calls that failed (the entries are submitted again)", Counter: &c.RingEnterErrors},
+		{Name: "pool_ring_redone", Help: "io_uring runs that came back short or with EAGAIN and were redone synchronously", Counter: &c.RingRedone},
 	}
 }
 
@@ -114,8 +153,13 @@ func (p *nsPool) flush() {
 	})
 	sortIOs(p.pending)
 	rest := p.pending
+	defer p.submitRing()
 	for len(rest) > 0 {
 		n := adjacentRun(rest)
+		if p.ring != nil && p.toRing(rest[:n]) {
+			rest = rest[n:]
+			continue
+		}
 		if !p.parallel { // page cache: a few workers' worth of runs together
 			for n < len(rest) && n < nsPoolCachedBatch {
 				n += adjacentRun(rest[n:])
@@ -135,6 +179,171 @@ func (p *nsPool) flush() {
 	}
 	clear(p.pending)
 	p.pending = p.pending[:0]
+}
+
+// useRing has the pool submit reads and writes through an io_uring, if
+// the backend is a file or block device and the kernel allows it (else
+// the counter RingUnavailable tells, and the workers do them). Call
+// before the pool takes IOs.
+func (p *nsPool) useRing() {
+	f, ok := p.be.(*FileBackend)
+	if !ok || p.port == nil {
+		return
+	}
+	r, err := uring.New(nsPoolRing)
+	if err != nil {
+		p.Stats.RingUnavailable.Inc()
+		return
+	}
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err == nil {
+		if err = r.RegisterEventFD(efd); err != nil {
+			unix.Close(efd)
+		}
+	}
+	if err != nil {
+		r.Close()
+		p.Stats.RingUnavailable.Inc()
+		return
+	}
+	p.ring, p.efd, p.fd = r, os.NewFile(uintptr(efd), "nvme-namespace-uring"), int(f.f.Fd())
+	p.runs = make([]ringRun, nsPoolRing)
+	for i := nsPoolRing - 1; i >= 0; i-- {
+		p.freeRuns = append(p.freeRuns, int32(i))
+	}
+	go p.waitRing()
+}
+
+// toRing queues a run of adjacent reads or writes in the ring; false
+// leaves it to the workers (another operation, buffers O_DIRECT would
+// refuse, or a full ring).
+func (p *nsPool) toRing(run []*nvme.IO) bool {
+	op := run[0].Op
+	if op != nvme.OpRead && op != nvme.OpWrite {
+		return false
+	}
+	if len(p.freeRuns) == 0 || p.ring.Space() == 0 {
+		p.Stats.RingFull.Inc()
+		return false
+	}
+	direct := p.be.(*FileBackend).direct
+	for _, io := range run {
+		if direct && !directOK(io.Buf, io.Off) {
+			return false
+		}
+	}
+	id := p.freeRuns[len(p.freeRuns)-1]
+	r := &p.runs[id]
+	r.ios, r.iov, r.want = append(r.ios[:0], run...), r.iov[:0], 0
+	opcode, flags := uint8(uring.OpReadv), uint32(0)
+	if op == nvme.OpWrite {
+		opcode = uring.OpWritev
+	}
+	for _, io := range run {
+		v := unix.Iovec{Base: unsafe.SliceData(io.Buf)}
+		v.SetLen(len(io.Buf))
+		r.iov = append(r.iov, v)
+		r.want += int64(len(io.Buf))
+		if io.FUA && op == nvme.OpWrite {
+			flags = uring.RWFDSync // durable before it completes, as write + fdatasync
+		}
+	}
+	if p.ring.Prep(opcode, p.fd, r.iov, run[0].Off, flags, uint64(id)) != nil {
+		p.Stats.RingFull.Inc()
+		return false
+	}
+	p.freeRuns = p.freeRuns[:len(p.freeRuns)-1]
+	p.inRing++
+	p.Stats.RingRuns.Inc()
+	p.Stats.Coalesced.Add(uint64(len(run)))
+	return true
+}
+
+// submitRing hands the prepared runs to the kernel. A failed
+// io_uring_enter (EAGAIN, EBUSY) leaves them queued and tries again in a
+// millisecond.
+func (p *nsPool) submitRing() {
+	if p.ring == nil {
+		return
+	}
+	if _, err := p.ring.Submit(); err == nil {
+		return
+	}
+	p.Stats.RingEnterErrors.Inc()
+	if p.retryArmed {
+		return
+	}
+	p.retryArmed = true
+	time.AfterFunc(time.Millisecond, func() {
+		p.port.Do(func(*falconEndpoint) {
+			p.retryArmed = false
+			p.submitRing()
+		})
+	})
+}
+
+// reapRing finishes the runs the kernel completed (on the port's
+// goroutine). A run that came back short, or with EAGAIN, is redone
+// synchronously (rare: a file changed under the namespace, or a device
+// that refused a non-blocking attempt).
+func (p *nsPool) reapRing(*falconEndpoint) {
+	p.ring.Reap(func(c uring.CQE) {
+		if c.UserData >= uint64(len(p.runs)) {
+			return // not one of ours: cannot happen
+		}
+		r := &p.runs[c.UserData]
+		p.inRing--
+		switch {
+		case int64(c.Res) == r.want:
+			settle(r.ios, r.want, nil)
+		case c.Res < 0 && c.Res != -int32(unix.EAGAIN) && c.Res != -int32(unix.EINTR):
+			settle(r.ios, 0, unix.Errno(-c.Res))
+		default: // the IOs wholly done stand; the rest is done again
+			p.Stats.RingRedone.Inc()
+			rest, done := r.ios, int64(max(c.Res, 0))
+			for len(rest) > 0 && done >= rest[0].Len {
+				rest[0].Err, done = nil, done-rest[0].Len
+				rest = rest[1:]
+			}
+			p.run(rest, nil)
+		}
+		p.Stats.Completed.Add(uint64(len(r.ios)))
+		p.out -= len(r.ios)
+		for _, io := range r.ios {
+			p.eng.IODone(io)
+		}
+		clear(r.ios)
+		p.freeRuns = append(p.freeRuns, int32(c.UserData))
+	})
+}
+
+// waitRing has the port reap completions whenever the ring signals its
+// eventfd. When the port stops, nothing submits or reaps any more: it
+// waits for the runs still in the kernel (their buffers stay referenced
+// until then) and closes the ring.
+func (p *nsPool) waitRing() {
+	go func() {
+		<-p.port.dead
+		p.efd.SetReadDeadline(time.Unix(1, 0))
+	}()
+	var b [8]byte
+	for {
+		if _, err := p.efd.Read(b[:]); err != nil {
+			break
+		}
+		if !p.port.Do(p.reapRing) {
+			break
+		}
+	}
+	<-p.port.dead
+	for p.inRing > 0 {
+		if p.ring.Wait(1) != nil {
+			return // leave the ring open: the kernel may still write the buffers
+		}
+		p.inRing -= p.ring.Reap(func(uring.CQE) {})
+	}
+	p.ring.Close()
+	p.efd.Close()
 }
 
 // sortIOs orders IOs by operation, then offset.
@@ -180,8 +389,8 @@ func (p *nsPool) work() {
 
 // vectorBackend is a backend with vectored reads and writes (FileBackend).
 type vectorBackend interface {
-	ReadvAt(bufs [][]byte, off int64) error
-	WritevAt(bufs [][]byte, off int64) error
+	ReadvAt(bufs [][]byte, off int64) (int64, error)
+	WritevAt(bufs [][]byte, off int64) (int64, error)
 	vectorOK(bufs [][]byte, off int64) bool
 }
 
@@ -215,18 +424,30 @@ func (p *nsPool) run(batch []*nvme.IO, iov [][]byte) [][]byte {
 			continue
 		}
 		p.Stats.Coalesced.Add(uint64(n))
+		var done int64
 		var err error
 		if run[0].Op == nvme.OpRead {
-			err = vb.ReadvAt(iov, run[0].Off)
-		} else if err = vb.WritevAt(iov, run[0].Off); err == nil && fua {
-			err = p.be.Flush()
+			done, err = vb.ReadvAt(iov, run[0].Off)
+		} else if done, err = vb.WritevAt(iov, run[0].Off); err == nil && fua {
+			if err = p.be.Flush(); err != nil {
+				done = 0 // none of the run is known durable
+			}
 		}
-		for _, io := range run {
-			io.Err = err
-		}
+		settle(run, done, err)
 	}
 	clear(iov)
 	return iov
+}
+
+// settle gives a run's IOs their outcome when the first done bytes of the
+// run were transferred before err: the IOs wholly within them succeed.
+func settle(run []*nvme.IO, done int64, err error) {
+	for _, io := range run {
+		io.Err = nil
+		if done -= io.Len; done < 0 {
+			io.Err = err
+		}
+	}
 }
 
 // finish queues a batch for the port; the first IOs of a delivery

@@ -2,6 +2,7 @@ package device
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -54,11 +55,13 @@ func TestNSPoolCoalescesAdjacentIO(t *testing.T) {
 	if got := p.Stats.Coalesced.Load(); got != 6 {
 		t.Errorf("coalesced %d IOs, want 6", got)
 	}
-	past := poolIO(nvme.OpRead, 1<<20-k, 0)
+	// A run across the end of the file: the IO before it succeeds, the
+	// one past it fails.
+	last := poolIO(nvme.OpRead, 1<<20-k, 0)
 	beyond := poolIO(nvme.OpRead, 1<<20, 0)
-	p.run([]*nvme.IO{past, beyond}, nil)
-	if past.Err == nil || beyond.Err == nil {
-		t.Error("a vectored read past the end of the file succeeded")
+	p.run([]*nvme.IO{last, beyond}, nil)
+	if last.Err != nil || beyond.Err == nil {
+		t.Errorf("a vectored read across the end of the file: %v before it, %v past it", last.Err, beyond.Err)
 	}
 }
 
@@ -124,9 +127,41 @@ func TestNSPoolBatchesARunPerCommand(t *testing.T) {
 // TestBlkOverFileNamespaceManyInFlight: 16 requests of 128 KiB at once
 // through the worker pool, written then read back, match the file; the
 // engine and pool account for every IO.
+// aioModes runs f with each way a file namespace's IO reaches the kernel,
+// through the page cache and with O_DIRECT.
+func aioModes(t *testing.T, f func(t *testing.T, ns NamespaceSpec)) {
+	for _, aio := range []string{AIOUring, AIOThreads} {
+		for _, direct := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/direct=%v", aio, direct), func(t *testing.T) {
+				f(t, NamespaceSpec{NSID: 1, Backing: filepath.Join(t.TempDir(), "ns.img"), Size: 4 << 20, Direct: direct, AIO: aio})
+			})
+		}
+	}
+}
+
+// checkAIOMode checks that the pool's reads and writes went the way the
+// namespace asked: every one through the io_uring (unless the kernel has
+// none) or none.
+func checkAIOMode(t *testing.T, ns NamespaceSpec, pool *nsPool, ios uint64) {
+	t.Helper()
+	st := &pool.Stats
+	switch {
+	case ns.AIO == AIOThreads && (st.RingRuns.Load() != 0 || pool.ring != nil):
+		t.Errorf("aio threads used the ring for %d runs", st.RingRuns.Load())
+	case ns.AIO == AIOUring && st.RingUnavailable.Load() > 0:
+		t.Log("no io_uring here: the workers did the IO")
+	case ns.AIO == AIOUring && (st.RingRuns.Load() == 0 || st.Coalesced.Load() != ios || st.RingRedone.Load() != 0):
+		t.Errorf("aio io_uring: %d runs, %d of %d IOs coalesced, %d redone", st.RingRuns.Load(), st.Coalesced.Load(), ios, st.RingRedone.Load())
+	}
+}
+
 func TestBlkOverFileNamespaceManyInFlight(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "ns.img")
-	r := newBlkRig(t, NamespaceSpec{NSID: 1, Backing: path, Size: 4 << 20})
+	aioModes(t, testBlkOverFileNamespaceManyInFlight)
+}
+
+func testBlkOverFileNamespaceManyInFlight(t *testing.T, spec NamespaceSpec) {
+	path := spec.Backing
+	r := newBlkRig(t, spec)
 	r.start()
 	r.q.UseIndirect = true
 	const n, size = 16, 128 << 10
@@ -179,4 +214,41 @@ func TestBlkOverFileNamespaceManyInFlight(t *testing.T) {
 	if got := r.blk.cfg.Port.Stats.RxByRef.Load(); got != n*size/nvme.ChunkSize {
 		t.Errorf("Read Responses taken in place %d, want %d", got, n*size/nvme.ChunkSize)
 	}
+	var nss *NSPoolCounters
+	r.tgt.Port.Call(func(*falconEndpoint) { nss = &pool.Stats })
+	checkAIOMode(t, spec, pool, nss.Submitted.Load())
+}
+
+// TestBlkFileTruncatedUnderNamespace: reads past the end of a file cut
+// short under the namespace come back short from the kernel; they fail
+// with an I/O error (the ring's run redone synchronously finds the end),
+// and the reads before the cut still succeed.
+func TestBlkFileTruncatedUnderNamespace(t *testing.T) {
+	aioModes(t, func(t *testing.T, spec NamespaceSpec) {
+		r := newBlkRig(t, spec)
+		r.start()
+		r.q.UseIndirect = true
+		const size = 128 << 10
+		w1, w2 := r.request(blkTypeOut, 0, false, bytes.Repeat([]byte{7}, size), size), r.request(blkTypeOut, size/512, false, bytes.Repeat([]byte{7}, size), size)
+		r.run(w1, w2)
+		if w1.status() != blkStatusOK || w2.status() != blkStatusOK {
+			t.Fatalf("writes: status %d %d", w1.status(), w2.status())
+		}
+		if err := os.Truncate(spec.Backing, size); err != nil {
+			t.Fatal(err)
+		}
+		ok, cut := r.request(blkTypeIn, 0, true, nil, size), r.request(blkTypeIn, size/512, true, nil, size)
+		r.run(ok, cut)
+		if ok.status() != blkStatusOK || !bytes.Equal(ok.data(size), bytes.Repeat([]byte{7}, size)) {
+			t.Errorf("read before the cut: status %d (cut %d) data ok %v", ok.status(), cut.status(), bytes.Equal(ok.data(size), bytes.Repeat([]byte{7}, size)))
+		}
+		if cut.status() != blkStatusIOErr {
+			t.Errorf("read past the cut: status %d, want an I/O error", cut.status())
+		}
+		var pool *nsPool
+		r.tgt.Port.Call(func(*falconEndpoint) { pool, _ = r.tgt.Engine.Namespace(1).Config().Backend.(*nsPool) })
+		if spec.AIO == AIOUring && pool.ring != nil && pool.Stats.RingRedone.Load() == 0 {
+			t.Error("the short read was not redone")
+		}
+	})
 }

@@ -140,6 +140,7 @@ func benchNVMe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	blockSize := fs.Int("block-size", 512, "namespace block size")
 	cores := fs.Int("cores", 1, "goroutines running the two NICs' Falcon ports (the daemon's nvme.cores; 2: one per NIC)")
 	nsDirect := fs.Bool("direct", true, "open the namespace's file with O_DIRECT, as QEMU's cache=none opens the local disk's (false: through the host's page cache)")
+	aio := fs.String("aio", device.AIOUring, "how the namespace's file IO reaches the host kernel: io_uring or threads (the namespace's aio)")
 	memoryNS := fs.Bool("memory-namespace", false, "diagnosis: back the NVMe namespace with memory instead of the file (the local disk keeps the file), to take the target's file I/O out of the NVMe side")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process (the daemon's data path) to `FILE`")
 	only := fs.String("tests", "", "run only these tests (comma-separated names, e.g. write_128k); default all")
@@ -151,8 +152,9 @@ func benchNVMe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	if *sizeMiB < 16 || *runtime < time.Second || *samples < 1 || *queues < 1 || *queues > qemu.MaxDiskQueues || *cores < 1 || *cores > 2 {
-		return fmt.Errorf("%w: size ≥ 16 MiB, runtime ≥ 1s, samples ≥ 1, queues 1..%d, cores 1..2", errUsage, qemu.MaxDiskQueues)
+	if *sizeMiB < 16 || *runtime < time.Second || *samples < 1 || *queues < 1 || *queues > qemu.MaxDiskQueues || *cores < 1 || *cores > 2 ||
+		(*aio != device.AIOUring && *aio != device.AIOThreads) {
+		return fmt.Errorf("%w: size ≥ 16 MiB, runtime ≥ 1s, samples ≥ 1, queues 1..%d, cores 1..2, aio io_uring or threads", errUsage, qemu.MaxDiskQueues)
 	}
 	im, err := qemu.LoadImage(*cache)
 	if err != nil {
@@ -178,10 +180,10 @@ func benchNVMe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	cfgJSON := fmt.Sprintf(`{"control": "c.sock",
 	  "nics": [{"name": "ini", "socket": "ini.sock", "mac": "52:54:00:fb:00:01"},
 	           {"name": "tgt", "socket": "tgt.sock", "mac": "52:54:00:fb:00:02"}],
-	  "nvme": {"namespaces": [{"nic": "tgt", "nsid": 1, "backing": %q, "size": %d, "block_size": %d, "direct": %t}],
+	  "nvme": {"namespaces": [{"nic": "tgt", "nsid": 1, "backing": %q, "size": %d, "block_size": %d, "direct": %t, "aio": %q}],
 	           "disks": [{"name": "d0", "socket": "d0.sock", "nic": "ini", "target": "tgt", "nsid": 1,
 	                      "serial": "fn-bench", "queues": %d}],
-	           "cores": %d}}`, backing, size, *blockSize, *nsDirect, *queues, *cores)
+	           "cores": %d}}`, backing, size, *blockSize, *nsDirect, *aio, *queues, *cores)
 	cfgPath := filepath.Join(dir, "daemon.json")
 	if err := os.WriteFile(cfgPath, []byte(cfgJSON), 0o644); err != nil {
 		return err
@@ -294,6 +296,7 @@ func benchNVMe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			"samples": strconv.Itoa(*samples),
 			"queues":  strconv.Itoa(*queues),
 			"cores":   strconv.Itoa(*cores) + " goroutine(s) for the NICs' Falcon ports",
+			"aio":     *aio,
 			"guest":   fmt.Sprintf("TCG, %d CPU, %d MiB", max(*cpus, 1), qemu.DefaultMemMiB),
 		},
 		Goal: nvmeBenchGoal, Met: true,
