@@ -75,6 +75,7 @@ type nsPool struct {
 	freeRuns   []int32
 	inRing     int  // runs submitted and not reaped
 	retryArmed bool // a failed io_uring_enter is retried
+	ringWaited bool // waitRing runs (from the first run on)
 
 	Stats NSPoolCounters
 }
@@ -211,7 +212,6 @@ func (p *nsPool) useRing() {
 	for i := nsPoolRing - 1; i >= 0; i-- {
 		p.freeRuns = append(p.freeRuns, int32(i))
 	}
-	go p.waitRing()
 }
 
 // toRing queues a run of adjacent reads or writes in the ring; false
@@ -253,6 +253,10 @@ func (p *nsPool) toRing(run []*nvme.IO) bool {
 		return false
 	}
 	p.freeRuns = p.freeRuns[:len(p.freeRuns)-1]
+	if !p.ringWaited { // the first run: from now on the port reaps
+		p.ringWaited = true
+		go p.waitRing()
+	}
 	p.inRing++
 	p.Stats.RingRuns.Inc()
 	p.Stats.Coalesced.Add(uint64(len(run)))

@@ -56,8 +56,8 @@
 // drop has its counter (Counters, NamespaceCounters).
 //
 // Backends (aio.go): a plain Backend (memory) is called on the endpoint's
-// goroutine. An AsyncBackend (files and block devices, a worker pool in
-// package device) gets each nCMD's IO through Submit — data in a 4 KiB
+// goroutine. An AsyncBackend (files and block devices in package device:
+// io_uring submitted from the port's goroutine, or a worker pool) gets each nCMD's IO through Submit — data in a 4 KiB
 // aligned buffer the target slot keeps, so O_DIRECT needs no bounce — and
 // hands it back through Engine.IODone on the endpoint's goroutine; the
 // slot then responds. A full backend queue holds IOs in order in the

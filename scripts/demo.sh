@@ -5,7 +5,10 @@
 # ping, iperf3 and a 100 MB TCP transfer checked with SHA-256. Then RDMA:
 # `falconnic perftest` boots two fresh guests whose falconnic.ko drives the
 # NIC's RDMA function and runs unmodified perftest (ib_write_bw 64 KiB and
-# ib_write_lat) between them.
+# ib_write_lat) between them. Then NVMe over Falcon: NIC b0 exports a file
+# as namespace 1, NIC a0 serves it as a vhost-user-blk disk; a guest makes
+# an ext4 file system on it, writes a file, remounts and checks it, and runs
+# fio with verification and a sequential read.
 #
 #   scripts/demo.sh            # the demo
 #   scripts/demo.sh --stream   # the same over a plain QEMU stream link (baseline)
@@ -57,7 +60,11 @@ if [ "$link" = falconnic ]; then
   "nics": [
     {"name": "a0", "socket": "a0.sock", "mac": "$macA"},
     {"name": "b0", "socket": "b0.sock", "mac": "$macB"}
-  ]
+  ],
+  "nvme": {
+    "namespaces": [{"nic": "b0", "nsid": 1, "backing": "$work/ns.img", "size": 268435456, "direct": true}],
+    "disks": [{"name": "d0", "socket": "d0.sock", "nic": "a0", "target": "b0", "nsid": 1, "serial": "demo-d0"}]
+  }
 }
 JSON
 	"$fn" serve --config "$work/daemon.json" >"$work/daemon.log" 2>&1 &
@@ -141,5 +148,29 @@ if [ "$link" = falconnic ]; then
 	say "RDMA results"
 	echo "ib_write_bw 64 KiB: ${bw:-?} MB/s average; ib_write_lat 2 B: ${lat:-?} µs typical"
 	echo "(Soft-RoCE between the same two TCG guests: about 22 MB/s and 455 µs; see notes/guest-image.md)"
+
+	say "NVMe over Falcon: guest D's disk is namespace 1 of NIC b0 (a 256 MiB file), reached through NIC a0"
+	boot D --disk "$work/d0.sock"
+	"$fn" vm exec D --state "$state" -- sh -c "mkfs.ext4 -F -q /dev/vda && mkdir -p /mnt/d && mount -t ext4 /dev/vda /mnt/d &&
+		head -c 33554432 /dev/urandom > /mnt/d/f && shasum -a 256 /mnt/d/f && umount /mnt/d &&
+		echo 3 > /proc/sys/vm/drop_caches && mount -t ext4 /dev/vda /mnt/d && shasum -a 256 /mnt/d/f && df -m /mnt/d && umount /mnt/d" |
+		tee "$work/ext4.out"
+	if [ "$(awk 'length($1) == 64 {print $1}' "$work/ext4.out" | sort -u | wc -l)" != 1 ]; then
+		echo "demo: the file on the NVMe disk read back differently after a remount" >&2
+		exit 1
+	fi
+	"$fn" vm exec D --state "$state" -- fio --name=verify --filename=/dev/vda --direct=1 --ioengine=libaio \
+		--rw=randwrite --bs=4k --iodepth=16 --size=32M --verify=crc32c --do_verify=1 | tee "$work/fio-verify.out" | grep -E 'IOPS=|err='
+	if ! grep -q 'err= 0' "$work/fio-verify.out"; then
+		echo "demo: fio verification on the NVMe disk failed" >&2
+		exit 1
+	fi
+	"$fn" vm exec D --state "$state" -- fio --name=seqread --filename=/dev/vda --direct=1 --ioengine=libaio \
+		--rw=read --bs=128k --iodepth=32 --size=256M --runtime=5 --time_based | tee "$work/fio-read.out" | grep -E 'IOPS='
+	say "NVMe results"
+	echo "ext4 on the NVMe-over-Falcon disk: 32 MiB file intact after a remount ($(awk 'length($1) == 64 {print substr($1, 1, 16); exit}' "$work/ext4.out")…)"
+	echo "fio 4 KiB randwrite QD16 with crc32c verify: write $(grep -o 'write: IOPS=[^,]*' "$work/fio-verify.out" | head -1 | cut -d' ' -f2), read back $(grep -o 'read: IOPS=[^,]*' "$work/fio-verify.out" | head -1 | cut -d' ' -f2), no errors"
+	echo "fio 128 KiB sequential read QD32: $(grep -o 'BW=[^ ]*' "$work/fio-read.out" | head -1)"
+	echo "(falconnic bench nvme compares the disk with QEMU's own virtio-blk on the same file)"
 fi
 say "stopping guests$([ "$link" = falconnic ] && echo " and the daemon")"

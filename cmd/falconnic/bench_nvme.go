@@ -12,6 +12,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"sort"
@@ -133,13 +134,14 @@ func benchNVMe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.SetOutput(stderr)
 	cache := fs.String("cache", qemu.DefaultCacheDir(), "guest image cache")
 	sizeMiB := fs.Int("size", 256, "namespace (and fio region) size in MiB")
-	runtime := fs.Duration("runtime", 10*time.Second, "fio run time per test and disk")
+	runFor := fs.Duration("runtime", 10*time.Second, "fio run time per test and disk")
 	samples := fs.Int("samples", 3, "samples per test and disk (medians are reported)")
 	queues := fs.Int("queues", 1, "virtqueues of the NVMe-over-Falcon disk")
 	cpus := fs.Int("cpus", qemu.DefaultCPUs, "guest CPUs")
 	blockSize := fs.Int("block-size", 512, "namespace block size")
 	cores := fs.Int("cores", 1, "goroutines running the two NICs' Falcon ports (the daemon's nvme.cores; 2: one per NIC)")
 	nsDirect := fs.Bool("direct", true, "open the namespace's file with O_DIRECT, as QEMU's cache=none opens the local disk's (false: through the host's page cache)")
+	procs := fs.Int("procs", 1, "GOMAXPROCS of this process, which runs the daemon: 1 leaves the other core of a 2-core host to the guest's vCPU; 0 keeps Go's default (every CPU)")
 	aio := fs.String("aio", device.AIOUring, "how the namespace's file IO reaches the host kernel: io_uring or threads (the namespace's aio)")
 	memoryNS := fs.Bool("memory-namespace", false, "diagnosis: back the NVMe namespace with memory instead of the file (the local disk keeps the file), to take the target's file I/O out of the NVMe side")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process (the daemon's data path) to `FILE`")
@@ -152,9 +154,12 @@ func benchNVMe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	if *sizeMiB < 16 || *runtime < time.Second || *samples < 1 || *queues < 1 || *queues > qemu.MaxDiskQueues || *cores < 1 || *cores > 2 ||
+	if *sizeMiB < 16 || *runFor < time.Second || *samples < 1 || *queues < 1 || *queues > qemu.MaxDiskQueues || *cores < 1 || *cores > 2 || *procs < 0 ||
 		(*aio != device.AIOUring && *aio != device.AIOThreads) {
-		return fmt.Errorf("%w: size ≥ 16 MiB, runtime ≥ 1s, samples ≥ 1, queues 1..%d, cores 1..2, aio io_uring or threads", errUsage, qemu.MaxDiskQueues)
+		return fmt.Errorf("%w: size ≥ 16 MiB, runtime ≥ 1s, samples ≥ 1, queues 1..%d, cores 1..2, procs ≥ 0, aio io_uring or threads", errUsage, qemu.MaxDiskQueues)
+	}
+	if *procs > 0 {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(*procs))
 	}
 	im, err := qemu.LoadImage(*cache)
 	if err != nil {
@@ -263,7 +268,7 @@ func benchNVMe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 				cpu0, qemu0, t0 := vmnetSelfCPU(), vmnetQEMUCPU(vm), time.Now()
 				out, err := run("fio", "--name="+tc.Name, "--filename="+dev, "--direct=1", "--ioengine=libaio",
 					"--rw="+tc.RW, "--bs="+tc.BS, "--iodepth="+strconv.Itoa(tc.IODepth),
-					"--size="+strconv.Itoa(*sizeMiB)+"M", "--runtime="+strconv.Itoa(int(runtime.Seconds())),
+					"--size="+strconv.Itoa(*sizeMiB)+"M", "--runtime="+strconv.Itoa(int(runFor.Seconds())),
 					"--time_based", "--ramp_time=1", "--output-format=json")
 				if err != nil {
 					return err
@@ -276,7 +281,7 @@ func benchNVMe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 				r := &results[i]
 				// The rate holds over the ramp too; fio's start and exit
 				// are a small part of the wall time.
-				busy := (*runtime + time.Second).Seconds()
+				busy := (*runFor + time.Second).Seconds()
 				r.CPU.add(dev == nvmeDev, vmnetSelfCPU()-cpu0, vmnetQEMUCPU(vm)-qemu0, time.Since(t0).Seconds(), busy, v, tc.Metric == "MiB/s")
 				if dev == nvmeDev {
 					r.NVMeSamples = append(r.NVMeSamples, v)
@@ -292,11 +297,12 @@ func benchNVMe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			"nvme":    "vhost-user-blk (falconnic daemon, in-process) → NVMe-over-Falcon → " + nsKind(*memoryNS, *nsDirect) + " namespace",
 			"local":   "QEMU virtio-blk-pci, -drive format=raw,cache=none,aio=native, same file",
 			"size":    strconv.Itoa(*sizeMiB) + " MiB",
-			"runtime": runtime.String() + " per sample (+1 s ramp)",
+			"runtime": runFor.String() + " per sample (+1 s ramp)",
 			"samples": strconv.Itoa(*samples),
 			"queues":  strconv.Itoa(*queues),
 			"cores":   strconv.Itoa(*cores) + " goroutine(s) for the NICs' Falcon ports",
 			"aio":     *aio,
+			"procs":   strconv.Itoa(runtime.GOMAXPROCS(0)) + " (GOMAXPROCS of the daemon's process)",
 			"guest":   fmt.Sprintf("TCG, %d CPU, %d MiB", max(*cpus, 1), qemu.DefaultMemMiB),
 		},
 		Goal: nvmeBenchGoal, Met: true,
