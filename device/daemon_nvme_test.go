@@ -107,6 +107,7 @@ func TestConfigRejectsBadNVMe(t *testing.T) {
 			"disks": [{"name": "d", "socket": "d.sock", "nic": "a", "target": "a", "nsid": 1, "serial": "012345678901234567890"}]}`, "serial"},
 		{"negative cores", `{"cores": -1}`, "nvme.cores"},
 		{"too many cores", `{"cores": 65}`, "nvme.cores"},
+		{"unknown aio", `{"namespaces": [{"nic": "a", "nsid": 1, "backing": "memory", "size": 4096, "aio": "native"}]}`, "aio"},
 	} {
 		_, err := ParseConfig([]byte(nic + c.nvme + "}"))
 		if err == nil || !strings.Contains(err.Error(), c.want) {

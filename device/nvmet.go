@@ -44,8 +44,9 @@ func NewBackend(s NamespaceSpec) (nvme.Backend, int64, error) {
 }
 
 // AddNamespace exports the namespace spec describes (before Run, or
-// through Port.Call). A file or block device is served by a worker pool
-// (nvmet_pool.go); memory on the port's goroutine.
+// through Port.Call). A file or block device is served by an nsPool
+// (nvmet_pool.go: io_uring or worker goroutines); memory on the port's
+// goroutine.
 func (f *NVMeFunc) AddNamespace(s NamespaceSpec) (*nvme.Namespace, error) {
 	be, size, err := NewBackend(s)
 	if err != nil {
@@ -56,7 +57,8 @@ func (f *NVMeFunc) AddNamespace(s NamespaceSpec) (*nvme.Namespace, error) {
 		bs = 512
 	}
 	if s.Backing != NamespaceMemory {
-		// File and device IO blocks: run it on workers, not the port.
+		// File and device IO blocks: it goes through an io_uring or to
+		// worker goroutines, never blocking the port.
 		pool := newNSPool(be, f.Port, f.Engine)
 		if s.AIO != AIOThreads {
 			pool.useRing()
