@@ -95,15 +95,18 @@ func BenchmarkBlkSeqWrite128K(b *testing.B) {
 	benchBlk(b, blkTypeOut, 128<<10, 8, false)
 }
 
+// blkBenchDirs are the two directions the 128 KiB benchmarks run.
+var blkBenchDirs = []struct {
+	name string
+	typ  uint32
+}{{"read", blkTypeIn}, {"write", blkTypeOut}}
+
 // BenchmarkBlkSeq128KQD32 is the issue's 128 KiB sequential workload at
 // fio's queue depth 32, on a memory and on a file namespace: the numbers
 // `falconnic bench nvme` compares with a local disk, without QEMU.
 func BenchmarkBlkSeq128KQD32(b *testing.B) {
 	for _, backing := range []string{"mem", "file"} {
-		for _, dir := range []struct {
-			name string
-			typ  uint32
-		}{{"read", blkTypeIn}, {"write", blkTypeOut}} {
+		for _, dir := range blkBenchDirs {
 			b.Run(backing+"/"+dir.name, func(b *testing.B) {
 				ns := NamespaceSpec{NSID: 1, Backing: NamespaceMemory, Size: benchNSSize}
 				if backing == "file" {
@@ -119,10 +122,7 @@ func BenchmarkBlkSeq128KQD32(b *testing.B) {
 // namespace with the two ports on one goroutine (the daemon's default,
 // NVMeSpec.Cores) and on two: compare cpu-µs/op.
 func BenchmarkBlkSeq128KQD32Cores(b *testing.B) {
-	for _, dir := range []struct {
-		name string
-		typ  uint32
-	}{{"read", blkTypeIn}, {"write", blkTypeOut}} {
+	for _, dir := range blkBenchDirs {
 		for _, cores := range []int{1, 2} {
 			b.Run(fmt.Sprintf("file/%s/cores=%d", dir.name, cores), func(b *testing.B) {
 				benchBlkCores(b, benchFileNS(b), dir.typ, 128<<10, 32, false, cores)
@@ -151,10 +151,7 @@ func processCPU() int64 {
 // namespace with its IO through io_uring (the default) and through the
 // worker threads (NamespaceSpec.AIO): compare cpu-µs/op.
 func BenchmarkBlkSeq128KQD32AIO(b *testing.B) {
-	for _, dir := range []struct {
-		name string
-		typ  uint32
-	}{{"read", blkTypeIn}, {"write", blkTypeOut}} {
+	for _, dir := range blkBenchDirs {
 		for _, aio := range []string{AIOUring, AIOThreads} {
 			b.Run(dir.name+"/"+aio, func(b *testing.B) {
 				ns := benchFileNS(b)

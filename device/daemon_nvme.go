@@ -25,8 +25,8 @@ type nvmeDaemon struct {
 	ports  sync.WaitGroup
 	served sync.WaitGroup // the disks' servers
 	nextID uint32
-	cm     *NVMeCM
-	mu     sync.Mutex // remote disks' blk/srv // with a fabric: paths to other daemons' NICs
+	cm     *NVMeCM    // with a fabric: paths to other daemons' NICs
+	mu     sync.Mutex // remote disks' blk/srv
 }
 
 type nvmeDisk struct {

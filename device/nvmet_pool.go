@@ -45,8 +45,8 @@ const (
 // eventfd wakes a goroutine that has the port reap the completions.
 // Without one (or for flushes, discards and write-zeroes) each run goes
 // to the workers as one batch. Finished IOs come back through the port's
-// work queue (Do), many per wake-up. The workers start with the first IO
-// and end with the port.
+// work queue (Do), many per wake-up. The workers start with the first
+// batch and end with the port.
 type nsPool struct {
 	be    nvme.Backend
 	port  *FalconPort
@@ -139,19 +139,14 @@ func (p *nsPool) Submit(io *nvme.IO) bool {
 	return true
 }
 
-// flush hands the burst's IOs to the workers, a run of adjacent reads or
-// writes per batch (on the port's goroutine, at the end of a burst). What
-// does not fit the queue waits for the next burst; a worker's delivery
-// makes one.
+// flush hands the burst's IOs on, a run of adjacent reads or writes at a
+// time (on the port's goroutine, at the end of a burst): to the ring, or
+// to the workers as one batch. What does not fit the workers' queue waits
+// for the next burst; a worker's delivery makes one.
 func (p *nsPool) flush() {
 	if len(p.pending) == 0 {
 		return
 	}
-	p.once.Do(func() {
-		for i := 0; i < nsPoolWorkers; i++ {
-			go p.work()
-		}
-	})
 	sortIOs(p.pending)
 	rest := p.pending
 	defer p.submitRing()
@@ -161,7 +156,12 @@ func (p *nsPool) flush() {
 			rest = rest[n:]
 			continue
 		}
-		if !p.parallel { // page cache: a few workers' worth of runs together
+		p.once.Do(func() {
+			for i := 0; i < nsPoolWorkers; i++ {
+				go p.work()
+			}
+		})
+		if !p.parallel && p.ring == nil { // page cache: a few workers' worth of runs together
 			for n < len(rest) && n < nsPoolCachedBatch {
 				n += adjacentRun(rest[n:])
 			}

@@ -112,7 +112,6 @@ type Ring struct {
 	cqes           []CQE
 
 	pending uint32 // prepared, not yet submitted
-	efd     int    // registered eventfd, or -1
 }
 
 // ErrFull is returned by Prep when the submission queue has no room.
@@ -128,7 +127,7 @@ func New(entries uint32) (*Ring, error) {
 	if errno != 0 {
 		return nil, fmt.Errorf("io_uring_setup: %w", errno)
 	}
-	r := &Ring{fd: int(fd), efd: -1}
+	r := &Ring{fd: int(fd)}
 	if p.features&featSingleMmap == 0 {
 		r.Close()
 		return nil, errors.New("io_uring: kernel without single-mmap rings")
@@ -163,7 +162,6 @@ func (r *Ring) RegisterEventFD(efd int) error {
 	if errno != 0 {
 		return fmt.Errorf("io_uring_register eventfd: %w", errno)
 	}
-	r.efd = efd
 	return nil
 }
 
