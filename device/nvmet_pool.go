@@ -53,9 +53,10 @@ type nsPool struct {
 	eng   *nvme.Engine
 	queue chan []*nvme.IO
 	once  sync.Once
-	// parallel: one batch per run of adjacent IOs (O_DIRECT), instead of
-	// up to nsPoolCachedBatch IOs per batch.
-	parallel bool
+	// direct: the backend bypasses the page cache (O_DIRECT), so a
+	// worker batch is one run of adjacent IOs (else up to
+	// nsPoolCachedBatch IOs) and the ring takes only aligned buffers.
+	direct bool
 
 	// on the port's goroutine
 	pending []*nvme.IO // submitted in this burst
@@ -119,7 +120,7 @@ func (c *NSPoolCounters) Set() stats.Set {
 func newNSPool(be nvme.Backend, port *FalconPort, eng *nvme.Engine) *nsPool {
 	p := &nsPool{be: be, port: port, eng: eng, queue: make(chan []*nvme.IO, nsPoolQueue)}
 	if f, ok := be.(*FileBackend); ok {
-		p.parallel = f.Direct()
+		p.direct = f.Direct()
 	}
 	if port != nil {
 		port.OnIdle(p.flush)
@@ -161,7 +162,7 @@ func (p *nsPool) flush() {
 				go p.work()
 			}
 		})
-		if !p.parallel && p.ring == nil { // page cache: a few workers' worth of runs together
+		if !p.direct && p.ring == nil { // page cache: a few workers' worth of runs together
 			for n < len(rest) && n < nsPoolCachedBatch {
 				n += adjacentRun(rest[n:])
 			}
@@ -226,9 +227,8 @@ func (p *nsPool) toRing(run []*nvme.IO) bool {
 		p.Stats.RingFull.Inc()
 		return false
 	}
-	direct := p.be.(*FileBackend).direct
 	for _, io := range run {
-		if direct && !directOK(io.Buf, io.Off) {
+		if p.direct && !directOK(io.Buf, io.Off) {
 			return false
 		}
 	}

@@ -72,7 +72,7 @@ func TestNSPoolCoalescesAdjacentIO(t *testing.T) {
 func TestNSPoolIsBounded(t *testing.T) {
 	p := newNSPool(nvme.NewMemBackend(1<<20), nil, nil)
 	p.once.Do(func() {}) // no workers: they are all "busy"
-	p.parallel = true    // a batch per IO
+	p.direct = true      // a batch per IO
 	for i := 0; i < nsPoolMax; i++ {
 		if !p.Submit(&nvme.IO{Op: nvme.OpFlush}) {
 			t.Fatalf("IO %d refused below the pool's %d", i, nsPoolMax)
@@ -95,7 +95,7 @@ func TestNSPoolIsBounded(t *testing.T) {
 func TestNSPoolBatchesARunPerCommand(t *testing.T) {
 	p := newNSPool(nvme.NewMemBackend(1<<20), nil, nil)
 	p.once.Do(func() {})
-	p.parallel = true // as with O_DIRECT
+	p.direct = true // as with O_DIRECT
 	const k = nvme.ChunkSize
 	for _, off := range []int64{3 * k, 0, 2 * k, k, 40 * k, 9 * k} { // 0-3k, 9k, 40k
 		p.Submit(&nvme.IO{Op: nvme.OpRead, Off: off, Len: k})
@@ -110,7 +110,7 @@ func TestNSPoolBatchesARunPerCommand(t *testing.T) {
 		t.Errorf("batches of %v IOs, want [1 4 1 1] (the write; reads 0-3, 9, 40)", sizes)
 	}
 	// Through the page cache, runs share batches of up to nsPoolCachedBatch.
-	p.parallel = false
+	p.direct = false
 	for i := 0; i < nsPoolCachedBatch+3; i++ {
 		p.Submit(&nvme.IO{Op: nvme.OpRead, Off: int64(i) * 2 * k, Len: k}) // none adjacent
 	}
