@@ -219,6 +219,7 @@ func (b *Blk) SetFeatures(acked uint64) {
 
 // RunQueue implements vhostuser.Device: the queue's owning goroutine.
 func (b *Blk) RunQueue(q *vhostuser.Queue) {
+	q.Watch() // a request ring: every chain is taken as it comes
 	w := newBlkWorker(b, q)
 	for {
 		w.pop()

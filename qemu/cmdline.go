@@ -16,6 +16,9 @@ const (
 	DefaultCPU    = "qemu64"
 	// AgentPortName is the virtio-serial port the guest agent serves.
 	AgentPortName = "falconnic.agent"
+	// DiagPortName is the agent's second virtio-serial port, kept for
+	// diagnosis: a command running on the first cannot block it.
+	DiagPortName = "falconnic.diag"
 	// ReadyMarker is what guest/uinit prints on the console when the guest
 	// is ready (it must match guest/uinit.ReadyMarker).
 	ReadyMarker = "FALCONNIC-GUEST-READY"
@@ -73,6 +76,8 @@ type Machine struct {
 	Vsock      *Vsock
 	ConsoleLog string // serial console file
 	AgentSock  string // host end of the agent's virtio-serial port
+	DiagSock   string // host end of the agent's diagnosis port (needs AgentSock)
+	QMPSock    string // QEMU's QMP monitor socket
 	PidFile    string
 	Append     []string // more kernel parameters
 }
@@ -138,14 +143,16 @@ func (m Machine) Args() ([]string, error) {
 	if m.CPUs < 1 || m.CPUs > 64 {
 		return nil, fmt.Errorf("%d CPUs out of range", m.CPUs)
 	}
-	for _, p := range []string{m.Kernel, m.Initrd, m.ConsoleLog, m.AgentSock, m.PidFile} {
+	for _, p := range []string{m.Kernel, m.Initrd, m.ConsoleLog, m.AgentSock, m.DiagSock, m.QMPSock, m.PidFile} {
 		if unsafeOpt(p) {
 			return nil, fmt.Errorf("path %q has a comma or space, which QEMU options cannot carry", p)
 		}
 	}
 	mem := strconv.Itoa(m.MemMiB) + "M"
 	a := []string{
-		"-name", m.Name,
+		// debug-threads: QEMU's threads carry their role in their names
+		// (CPU 0/TCG, worker), which a stall report shows.
+		"-name", m.Name + ",debug-threads=on",
 		"-accel", "tcg",
 		"-machine", "q35,memory-backend=mem",
 		"-object", "memory-backend-memfd,id=mem,size=" + mem + ",share=on",
@@ -249,6 +256,14 @@ func (m Machine) Args() ([]string, error) {
 			"-device", "virtio-serial-pci",
 			"-chardev", "socket,id=agent,path="+m.AgentSock+",server=on,wait=off",
 			"-device", "virtserialport,chardev=agent,name="+AgentPortName)
+		if m.DiagSock != "" {
+			a = append(a,
+				"-chardev", "socket,id=diag,path="+m.DiagSock+",server=on,wait=off",
+				"-device", "virtserialport,chardev=diag,name="+DiagPortName)
+		}
+	}
+	if m.QMPSock != "" {
+		a = append(a, "-qmp", "unix:"+m.QMPSock+",server=on,wait=off")
 	}
 	for _, k := range m.Append {
 		if strings.ContainsAny(k, " \t\n") {

@@ -45,6 +45,8 @@ func DefaultStateDir() string {
 //	DIR/NAME/console.log  the serial console
 //	DIR/NAME/qemu.log     QEMU's own output
 //	DIR/NAME/agent.sock   the agent's virtio-serial port
+//	DIR/NAME/diag.sock    the agent's diagnosis port
+//	DIR/NAME/qmp.sock     QEMU's QMP monitor
 //	DIR/NAME/machine.json the Machine it was started with
 type VM struct {
 	Name string
@@ -61,6 +63,12 @@ func (v *VM) QEMULog() string { return filepath.Join(v.Dir, "qemu.log") }
 
 // AgentSock is the host end of the agent's virtio-serial port.
 func (v *VM) AgentSock() string { return filepath.Join(v.Dir, "agent.sock") }
+
+// DiagSock is the host end of the agent's diagnosis port.
+func (v *VM) DiagSock() string { return filepath.Join(v.Dir, "diag.sock") }
+
+// QMPSock is QEMU's QMP monitor socket.
+func (v *VM) QMPSock() string { return filepath.Join(v.Dir, "qmp.sock") }
 
 // PidFile holds QEMU's pid.
 func (v *VM) PidFile() string { return filepath.Join(v.Dir, "qemu.pid") }
@@ -187,7 +195,7 @@ func Start(stateDir string, m Machine) (*VM, error) {
 	if n := len(v.AgentSock()); n > 100 {
 		return nil, fmt.Errorf("state directory %s is too deep for unix sockets (%d bytes)", stateDir, n)
 	}
-	m.ConsoleLog, m.AgentSock, m.PidFile = v.ConsoleLog(), v.AgentSock(), ""
+	m.ConsoleLog, m.AgentSock, m.DiagSock, m.QMPSock, m.PidFile = v.ConsoleLog(), v.AgentSock(), v.DiagSock(), v.QMPSock(), ""
 	args, err := m.Args()
 	if err != nil {
 		return nil, err
@@ -310,6 +318,8 @@ func (v *VM) Stop() error {
 	}
 	os.Remove(v.PidFile())
 	os.Remove(v.AgentSock())
+	os.Remove(v.DiagSock())
+	os.Remove(v.QMPSock())
 	return nil
 }
 

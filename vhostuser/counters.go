@@ -46,6 +46,10 @@ type Counters struct {
 	MemoryFaults    stats.Counter
 	ResumedFromUsed stats.Counter
 	InflightResub   stats.Counter
+
+	WatchdogChecks      stats.Counter
+	WatchdogAvailNoKick stats.Counter
+	WatchdogUsedNoCall  stats.Counter
 }
 
 // Set lists the counters with their help text.
@@ -90,5 +94,8 @@ func (c *Counters) Set() stats.Set {
 		{Name: "MemoryFaults", Help: "ring workers stopped by a fault on guest memory", Counter: &c.MemoryFaults},
 		{Name: "ResumedFromUsed", Help: "rings resumed from the used idx", Counter: &c.ResumedFromUsed},
 		{Name: "InflightResub", Help: "inflight descriptors resubmitted after reconnect", Counter: &c.InflightResub},
+		{Name: "WatchdogChecks", Help: "ring watchdog looks at a session's rings", Counter: &c.WatchdogChecks},
+		{Name: "WatchdogAvailNoKick", Help: "watchdog: descriptors left in a ring with no kick, worker woken (a lost kick: a bug)", Counter: &c.WatchdogAvailNoKick},
+		{Name: "WatchdogUsedNoCall", Help: "watchdog: completions the guest asked to hear of with no call, call sent (a lost call: a bug)", Counter: &c.WatchdogUsedNoCall},
 	}
 }

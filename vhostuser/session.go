@@ -127,6 +127,9 @@ func (c *Counters) codecCounter(err error) *stats.Counter {
 // stream. It always tears the session down (rings stopped, memory released).
 func (s *Session) Run() error {
 	defer s.teardown()
+	stopWatchdog := make(chan struct{})
+	defer close(stopWatchdog)
+	go s.runWatchdog(WatchdogInterval, stopWatchdog)
 	for {
 		m, err := s.conn.ReadMsg()
 		if err != nil {
@@ -315,6 +318,24 @@ type QueueStatus struct {
 	LastAvail uint16 `json:"last_avail"`
 	Enabled   bool   `json:"enabled"`
 	Running   bool   `json:"running"`
+	// What the watchdog saw at its last look at a running ring: the
+	// guest's avail idx and used_event (EVENT_IDX) in guest memory, the
+	// used idx we published, the used idx at our last call, and the
+	// ring's kicks.
+	Ring *RingStatus `json:"ring,omitempty"`
+}
+
+// RingStatus is a running ring's indices as the watchdog last saw them.
+type RingStatus struct {
+	GuestAvail  uint16 `json:"guest_avail"`
+	Taken       uint16 `json:"taken"`
+	Used        uint16 `json:"used"`
+	UsedEvent   uint16 `json:"used_event"`
+	CallUsed    uint16 `json:"call_used"`
+	Called      bool   `json:"called"`
+	NoInterrupt bool   `json:"no_interrupt"`
+	Kicks       uint64 `json:"kicks"`
+	Watched     bool   `json:"watched"`
 }
 
 // SessionStatus is a JSON-friendly snapshot of the session.
@@ -344,10 +365,15 @@ func (s *Session) Status() SessionStatus {
 		st.MemRegions = len(t.regions)
 	}
 	for _, q := range s.queues {
-		st.Queues = append(st.Queues, QueueStatus{
+		qs := QueueStatus{
 			Index: q.index, Size: int(q.size), LastAvail: uint16(q.pubAvail.Load()),
 			Enabled: q.enabled, Running: q.running,
-		})
+		}
+		if w := q.watch; q.running && w.valid {
+			qs.Ring = &RingStatus{GuestAvail: w.guestAvail, Taken: w.taken, Used: w.used, UsedEvent: w.usedEvent,
+				CallUsed: w.callUsed, Called: w.callUsedValid, NoInterrupt: w.noInterruptSet, Kicks: w.kicks, Watched: q.watched.Load()}
+		}
+		st.Queues = append(st.Queues, qs)
 	}
 	return st
 }

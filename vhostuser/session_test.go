@@ -28,6 +28,10 @@ type echoDev struct {
 	batches chan struct{}
 	// tables records what the session hands SetMemTable.
 	tables []*vhostuser.MemTable
+	// watch makes RunQueue declare its rings request rings (Queue.Watch);
+	// noNotify makes it complete chains without calling Notify (a lost
+	// call, for the watchdog tests).
+	watch, noNotify bool
 }
 
 func (d *echoDev) SetMemTable(t *vhostuser.MemTable) {
@@ -68,6 +72,9 @@ func (d *echoDev) SetFeatures(v uint64) {
 	d.mu.Unlock()
 }
 func (d *echoDev) RunQueue(q *vhostuser.Queue) {
+	if d.watch {
+		q.Watch()
+	}
 	var c vhostuser.Chain
 	for {
 		select {
@@ -98,7 +105,9 @@ func (d *echoDev) RunQueue(q *vhostuser.Queue) {
 				q.Push(c.Head, w)
 			}
 		}
-		q.Notify()
+		if !d.noNotify {
+			q.Notify()
+		}
 		if popped && d.batches != nil {
 			d.batches <- struct{}{}
 		}

@@ -123,6 +123,7 @@ func (q *Queue) readKicks(f *os.File, done chan struct{}) {
 			return
 		}
 		q.c.Kicks.Inc()
+		q.kicks.Add(1)
 		q.nudge()
 	}
 }
@@ -229,6 +230,10 @@ func (s *Session) tryStart(q *Queue) {
 	}
 	q.signalledValid = false
 	q.pushed = false
+	q.startUsed = q.usedIdx
+	q.pubUsed.Store(uint32(q.usedIdx))
+	q.callUsed.Store(0)
+	q.watch = watchState{}
 	store16(q.used, 4+8*int(q.size), q.lastAvail)
 	q.lastAvailPublishedEv = q.lastAvail
 	q.done = make(chan struct{})

@@ -72,9 +72,18 @@ type Queue struct {
 	callBuf              [8]byte
 	kickReaderDone       chan struct{}
 	lastAvailPublishedEv uint16
-	pubAvail             atomic.Uint32 // lastAvail mirror for Status
+	pubAvail             atomic.Uint32 // lastAvail mirror for Status and the watchdog
 	mark                 uint16
 	markClean            bool
+
+	// watchdog state (watchdog.go): mirrors the worker keeps up to date,
+	// and what the watchdog saw at its last look (under the session lock)
+	watched   atomic.Bool
+	kicks     atomic.Uint64 // kick eventfd wake-ups of this ring
+	pubUsed   atomic.Uint32 // used idx last published
+	callUsed  atomic.Uint32 // used idx at the last call, | callUsedValid
+	startUsed uint16        // used idx when the ring started
+	watch     watchState
 }
 
 func newQueue(s *Session, index int) *Queue {
@@ -233,6 +242,7 @@ func (q *Queue) Pop(c *Chain) bool {
 		}
 		head := binary.LittleEndian.Uint16(q.avail[4+2*int(q.lastAvail%q.size):])
 		q.lastAvail++
+		q.pubAvail.Store(uint32(q.lastAvail))
 		if head >= q.size {
 			q.c.BadHead.Inc()
 			q.broken = true
@@ -411,6 +421,7 @@ func (q *Queue) Flush() {
 		return
 	}
 	q.pubAvail.Store(uint32(q.lastAvail))
+	q.pubUsed.Store(uint32(q.usedIdx))
 	atomic.StoreUint32((*uint32)(unsafe.Pointer(&q.used[0])), uint32(q.usedIdx)<<16)
 }
 
@@ -453,8 +464,11 @@ func (q *Queue) Notify() {
 	} else if load16(q.avail, 0)&availFNoInterrupt != 0 {
 		return
 	}
+	q.callUsed.Store(uint32(q.usedIdx) | callUsedValid)
 	q.signal()
 }
+
+func uintptrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(&b[0])) }
 
 func (q *Queue) signal() {
 	f := q.call.Load()

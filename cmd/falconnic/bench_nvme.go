@@ -224,9 +224,18 @@ func benchNVMe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := vm.WaitReady(ctx, 5*time.Minute); err != nil {
 		return err
 	}
+	// A stalled exec reports the daemon's side too: the disks' rings and
+	// every NVMe counter.
+	daemonDiag := func() string {
+		b, err := json.MarshalIndent(d.Status(), "", "  ")
+		if err != nil {
+			return err.Error()
+		}
+		return string(b)
+	}
 	run := func(argv ...string) (string, error) {
 		var out, errOut bytes.Buffer
-		if err := execIn(ctx, vm, "", argv, nil, &out, &errOut); err != nil {
+		if err := execSpecIn(ctx, vm, argv, execSpec{diag: daemonDiag, report: stderr}, &out, &errOut); err != nil {
 			return "", fmt.Errorf("%s: %w\n%s%s", strings.Join(argv, " "), err, out.String(), errOut.String())
 		}
 		return out.String(), nil

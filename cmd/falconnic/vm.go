@@ -344,7 +344,7 @@ func vmExec(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	name := args[0]
 	f := newVMFlags("exec", stderr)
 	useStdin := f.fs.Bool("stdin", false, "send this process's standard input to the command")
-	timeout := f.fs.Duration("timeout", 0, "kill the command after this long (0: never)")
+	timeout := f.fs.Duration("timeout", 0, "the command's deadline: past it a stall report is printed and the command is killed (0: fio's run time plus a margin, else "+defaultExecLimit.String()+")")
 	via := f.fs.String("via", "", "agent transport: serial or vsock (default: vsock when the VM has a vsock bridge)")
 	if err := f.parse(args[1:]); err != nil {
 		return err
@@ -359,43 +359,14 @@ func vmExec(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if _, alive := vm.Pid(); !alive {
 		return fmt.Errorf("vm %s is not running", name)
 	}
-	if *timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, *timeout)
-		defer cancel()
+	if *timeout < 0 {
+		return fmt.Errorf("%w: --timeout must not be negative", errUsage)
 	}
 	var in io.Reader
 	if *useStdin {
 		in = os.Stdin
 	}
-	return execIn(ctx, vm, *via, f.fs.Args(), in, stdout, stderr)
-}
-
-// execIn runs argv in the guest through its agent.
-func execIn(ctx context.Context, vm *qemu.VM, via string, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	conn, err := vm.DialAgent(dctx, via)
-	cancel()
-	if err != nil {
-		return fmt.Errorf("vm %s: agent: %w", vm.Name, err)
-	}
-	defer conn.Close()
-	c := agentproto.NewClient(conn)
-	if err := hello(c, conn); err != nil {
-		return fmt.Errorf("vm %s: agent: %w (is another vm exec still running on it?)", vm.Name, err)
-	}
-	x, err := c.Run(ctx, agentproto.Exec{Argv: argv}, stdin, stdout, stderr)
-	if err != nil {
-		return fmt.Errorf("vm %s: %w", vm.Name, err)
-	}
-	if x.Code != 0 {
-		msg := ""
-		if x.Message != "" {
-			msg = ": " + x.Message
-		}
-		return &guestExit{code: int(x.Code), err: fmt.Errorf("vm %s: %s exited with status %d%s", vm.Name, argv[0], x.Code, msg)}
-	}
-	return nil
+	return execSpecIn(ctx, vm, f.fs.Args(), execSpec{via: *via, stdin: in, limit: *timeout}, stdout, stderr)
 }
 
 // hello opens the agent session. A Hello can be lost on a virtio-serial

@@ -25,6 +25,7 @@ import (
 func main() {
 	port := flag.Uint("vsock-port", 1024, "vsock port to listen on (0: none)")
 	serial := flag.String("serial", "falconnic.agent", "name of the virtio-serial port to serve (empty: none)")
+	diag := flag.String("diag-serial", "falconnic.diag", "name of a second virtio-serial port, served apart so that a long command on the first cannot block a diagnosis (empty: none; a machine without it is fine)")
 	readyFD := flag.Int("ready-fd", -1, "close this descriptor once listening")
 	flag.Parse()
 	log.SetPrefix("falconnic-agent: ")
@@ -56,6 +57,13 @@ func main() {
 			listening++
 			go servePort(dev, newServer(true))
 		}
+	}
+	if *diag != "" {
+		go func() {
+			if dev, err := findPort(*diag, 10*time.Second); err == nil {
+				servePort(dev, newServer(true))
+			}
+		}()
 	}
 	if listening == 0 {
 		log.Fatal("no transport to serve")

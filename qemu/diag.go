@@ -1,0 +1,257 @@
+package qemu
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// HMP runs human monitor commands through the VM's QMP socket and returns
+// their outputs in order. It ends at ctx's deadline (10 s without one).
+func (v *VM) HMP(ctx context.Context, cmds ...string) ([]string, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", v.QMPSock())
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	dl, ok := ctx.Deadline()
+	if !ok {
+		dl = time.Now().Add(10 * time.Second)
+	}
+	conn.SetDeadline(dl)
+	q := &qmpConn{r: bufio.NewReaderSize(conn, 64<<10), w: conn}
+	if _, err := q.next(); err != nil { // the greeting
+		return nil, fmt.Errorf("qmp greeting: %w", err)
+	}
+	if _, err := q.call(map[string]any{"execute": "qmp_capabilities"}); err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, len(cmds))
+	for _, c := range cmds {
+		ret, err := q.call(map[string]any{"execute": "human-monitor-command", "arguments": map[string]any{"command-line": c}})
+		if err != nil {
+			return out, fmt.Errorf("%s: %w", c, err)
+		}
+		var s string
+		if err := json.Unmarshal(ret, &s); err != nil {
+			return out, fmt.Errorf("%s: %w", c, err)
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// maxQMPLine bounds one QMP message: QEMU is ours, but its answers are
+// still read with a limit.
+const maxQMPLine = 1 << 20
+
+type qmpConn struct {
+	r *bufio.Reader
+	w net.Conn
+}
+
+// next reads one QMP message (one JSON object per line).
+func (q *qmpConn) next() (map[string]json.RawMessage, error) {
+	var line []byte
+	for {
+		part, isPrefix, err := q.r.ReadLine()
+		if err != nil {
+			return nil, err
+		}
+		line = append(line, part...)
+		if len(line) > maxQMPLine {
+			return nil, errors.New("qmp message too long")
+		}
+		if !isPrefix {
+			break
+		}
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(line, &m); err != nil {
+		return nil, fmt.Errorf("qmp: %w", err)
+	}
+	return m, nil
+}
+
+// call sends cmd and returns its "return" value, skipping events.
+func (q *qmpConn) call(cmd map[string]any) (json.RawMessage, error) {
+	b, _ := json.Marshal(cmd)
+	if _, err := q.w.Write(append(b, '\n')); err != nil {
+		return nil, err
+	}
+	for {
+		m, err := q.next()
+		if err != nil {
+			return nil, err
+		}
+		if ret, ok := m["return"]; ok {
+			return ret, nil
+		}
+		if e, ok := m["error"]; ok {
+			return nil, fmt.Errorf("qmp error: %s", e)
+		}
+	}
+}
+
+// virtioPathRE matches a line of HMP's "info virtio": a device's QOM path
+// and its kind.
+var virtioPathRE = regexp.MustCompile(`^(/\S+)\s+\[([^\]]+)\]`)
+
+// vqCountRE matches the queue count in HMP's "info virtio-status".
+var vqCountRE = regexp.MustCompile(`(?m)^\s*num_vqs:\s+(\d+)`)
+
+// unusedRingRE matches the queue status of a ring the driver never set up.
+var unusedRingRE = regexp.MustCompile(`(?m)^\s*desc:\s+0x0+\s*$`)
+
+// Diagnose describes the VM's host side for a stall report: QEMU's
+// threads (state, wait channel, kernel stack), its eventfds' counts, and
+// through QMP every virtio device's status and queue indices (QEMU's view
+// for devices it serves, the vhost-user device's view for ours). It never
+// blocks past ctx (10 s per monitor session without a deadline) and
+// reports what it could not read.
+func (v *VM) Diagnose(ctx context.Context) string {
+	var s strings.Builder
+	pid, alive := v.Pid()
+	if v.cmd != nil && v.cmd.Process != nil {
+		pid, alive = v.cmd.Process.Pid, v.alive()
+	}
+	if !alive {
+		fmt.Fprintf(&s, "QEMU for %s is not running%s\n", v.Name, v.exitStatus())
+		return s.String()
+	}
+	fmt.Fprintf(&s, "== QEMU %s (pid %d): threads\n", v.Name, pid)
+	s.WriteString(procThreads(pid))
+	fmt.Fprintf(&s, "== QEMU eventfds (counts pending)\n")
+	s.WriteString(procEventfds(pid))
+	fmt.Fprintf(&s, "== QEMU virtio queues (QMP)\n")
+	s.WriteString(v.virtioQueues(ctx))
+	return s.String()
+}
+
+// virtioQueues lists every virtio device's queues through HMP.
+func (v *VM) virtioQueues(ctx context.Context) string {
+	outs, err := v.HMP(ctx, "info virtio")
+	if err != nil || len(outs) == 0 {
+		return fmt.Sprintf("qmp: %v\n", err)
+	}
+	var s strings.Builder
+	for _, line := range strings.Split(outs[0], "\n") {
+		m := virtioPathRE.FindStringSubmatch(strings.TrimSpace(line))
+		if m == nil {
+			continue
+		}
+		path, kind := m[1], m[2]
+		st, err := v.HMP(ctx, "info virtio-status "+path)
+		if err != nil || len(st) == 0 {
+			fmt.Fprintf(&s, "%s [%s]: %v\n", path, kind, err)
+			continue
+		}
+		n := 0
+		if c := vqCountRE.FindStringSubmatch(st[0]); c != nil {
+			n, _ = strconv.Atoi(c[1])
+		}
+		n = min(n, 64)
+		vhost := strings.Contains(st[0], "vhost_dev")
+		cmds := make([]string, 0, 2*n)
+		for i := 0; i < n; i++ {
+			cmds = append(cmds, fmt.Sprintf("info virtio-queue-status %s %d", path, i))
+			if vhost {
+				cmds = append(cmds, fmt.Sprintf("info virtio-vhost-queue-status %s %d", path, i))
+			}
+		}
+		fmt.Fprintf(&s, "-- %s [%s], %d queues, status:\n%s", path, kind, n, indent(st[0]))
+		qs, err := v.HMP(ctx, cmds...)
+		for i, q := range qs {
+			if unusedRingRE.MatchString(q) {
+				continue // a queue the driver never set up
+			}
+			fmt.Fprintf(&s, "  %s:\n%s", cmds[i], indent(indent(q)))
+		}
+		if err != nil {
+			fmt.Fprintf(&s, "  qmp: %v\n", err)
+		}
+	}
+	return s.String()
+}
+
+func indent(t string) string {
+	t = strings.TrimRight(t, "\r\n")
+	if t == "" {
+		return ""
+	}
+	return "  " + strings.ReplaceAll(strings.ReplaceAll(t, "\r", ""), "\n", "\n  ") + "\n"
+}
+
+// procThreads lists a process's threads: name, state, wait channel and
+// kernel stack (the stack needs root; it is left out otherwise).
+func procThreads(pid int) string {
+	var s strings.Builder
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*", pid))
+	if err != nil || len(tasks) == 0 {
+		return fmt.Sprintf("no threads readable: %v\n", err)
+	}
+	sort.Strings(tasks)
+	for _, t := range tasks {
+		comm := strings.TrimSpace(readSmall(filepath.Join(t, "comm")))
+		state := ""
+		if st := readSmall(filepath.Join(t, "stat")); st != "" {
+			if i := strings.LastIndexByte(st, ')'); i >= 0 && i+3 <= len(st) {
+				state = st[i+2 : i+3]
+			}
+		}
+		wchan := readSmall(filepath.Join(t, "wchan"))
+		fmt.Fprintf(&s, "thread %s %q state %s wchan %s\n", filepath.Base(t), comm, state, wchan)
+		if stack := readSmall(filepath.Join(t, "stack")); stack != "" {
+			s.WriteString(indent(stack))
+		}
+		if sc := strings.TrimSpace(readSmall(filepath.Join(t, "syscall"))); sc != "" {
+			fmt.Fprintf(&s, "  syscall %s\n", sc)
+		}
+	}
+	return s.String()
+}
+
+// procEventfds lists a process's eventfds with a non-zero count.
+func procEventfds(pid int) string {
+	var s strings.Builder
+	fds, _ := filepath.Glob(fmt.Sprintf("/proc/%d/fdinfo/*", pid))
+	total, pending := 0, 0
+	for _, f := range fds {
+		info := readSmall(f)
+		i := strings.Index(info, "eventfd-count:")
+		if i < 0 {
+			continue
+		}
+		total++
+		cnt := strings.Fields(info[i+len("eventfd-count:"):])
+		if len(cnt) > 0 && strings.Trim(cnt[0], "0") != "" {
+			pending++
+			fmt.Fprintf(&s, "fd %s eventfd-count %s\n", filepath.Base(f), cnt[0])
+		}
+	}
+	fmt.Fprintf(&s, "%d eventfds, %d with a pending count\n", total, pending)
+	return s.String()
+}
+
+// readSmall reads up to 64 KiB of a /proc file ("" on error).
+func readSmall(p string) string {
+	f, err := os.Open(p)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	b := make([]byte, 64<<10)
+	n, _ := f.Read(b)
+	return string(b[:n])
+}

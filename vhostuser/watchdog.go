@@ -1,0 +1,150 @@
+package vhostuser
+
+import (
+	"time"
+)
+
+// The ring watchdog is defence in depth against lost notifications: once
+// per WatchdogInterval it looks at every running ring in guest memory and
+// catches the two states a lost wake-up leaves behind for good:
+//
+//   - available descriptors the worker has not taken, with no kick since
+//     the last look and nothing moved (the worker missed a kick, or the
+//     guest did not send one): the worker is woken;
+//   - completions published that the guest asked to be told about (its
+//     used_event, or no NO_INTERRUPT flag) with no call since they were
+//     published and nothing moved: the call is sent.
+//
+// Each case has its own counter. A ring must look stuck on two
+// consecutive looks before the watchdog acts, so a worker that is merely
+// busy is left alone; a non-zero counter is a bug report, not a fix.
+//
+// The avail check only runs on rings whose device takes every chain as it
+// comes (Queue.Watch): a net RX ring legitimately holds buffers the guest
+// posted until packets arrive.
+
+// WatchdogInterval is how often the watchdog looks at the rings.
+var WatchdogInterval = time.Second
+
+// watchState is what the watchdog saw of one ring at its previous look.
+type watchState struct {
+	valid                         bool
+	guestAvail, taken             uint16
+	kicks                         uint64
+	used, usedEvent, callUsed     uint16
+	callUsedValid, noInterruptSet bool
+}
+
+// Watch declares that the ring's device takes every available chain as
+// soon as it can (a request queue): the watchdog then also checks for
+// descriptors left in the ring with no kick. Call it from RunQueue.
+func (q *Queue) Watch() { q.watched.Store(true) }
+
+// runWatchdog calls watchdogCheck every interval until stop closes.
+func (s *Session) runWatchdog(interval time.Duration, stop <-chan struct{}) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			s.watchdogCheck()
+		}
+	}
+}
+
+// watchdogCheck looks at every running ring once.
+func (s *Session) watchdogCheck() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	mem := s.mem.Load()
+	for mem != nil && !mem.TryAcquire() {
+		mem = s.mem.Load()
+	}
+	if mem == nil {
+		return
+	}
+	defer mem.Release()
+	s.c.WatchdogChecks.Inc()
+	for _, q := range s.queues {
+		if !q.running {
+			q.watch = watchState{}
+			continue
+		}
+		q.watchOnce(mem)
+	}
+}
+
+// watchOnce compares one ring with the previous look and acts on a ring
+// stuck in a state a lost notification leaves. Runs under s.mu, while the
+// ring's configuration cannot change; the worker's state is read through
+// its atomic mirrors only.
+func (q *Queue) watchOnce(mem *MemTable) {
+	n := uint64(q.size)
+	avail, err1 := mem.TranslateUVA(q.availUVA, 6+2*n)
+	used, err2 := mem.TranslateUVA(q.usedUVA, 6+8*n)
+	if err1 != nil || err2 != nil || !aligned(avail, 2) || !aligned(used, 4) {
+		q.watch = watchState{}
+		return
+	}
+	cur := watchState{
+		valid:      true,
+		guestAvail: load16(avail, 2),
+		taken:      uint16(q.pubAvail.Load()),
+		kicks:      q.kicks.Load(),
+		used:       load16(used, 2),
+	}
+	cu := q.callUsed.Load()
+	cur.callUsed, cur.callUsedValid = uint16(cu), cu&callUsedValid != 0
+	if q.eventIdx {
+		cur.usedEvent = load16(avail, 4+2*int(q.size))
+	} else {
+		cur.noInterruptSet = load16(avail, 0)&availFNoInterrupt != 0
+	}
+	prev := q.watch
+	q.watch = cur
+	if !prev.valid {
+		return
+	}
+	// Descriptors waiting, nothing taken, no kick: wake the worker.
+	if q.watched.Load() && cur.guestAvail != cur.taken && cur == prev {
+		q.c.WatchdogAvailNoKick.Inc()
+		q.nudge()
+	}
+	// Completions the guest asked to hear about, and no call.
+	if cur == prev && cur.used == uint16(q.pubUsed.Load()) && q.callMissing(cur) {
+		q.c.WatchdogUsedNoCall.Inc()
+		q.signal()
+		q.callUsed.Store(uint32(cur.used) | callUsedValid)
+	}
+}
+
+// callMissing reports whether the guest asked for a call that the ring's
+// published used idx owes it: with EVENT_IDX, used idx moved past
+// used_event since the last call; without, anything was published since
+// the last call and interrupts are not suppressed.
+func (q *Queue) callMissing(w watchState) bool {
+	if !w.callUsedValid {
+		// No call yet on this run of the ring: owed once the guest's
+		// threshold is passed (EVENT_IDX) or anything was completed.
+		if q.eventIdx {
+			return w.used != q.startUsed && uint16(w.used-w.usedEvent-1) < uint16(w.used-q.startUsed)
+		}
+		return !w.noInterruptSet && w.used != q.startUsed
+	}
+	if w.used == w.callUsed {
+		return false
+	}
+	if q.eventIdx {
+		return uint16(w.used-w.usedEvent-1) < uint16(w.used-w.callUsed)
+	}
+	return !w.noInterruptSet
+}
+
+// callUsedValid marks Queue.callUsed as set since the ring started.
+const callUsedValid = 1 << 16
+
+func aligned(b []byte, a uintptr) bool {
+	return len(b) > 0 && uintptrOf(b)%a == 0
+}

@@ -1,0 +1,145 @@
+package vhostuser_test
+
+import (
+	"testing"
+	"time"
+
+	"falconnic/vhostuser"
+	"falconnic/vhostuser/vhostusertest"
+)
+
+// watchdogRig is a one-ring rig whose watchdog only runs when the test
+// calls WatchdogCheck.
+func watchdogRig(t *testing.T, dev *echoDev, feat uint64) *rig {
+	t.Helper()
+	old := vhostuser.WatchdogInterval
+	vhostuser.WatchdogInterval = time.Hour
+	t.Cleanup(func() { vhostuser.WatchdogInterval = old })
+	dev.queues = 1
+	dev.features = feat
+	dev.batches = make(chan struct{}, 16)
+	r := newRig(t, dev, vhostusertest.OneRegion(1<<20), 0, 16)
+	r.startRings(feat)
+	return r
+}
+
+// A chain made available without a kick (a lost kick) sits in a watched
+// ring until the watchdog's second look at the unchanged ring wakes the
+// worker; the cause is counted.
+func TestWatchdogWakesWorkerOnAvailWithoutKick(t *testing.T) {
+	feat := vhostuser.FeatureVersion1 | vhostuser.FeatureEventIdx
+	dev := &echoDev{watch: true}
+	r := watchdogRig(t, dev, feat)
+	q := r.qs[0]
+	post(t, q, []byte("first"))
+	q.Publish()
+	q.Kick()
+	dev.waitBatch(t)
+
+	post(t, q, []byte("lost"))
+	q.Publish() // and no kick
+	r.srv.WatchdogCheck()
+	if c := r.counters()["WatchdogAvailNoKick"]; c != 0 {
+		t.Fatalf("watchdog acted on its first look: %d", c)
+	}
+	r.srv.WatchdogCheck()
+	dev.waitBatch(t)
+	if got := dev.received(); len(got) != 2 || string(got[1]) != "lost" {
+		t.Fatalf("device got %q", got)
+	}
+	c := r.counters()
+	if c["WatchdogAvailNoKick"] != 1 || c["WatchdogUsedNoCall"] != 0 || c["WatchdogChecks"] != 2 {
+		t.Fatalf("counters %v", c)
+	}
+	st := r.srv.Status().Queues[0].Ring
+	if st == nil || !st.Watched || st.GuestAvail != 2 {
+		t.Fatalf("ring status %+v", st)
+	}
+	// The ring is drained: more looks change nothing.
+	r.srv.WatchdogCheck()
+	r.srv.WatchdogCheck()
+	if c := r.counters()["WatchdogAvailNoKick"]; c != 1 {
+		t.Fatalf("watchdog acted on a drained ring: %d", c)
+	}
+}
+
+// A ring whose device did not declare Watch (an RX ring keeps posted
+// buffers until packets come) is left alone with descriptors in it.
+func TestWatchdogLeavesUnwatchedRingsAvail(t *testing.T) {
+	feat := vhostuser.FeatureVersion1 | vhostuser.FeatureEventIdx
+	dev := &echoDev{}
+	r := watchdogRig(t, dev, feat)
+	q := r.qs[0]
+	post(t, q, []byte("first"))
+	q.Publish()
+	q.Kick()
+	dev.waitBatch(t)
+	post(t, q, []byte("posted"))
+	q.Publish()
+	for i := 0; i < 3; i++ {
+		r.srv.WatchdogCheck()
+	}
+	if c := r.counters()["WatchdogAvailNoKick"]; c != 0 || len(dev.received()) != 1 {
+		t.Fatalf("watchdog woke an unwatched ring: %d, got %q", c, dev.received())
+	}
+}
+
+// Completions the guest asked to hear of (used_event passed) with no call
+// (a lost call) get the call on the watchdog's second look, once; a guest
+// that asked not to be told (used_event ahead) gets none.
+func TestWatchdogCallsForCompletionsWithoutCall(t *testing.T) {
+	feat := vhostuser.FeatureVersion1 | vhostuser.FeatureEventIdx
+	dev := &echoDev{noNotify: true}
+	r := watchdogRig(t, dev, feat)
+	q := r.qs[0]
+	q.SetUsedEvent(0xffff) // not yet
+	post(t, q, []byte("a"))
+	q.Publish()
+	q.Kick()
+	dev.waitBatch(t)
+	r.srv.WatchdogCheck()
+	r.srv.WatchdogCheck()
+	if c := r.counters()["WatchdogUsedNoCall"]; c != 0 || q.Calls() != 0 {
+		t.Fatalf("watchdog called although the guest asked not to be told: %d", c)
+	}
+
+	q.SetUsedEvent(0) // tell me once used idx passes 0: it is at 1
+	r.srv.WatchdogCheck()
+	if c := r.counters()["WatchdogUsedNoCall"]; c != 0 {
+		t.Fatalf("watchdog acted on its first look at the new state: %d", c)
+	}
+	r.srv.WatchdogCheck()
+	if c := r.counters()["WatchdogUsedNoCall"]; c != 1 || q.Calls() != 1 {
+		t.Fatalf("lost call not sent: counter %d", c)
+	}
+	r.srv.WatchdogCheck()
+	r.srv.WatchdogCheck()
+	if c := r.counters()["WatchdogUsedNoCall"]; c != 1 || q.Calls() != 0 {
+		t.Fatalf("watchdog called again for the same completions: %d", c)
+	}
+}
+
+// Without EVENT_IDX a completion published with no call is owed a call
+// unless the guest set NO_INTERRUPT.
+func TestWatchdogCallsWithoutEventIdx(t *testing.T) {
+	feat := vhostuser.FeatureVersion1
+	dev := &echoDev{noNotify: true}
+	r := watchdogRig(t, dev, feat)
+	q := r.qs[0]
+	q.SetNoInterrupt(true)
+	post(t, q, []byte("a"))
+	q.Publish()
+	q.Kick()
+	dev.waitBatch(t)
+	r.srv.WatchdogCheck()
+	r.srv.WatchdogCheck()
+	if c := r.counters()["WatchdogUsedNoCall"]; c != 0 {
+		t.Fatalf("watchdog called through NO_INTERRUPT: %d", c)
+	}
+	q.SetNoInterrupt(false)
+	r.srv.WatchdogCheck()
+	r.srv.WatchdogCheck()
+	if c := r.counters()["WatchdogUsedNoCall"]; c != 1 || q.Calls() != 1 {
+		t.Fatalf("lost call not sent: counter %d", c)
+	}
+}
