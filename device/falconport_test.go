@@ -3,6 +3,7 @@ package device
 import (
 	"bytes"
 	"context"
+	"strings"
 	"testing"
 	"time"
 	"unsafe"
@@ -270,5 +271,33 @@ func (o *oneTimer) OnTimer(now time.Duration) {
 	if !o.done {
 		o.done = true
 		o.fired <- now
+	}
+}
+
+// TestPortHandlesQueuedWorkBeforeDueTimers: when the port's goroutine
+// wakes with work queued and a timer due (the host did not run it for a
+// while), the queued work — acknowledgements among it — runs first, so a
+// retransmission timer never fires for what an ACK already waiting covers.
+func TestPortHandlesQueuedWorkBeforeDueTimers(t *testing.T) {
+	clk := clock.NewManual(time.Second)
+	p := NewFalconPort(clk, nil) // not running: the test is its goroutine
+	var order []string
+	fired := make(chan time.Duration, 1)
+	p.AddTimers(&oneTimer{at: clk.Now(), fired: fired})
+	for i := 0; i < 3; i++ {
+		if !p.Do(func(*falcon.Endpoint) { order = append(order, "work") }) {
+			t.Fatal("the port refused work")
+		}
+	}
+	clk.Advance(10 * time.Millisecond) // the goroutine slept past the deadline
+	p.drainThenPass()
+	select {
+	case <-fired:
+		order = append(order, "timer")
+	default:
+		t.Fatal("the due timer did not run")
+	}
+	if want := "work work work timer"; strings.Join(order, " ") != want {
+		t.Fatalf("ran %v, want %s", order, want)
 	}
 }

@@ -21,6 +21,17 @@ func (c *Counter) Inc() { c.v.Add(1) }
 // Add adds n.
 func (c *Counter) Add(n uint64) { c.v.Add(n) }
 
+// Max raises the value to v if v is larger: a high-water mark kept in a
+// counter's table (it never goes down).
+func (c *Counter) Max(v uint64) {
+	for {
+		old := c.v.Load()
+		if v <= old || c.v.CompareAndSwap(old, v) {
+			return
+		}
+	}
+}
+
 // Load returns the current value.
 func (c *Counter) Load() uint64 { return c.v.Load() }
 
