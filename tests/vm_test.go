@@ -134,6 +134,19 @@ func TestVMRunExecListStop(t *testing.T) {
 			t.Errorf("module %s not loaded:\n%s", m, mods)
 		}
 	}
+	// A command past its deadline fails with a stall report: the guest's
+	// view over the diagnosis port (the stalled exec holds the agent's
+	// first port), QEMU's threads and its virtio queues through QMP.
+	out, err = exec.Command(bin, "vm", "exec", "S", "--state", state, "--timeout", "3s", "--", "sleep", "60").CombinedOutput()
+	for _, want := range []string{"gave no answer within 3s", "== guest (diagnosis port)", "-- interrupts 2 s later", "(sleep)",
+		"== QEMU S (pid", "CPU 0/TCG", "info virtio-queue-status", "virtio-serial"} {
+		if err == nil || !strings.Contains(string(out), want) {
+			t.Fatalf("vm exec past its deadline: err %v, no %q in:\n%s", err, want, out)
+		}
+	}
+	if !strings.Contains(string(out), "no answer within the exec's deadline") {
+		t.Fatalf("vm exec past its deadline does not say so:\n%s", out)
+	}
 	ls, err := exec.Command(bin, "vm", "ls", "--state", state).CombinedOutput()
 	if err != nil || !strings.Contains(string(ls), "S ") || !strings.Contains(string(ls), "running") {
 		t.Fatalf("vm ls: %v\n%s", err, ls)
