@@ -172,11 +172,17 @@ func (v *VM) virtioQueues(ctx context.Context) string {
 		}
 		fmt.Fprintf(&s, "-- %s [%s], %d queues, status:\n%s", path, kind, n, indent(st[0]))
 		qs, err := v.HMP(ctx, cmds...)
-		for i, q := range qs {
-			if unusedRingRE.MatchString(q) {
+		per := 1
+		if vhost {
+			per = 2
+		}
+		for i := 0; i+per <= len(qs); i += per {
+			if unusedRingRE.MatchString(qs[i]) {
 				continue // a queue the driver never set up
 			}
-			fmt.Fprintf(&s, "  %s:\n%s", cmds[i], indent(indent(q)))
+			for j := i; j < i+per; j++ {
+				fmt.Fprintf(&s, "  %s:\n%s", cmds[j], indent(indent(qs[j])))
+			}
 		}
 		if err != nil {
 			fmt.Fprintf(&s, "  qmp: %v\n", err)

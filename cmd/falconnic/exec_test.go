@@ -1,0 +1,46 @@
+package main
+
+import (
+	"testing"
+	"time"
+)
+
+// TestExecLimit: a deadline derived from what runs — fio's run and ramp
+// time plus the margin when fio is time based, the default otherwise.
+func TestExecLimit(t *testing.T) {
+	for _, c := range []struct {
+		argv []string
+		want time.Duration
+	}{
+		{[]string{"fio", "--runtime=8", "--time_based", "--ramp_time=1"}, 9*time.Second + execMargin},
+		{[]string{"fio", "--runtime=2m", "--time_based"}, 2*time.Minute + execMargin},
+		{[]string{"fio", "--runtime=500ms", "--time_based"}, 500*time.Millisecond + execMargin},
+		{[]string{"fio", "--runtime=8"}, defaultExecLimit}, // size-bound: runtime is only a cap
+		{[]string{"fio", "--runtime=1h"}, time.Hour + execMargin},
+		{[]string{"fio", "--runtime=x", "--time_based"}, defaultExecLimit},
+		{[]string{"sleep", "10"}, defaultExecLimit},
+		{nil, defaultExecLimit},
+	} {
+		if got := execLimit(c.argv); got != c.want {
+			t.Errorf("execLimit(%q) = %v, want %v", c.argv, got, c.want)
+		}
+	}
+}
+
+// TestFioVerifyFailed tells a verify failure (EILSEQ, fio's messages)
+// from another error.
+func TestFioVerifyFailed(t *testing.T) {
+	for _, c := range []struct {
+		out  string
+		want bool
+	}{
+		{`{"jobs":[{"error":84,"job options":{"verify":"crc32c"}}]}`, true},
+		{"verify: bad magic header 0, wanted acca\n{\"jobs\":[{\"error\":0}]}", true},
+		{`{"jobs":[{"error":5,"job options":{"verify":"crc32c"}}]}`, false},
+		{"fio: io_u error on file /dev/vda: Input/output error", false},
+	} {
+		if got := fioVerifyFailed(c.out); got != c.want {
+			t.Errorf("fioVerifyFailed(%q) = %v, want %v", c.out, got, c.want)
+		}
+	}
+}

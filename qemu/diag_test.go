@@ -1,0 +1,118 @@
+package qemu
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestArgsDiagnosisChannels: the agent's diagnosis port sits beside its
+// first port, QMP has its socket, and QEMU names its threads.
+func TestArgsDiagnosisChannels(t *testing.T) {
+	m := base()
+	m.DiagSock, m.QMPSock = "/s/A/diag.sock", "/s/A/qmp.sock"
+	a, err := m.Args()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(a, " ")
+	for _, want := range []string{
+		"-name A,debug-threads=on",
+		"-chardev socket,id=diag,path=/s/A/diag.sock,server=on,wait=off",
+		"-device virtserialport,chardev=diag,name=falconnic.diag",
+		"-qmp unix:/s/A/qmp.sock,server=on,wait=off",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("args lack %q:\n%s", want, got)
+		}
+	}
+	m.DiagSock = "/s/A,x/diag.sock"
+	if _, err := m.Args(); err == nil {
+		t.Error("a diagnosis socket path with a comma was accepted")
+	}
+}
+
+// fakeQMP serves QMP on path: a greeting, events between answers, and
+// human-monitor-command answered from replies.
+func fakeQMP(t *testing.T, path string, replies map[string]string) {
+	t.Helper()
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				w := json.NewEncoder(c)
+				w.Encode(map[string]any{"QMP": map[string]any{"version": map[string]any{}}})
+				sc := bufio.NewScanner(c)
+				for sc.Scan() {
+					var cmd struct {
+						Execute   string `json:"execute"`
+						Arguments struct {
+							Line string `json:"command-line"`
+						} `json:"arguments"`
+					}
+					if json.Unmarshal(sc.Bytes(), &cmd) != nil {
+						w.Encode(map[string]any{"error": map[string]any{"class": "GenericError"}})
+						continue
+					}
+					w.Encode(map[string]any{"event": "NOISE"})
+					if cmd.Execute == "qmp_capabilities" {
+						w.Encode(map[string]any{"return": map[string]any{}})
+						continue
+					}
+					w.Encode(map[string]any{"return": replies[cmd.Arguments.Line]})
+				}
+			}()
+		}
+	}()
+}
+
+// TestDiagnoseWalksVirtioQueues: Diagnose lists every virtio device QMP
+// reports with the status of each queue the driver set up (and of the
+// vhost side for a vhost device), skipping rings never set up.
+func TestDiagnoseWalksVirtioQueues(t *testing.T) {
+	dir := t.TempDir()
+	v := &VM{Name: "A", Dir: dir}
+	if err := os.WriteFile(v.PidFile(), []byte("1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	blk := "/machine/peripheral-anon/device[1]/virtio-backend"
+	fakeQMP(t, v.QMPSock(), map[string]string{
+		"info virtio":                                  blk + " [vhost-user-blk]\r\n",
+		"info virtio-status " + blk:                    "  vhost_dev:\n  num_vqs: 2\n",
+		"info virtio-queue-status " + blk + " 0":       "  last_avail_idx: 7\n  desc: 0x0000000012340000\n",
+		"info virtio-vhost-queue-status " + blk + " 0": "  vhost avail_idx: 7\n",
+		"info virtio-queue-status " + blk + " 1":       "  desc:         0x0000000000000000\n",
+		"info virtio-vhost-queue-status " + blk + " 1": "  vhost unused\n",
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	got := v.virtioQueues(ctx)
+	for _, want := range []string{"[vhost-user-blk], 2 queues", "last_avail_idx: 7", "vhost avail_idx: 7"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("no %q in:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "queue-status "+blk+" 1:") {
+		t.Errorf("a ring never set up is listed:\n%s", got)
+	}
+	// No monitor: the report says so rather than waiting.
+	w := &VM{Name: "B", Dir: filepath.Join(dir, "none")}
+	if got := w.virtioQueues(ctx); !strings.Contains(got, "qmp:") {
+		t.Errorf("without a monitor: %q", got)
+	}
+}
