@@ -136,7 +136,42 @@ func (v *VM) Diagnose(ctx context.Context) string {
 	s.WriteString(procEventfds(pid))
 	fmt.Fprintf(&s, "== QEMU virtio queues (QMP)\n")
 	s.WriteString(v.virtioQueues(ctx))
+	// The CPU and its local APIC (an interrupt left in IRR while the CPU
+	// halts with interrupts on is a lost wake-up in QEMU), and the
+	// virtio-serial ports' host/guest/throttle state (the agent's channel).
+	outs, err := v.HMP(ctx, "info registers", "info lapic", "info qtree")
+	names := []string{"CPU registers", "local APIC", "virtio-serial ports (info qtree)"}
+	for i, o := range outs {
+		switch i {
+		case 0:
+			if j := strings.Index(o, "FCW="); j > 0 {
+				o = o[:j] // the FPU and vector registers say nothing here
+			}
+		case 2:
+			o = serialPortLines(o)
+		}
+		fmt.Fprintf(&s, "== QEMU %s\n%s", names[i], indent(o))
+	}
+	if err != nil {
+		fmt.Fprintf(&s, "qmp: %v\n", err)
+	}
 	return s.String()
+}
+
+// serialPortLines keeps the virtio-serial port lines of "info qtree"
+// ("port N, guest on, host on, throttle off") with the name before them.
+func serialPortLines(qtree string) string {
+	var out []string
+	lines := strings.Split(qtree, "\n")
+	for i, l := range lines {
+		if strings.Contains(l, ", throttle ") {
+			if i > 0 && strings.Contains(lines[i-1], "name") {
+				out = append(out, strings.TrimSpace(lines[i-1]))
+			}
+			out = append(out, strings.TrimSpace(l))
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // virtioQueues lists every virtio device's queues through HMP.
