@@ -240,17 +240,9 @@ func benchNVMe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		return out.String(), nil
 	}
-	devs := map[string]string{}
-	for _, dev := range []string{"vda", "vdb"} {
-		serial, err := run("cat", "/sys/block/"+dev+"/serial")
-		if err != nil {
-			return err
-		}
-		devs[strings.TrimSpace(serial)] = "/dev/" + dev
-	}
-	nvmeDev, localDev := devs["fn-bench"], devs["fn-local"]
-	if nvmeDev == "" || localDev == "" {
-		return fmt.Errorf("guest disks by serial: %v (want fn-bench and fn-local)", devs)
+	nvmeDev, localDev, err := guestDisks(ctx, vm, "fn-bench", "fn-local")
+	if err != nil {
+		return err
 	}
 
 	if *cpuProfile != "" {
@@ -342,6 +334,24 @@ func benchNVMe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(rep)
+}
+
+// guestDisks finds the guest's two disks (vda, vdb) by serial: the NVMe
+// disk's and the local one's device paths.
+func guestDisks(ctx context.Context, vm *qemu.VM, nvmeSerial, localSerial string) (nvmeDev, localDev string, err error) {
+	devs := map[string]string{}
+	for _, dev := range []string{"vda", "vdb"} {
+		var out bytes.Buffer
+		if err := execIn(ctx, vm, "", []string{"cat", "/sys/block/" + dev + "/serial"}, nil, &out, &out); err != nil {
+			return "", "", err
+		}
+		devs[strings.TrimSpace(out.String())] = "/dev/" + dev
+	}
+	nvmeDev, localDev = devs[nvmeSerial], devs[localSerial]
+	if nvmeDev == "" || localDev == "" {
+		return "", "", fmt.Errorf("guest disks by serial: %v (want %s and %s)", devs, nvmeSerial, localSerial)
+	}
+	return nvmeDev, localDev, nil
 }
 
 // nsKind names the bench's namespace backing for its report.

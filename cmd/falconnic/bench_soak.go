@@ -143,17 +143,9 @@ func benchSoak(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := vm.WaitReady(ctx, 5*time.Minute); err != nil {
 		return err
 	}
-	devs := map[string]string{}
-	for _, dev := range []string{"vda", "vdb"} {
-		var out bytes.Buffer
-		if err := execIn(ctx, vm, "", []string{"cat", "/sys/block/" + dev + "/serial"}, nil, &out, &out); err != nil {
-			return err
-		}
-		devs[strings.TrimSpace(out.String())] = "/dev/" + dev
-	}
-	nvmeDev, localDev := devs[soakSerial], devs["fn-local"]
-	if nvmeDev == "" || localDev == "" {
-		return fmt.Errorf("guest disks by serial: %v (want %s and fn-local)", devs, soakSerial)
+	nvmeDev, localDev, err := guestDisks(ctx, vm, soakSerial, "fn-local")
+	if err != nil {
+		return err
 	}
 
 	rep := soakReport{
