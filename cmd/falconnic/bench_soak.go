@@ -67,6 +67,9 @@ type soakReport struct {
 	IOErrors     int `json:"io_errors"`
 	AgentErrors  int `json:"agent_errors"`
 	Restarts     int `json:"restarts"`
+	// Interrupted says the soak was stopped (a signal) before its
+	// duration: its figures cover the time it ran.
+	Interrupted bool `json:"interrupted,omitempty"`
 	// Counters are the daemons' watchdog and port counters, summed over
 	// daemons and across restarts.
 	Counters map[string]uint64 `json:"counters"`
@@ -202,6 +205,11 @@ func benchSoak(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			rep.Runs[kind]++
 			var ge *guestExit
 			switch {
+			case ctx.Err() != nil:
+				// Interrupted (Ctrl-C): the killed job is not counted.
+				rep.Runs[kind]--
+				stopped = true
+				rep.Interrupted = true
 			case err == nil:
 			case errors.Is(err, errStall):
 				rep.Stalls++
