@@ -237,7 +237,7 @@ func benchSoak(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 	}
 	rep.ElapsedS = time.Since(start).Seconds()
-	set.addCounters(ctx, rep.Counters)
+	set.addCounters(context.WithoutCancel(ctx), rep.Counters) // after a Ctrl-C too
 	goal := func(name string, v float64, op string, target float64) {
 		met := v == target
 		if op == ">=" {
