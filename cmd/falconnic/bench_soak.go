@@ -519,6 +519,9 @@ func (s *soakDaemons) addCounters(ctx context.Context, sum map[string]uint64) {
 			for _, k := range soakCounters {
 				sum[k] += m[k]
 			}
+			if v := m["port_timer_late_max_us"]; v > sum["port_timer_late_max_us"] {
+				sum["port_timer_late_max_us"] = v // a high-water mark: the largest
+			}
 		}
 	}
 }
