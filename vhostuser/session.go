@@ -6,6 +6,7 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"falconnic/internal/stats"
 )
@@ -334,8 +335,20 @@ type RingStatus struct {
 	CallUsed    uint16 `json:"call_used"`
 	Called      bool   `json:"called"`
 	NoInterrupt bool   `json:"no_interrupt"`
+	AvailEvent  uint16 `json:"avail_event"`
 	Kicks       uint64 `json:"kicks"`
 	Watched     bool   `json:"watched"`
+	// Milliseconds since the ring's last kick and last call (-1: none).
+	KickAgeMs int64 `json:"kick_age_ms"`
+	CallAgeMs int64 `json:"call_age_ms"`
+}
+
+// ageMs is the milliseconds since a Unix-ns time stamp, -1 for none.
+func ageMs(ns int64) int64 {
+	if ns == 0 {
+		return -1
+	}
+	return time.Since(time.Unix(0, ns)).Milliseconds()
 }
 
 // SessionStatus is a JSON-friendly snapshot of the session.
@@ -371,7 +384,8 @@ func (s *Session) Status() SessionStatus {
 		}
 		if w := q.watch; q.running && w.valid {
 			qs.Ring = &RingStatus{GuestAvail: w.guestAvail, Taken: w.taken, Used: w.used, UsedEvent: w.usedEvent,
-				CallUsed: w.callUsed, Called: w.callUsedValid, NoInterrupt: w.noInterruptSet, Kicks: w.kicks, Watched: q.watched.Load()}
+				CallUsed: w.callUsed, Called: w.callUsedValid, NoInterrupt: w.noInterruptSet, AvailEvent: w.availEvent,
+				Kicks: w.kicks, Watched: q.watched.Load(), KickAgeMs: ageMs(q.lastKick.Load()), CallAgeMs: ageMs(q.lastCall.Load())}
 		}
 		st.Queues = append(st.Queues, qs)
 	}

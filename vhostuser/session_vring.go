@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"os"
 	"runtime/debug"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -124,6 +125,7 @@ func (q *Queue) readKicks(f *os.File, done chan struct{}) {
 		}
 		q.c.Kicks.Inc()
 		q.kicks.Add(1)
+		q.lastKick.Store(time.Now().UnixNano())
 		q.nudge()
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"os"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"falconnic/internal/stats"
@@ -80,6 +81,8 @@ type Queue struct {
 	// and what the watchdog saw at its last look (under the session lock)
 	watched   atomic.Bool
 	kicks     atomic.Uint64 // kick eventfd wake-ups of this ring
+	lastKick  atomic.Int64  // when the last kick came (Unix ns)
+	lastCall  atomic.Int64  // when the last call went (Unix ns)
 	pubUsed   atomic.Uint32 // used idx last published
 	callUsed  atomic.Uint32 // used idx at the last call, | callUsedValid
 	startUsed uint16        // used idx when the ring started
@@ -477,5 +480,6 @@ func (q *Queue) signal() {
 	}
 	if _, err := f.Write(q.callBuf[:]); err == nil {
 		q.c.Calls.Inc()
+		q.lastCall.Store(time.Now().UnixNano())
 	}
 }

@@ -33,6 +33,7 @@ type watchState struct {
 	kicks                         uint64
 	used, usedEvent, callUsed     uint16
 	callUsedValid, noInterruptSet bool
+	availEvent                    uint16 // ours: not compared, reported
 }
 
 // Watch declares that the ring's device takes every available chain as
@@ -95,6 +96,7 @@ func (q *Queue) watchOnce(mem *MemTable) {
 		kicks:      q.kicks.Load(),
 		used:       load16(used, 2),
 	}
+	cur.availEvent = load16(used, 4+8*int(q.size))
 	cu := q.callUsed.Load()
 	cur.callUsed, cur.callUsedValid = uint16(cu), cu&callUsedValid != 0
 	if q.eventIdx {
@@ -107,6 +109,7 @@ func (q *Queue) watchOnce(mem *MemTable) {
 	if !prev.valid {
 		return
 	}
+	cur.availEvent, prev.availEvent = 0, 0 // moves with every pop: not a sign of progress to compare
 	// Descriptors waiting, nothing taken, no kick: wake the worker.
 	if q.watched.Load() && cur.guestAvail != cur.taken && cur == prev {
 		q.c.WatchdogAvailNoKick.Inc()
