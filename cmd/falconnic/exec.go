@@ -22,7 +22,7 @@ import (
 const (
 	// defaultExecLimit bounds a command whose run time we cannot read
 	// from its arguments (setup commands, perftest programs, a shell).
-	defaultExecLimit = 5 * time.Minute
+	defaultExecLimit = 10 * time.Minute
 	// execMargin is added to the run time a command announces (fio's
 	// --runtime and --ramp_time): its start, its exit and a slow host.
 	execMargin = 60 * time.Second
