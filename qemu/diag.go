@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -134,6 +135,8 @@ func (v *VM) Diagnose(ctx context.Context) string {
 	s.WriteString(procThreads(pid))
 	fmt.Fprintf(&s, "== QEMU eventfds (counts pending)\n")
 	s.WriteString(procEventfds(pid))
+	fmt.Fprintf(&s, "== QEMU unix sockets (bytes queued: Recv-Q, Send-Q)\n")
+	s.WriteString(unixSockets(ctx, pid))
 	fmt.Fprintf(&s, "== QEMU virtio queues (QMP)\n")
 	s.WriteString(v.virtioQueues(ctx))
 	// The CPU and its local APIC (an interrupt left in IRR while the CPU
@@ -282,6 +285,23 @@ func procEventfds(pid int) string {
 		}
 	}
 	fmt.Fprintf(&s, "%d eventfds, %d with a pending count\n", total, pending)
+	return s.String()
+}
+
+// unixSockets lists a process's unix sockets with the bytes queued on
+// them (iproute2's ss): the vhost-user, agent and monitor channels.
+func unixSockets(ctx context.Context, pid int) string {
+	out, err := exec.CommandContext(ctx, "ss", "-xpn").Output()
+	if err != nil {
+		return fmt.Sprintf("ss: %v\n", err)
+	}
+	var s strings.Builder
+	tag := fmt.Sprintf("pid=%d,", pid)
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(l, "Netid") || strings.Contains(l, tag) {
+			s.WriteString(l + "\n")
+		}
+	}
 	return s.String()
 }
 
