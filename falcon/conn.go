@@ -45,6 +45,9 @@ type Conn struct {
 	remoteSet bool
 	remoteAt  time.Duration // local time c.remote was last raised
 	rxFlow    uint32        // flow label of the latest frame: ACKs reflect it
+	rxMark    Mark          // the fabric's marks on the frame being received
+	lastHops  uint8         // switches the latest transaction packet crossed
+	ecnCount  uint16        // transaction packets received ECN-marked (wraps at 14 bits)
 	gbnExp    [2]wire.PSN   // Go-Back-N: PSN last NACKed as expected
 	gbnOK     [2]bool
 

@@ -242,13 +242,26 @@ func (c *Conn) touch() {
 // Receive is the receive pipeline for one frame from the link (the frame is
 // only read during the call) [S §9.2.2]: integrity, parse, CID lookup,
 // replay check, then the connection's window and transaction processing.
-func (e *Endpoint) Receive(frame []byte, flow uint32) { e.receive(frame, flow, true) }
+func (e *Endpoint) Receive(frame []byte, flow uint32) { e.receive(frame, flow, Mark{}, true) }
+
+// Mark is what the network tells the receiver about one frame: the number
+// of switches it crossed and whether one marked it congestion-experienced.
+// The connection echoes the latest transaction packet's hop count and its
+// count of ECN-marked packets in the CC fields of its ACKs and NACKs
+// [S §7.7.1].
+type Mark struct {
+	Hops uint8
+	ECN  bool
+}
+
+// ReceiveMarked is Receive for a link that reports the frame's Mark.
+func (e *Endpoint) ReceiveMarked(frame []byte, flow uint32, m Mark) { e.receive(frame, flow, m, true) }
 
 // ReceiveInProcess is Receive for a frame from an InProcessLink: the same
 // pipeline without the ICV check (such frames carry none).
-func (e *Endpoint) ReceiveInProcess(frame []byte, flow uint32) { e.receive(frame, flow, false) }
+func (e *Endpoint) ReceiveInProcess(frame []byte, flow uint32) { e.receive(frame, flow, Mark{}, false) }
 
-func (e *Endpoint) receive(frame []byte, flow uint32, checkICV bool) {
+func (e *Endpoint) receive(frame []byte, flow uint32, mark Mark, checkICV bool) {
 	e.Stats.RxFrames.Inc()
 	e.Stats.RxBytes.Add(uint64(len(frame)))
 	var b []byte
@@ -283,7 +296,7 @@ func (e *Endpoint) receive(frame []byte, flow uint32, checkICV bool) {
 		e.Stats.RxDeadConn.Inc()
 		return
 	}
-	c.receive(p, iv, flow, e.clk.Now())
+	c.receive(p, iv, flow, mark, e.clk.Now())
 }
 
 // parseDrops maps each wire.Parse error to its drop counter.
