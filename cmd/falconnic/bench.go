@@ -19,7 +19,15 @@ var benchmarks = map[string]struct {
 	summary string
 	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
 }{
-	"loss": {"push goodput under random loss: selective repeat (+RACK/TLP) vs Go-Back-N, simulated time", benchLoss},
+	"loss":   {"push goodput under random loss: selective repeat (+RACK/TLP) vs Go-Back-N, simulated time", benchLoss},
+	"incast": {"S senders × Q QPs writing to one receiver: utilization, Jain, p50/p99 over ideal, RTOs", simRunner("incast", benchIncast)},
+}
+
+// simRunner adapts a fabric bench to the benchmarks table.
+func simRunner(name string, b simBench) func(context.Context, []string, io.Writer, io.Writer) error {
+	return func(_ context.Context, args []string, stdout, stderr io.Writer) error {
+		return runSimBench(name, b, args, stdout, stderr)
+	}
 }
 
 func init() {

@@ -129,17 +129,17 @@ type Fabric struct {
 }
 
 type link struct {
-	kind      Kind
-	owner     int // switch index (leaves then spines), -1 for a host NIC
-	from, to  int // leaf/spine/host index, by kind
-	rate      uint64
-	delay     time.Duration
-	busyUntil clock.Time
-	backlog   int
-	down      bool
-	loss      float64
-	m         LinkMetrics
-	lastTx    uint64 // TxBytes at the last sample
+	kind     Kind
+	owner    int // switch index (leaves then spines), -1 for a host NIC
+	from, to int // leaf/spine/host index, by kind
+	rate     uint64
+	delay    time.Duration
+	busyPs   int64 // picoseconds: when the link finishes what it has
+	backlog  int
+	down     bool
+	loss     float64
+	m        LinkMetrics
+	lastTx   uint64 // TxBytes at the last sample
 }
 
 type slot struct {
@@ -444,9 +444,12 @@ func (f *Fabric) arrive(t clock.Time, i int32) bool {
 		}
 		f.used[l.owner] += s.size
 	}
-	start := max(t, l.busyUntil)
-	finish := start + time.Duration(uint64(s.size)*8*uint64(time.Second)/l.rate)
-	l.busyUntil = finish
+	// Serialization is kept in picoseconds so that rates which do not
+	// divide a packet's bits into whole nanoseconds keep their long-run rate.
+	startPs := max(int64(t)*1000, l.busyPs)
+	l.busyPs = startPs + int64(uint64(s.size)*8*1e12/l.rate)
+	start := time.Duration((startPs + 999) / 1000)
+	finish := time.Duration((l.busyPs + 999) / 1000)
 	l.backlog += s.size
 	l.m.MaxQueueBytes = max(l.m.MaxQueueBytes, l.backlog)
 	l.m.QueueDelay.add(start - t)

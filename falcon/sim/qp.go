@@ -63,6 +63,9 @@ type QP struct {
 	OpsDone uint64
 	Bytes   uint64 // bytes of completed operations
 	Failed  uint64
+	// TxnBytes counts the bytes of transactions completed, operations
+	// finished or not (goodput of a QP whose operations are long).
+	TxnBytes uint64
 	// Dead is set when the connection refused a submission for good.
 	Dead     bool
 	lastDone time.Duration
@@ -163,6 +166,9 @@ func (q *QP) complete(cpl *falcon.Completion) {
 	}
 	o := &q.ops[i]
 	o.done++
+	if cpl.Status == tl.CmplAck {
+		q.TxnBytes += uint64(min(q.mtu, o.size-(o.done-1)*q.mtu))
+	}
 	if cpl.Status != tl.CmplAck {
 		o.failed = true
 		q.Failed++
@@ -202,4 +208,15 @@ func (q *QP) complete(cpl *falcon.Completion) {
 		q.start(now)
 	}
 	q.pump()
+}
+
+// AppendAges appends the age at now of every operation started and not
+// completed (a latency it will at least have).
+func (q *QP) AppendAges(dst []time.Duration, now time.Duration) []time.Duration {
+	for i := q.head; i < len(q.ops); i++ {
+		if o := &q.ops[i]; o.done < o.chunks {
+			dst = append(dst, now-o.start)
+		}
+	}
+	return dst
 }
