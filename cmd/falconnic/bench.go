@@ -19,8 +19,9 @@ var benchmarks = map[string]struct {
 	summary string
 	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
 }{
-	"loss":   {"push goodput under random loss: selective repeat (+RACK/TLP) vs Go-Back-N, simulated time", benchLoss},
-	"incast": {"S senders × Q QPs writing to one receiver: utilization, Jain, p50/p99 over ideal, RTOs", simRunner("incast", benchIncast)},
+	"loss":    {"push goodput under random loss: selective repeat (+RACK/TLP) vs Go-Back-N, simulated time", benchLoss},
+	"latency": {"unloaded write latency p50/p99 over the ideal, 64 B … 1 MiB, across two racks", simRunner("latency", benchLatency)},
+	"incast":  {"S senders × Q QPs writing to one receiver: utilization, Jain, p50/p99 over ideal, RTOs", simRunner("incast", benchIncast)},
 }
 
 // simRunner adapts a fabric bench to the benchmarks table.
