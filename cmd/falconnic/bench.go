@@ -12,10 +12,11 @@ var benchmarks = map[string]struct {
 	summary string
 	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
 }{
-	"loss":     {"8 KiB pushes and pulls under drop and reordering: RACK-TLP, OOO-distance only, Go-Back-N", simRunner("loss", benchLoss)},
-	"latency":  {"unloaded write latency p50/p99 over the ideal, 64 B … 1 MiB, across two racks", simRunner("latency", benchLatency)},
-	"linkfail": {"permutation traffic at 60 % load, one leaf–spine link fails (blackhole, withdrawn, flap): recovery time, stalled connections", simRunner("linkfail", benchLinkFail)},
-	"incast":   {"S senders × Q QPs writing to one receiver: utilization, Jain, p50/p99 over ideal, RTOs", simRunner("incast", benchIncast)},
+	"loss":      {"8 KiB pushes and pulls under drop and reordering: RACK-TLP, OOO-distance only, Go-Back-N", simRunner("loss", benchLoss)},
+	"latency":   {"unloaded write latency p50/p99 over the ideal, 64 B … 1 MiB, across two racks", simRunner("latency", benchLatency)},
+	"linkfail":  {"permutation traffic at 60 % load, one leaf–spine link fails (blackhole, withdrawn, flap): recovery time, stalled connections", simRunner("linkfail", benchLinkFail)},
+	"multipath": {"Poisson 128 KiB writes rack to rack at load 0.3–0.9, 1 vs 4 flows: carried load, p50/p99 latency", simRunner("multipath", benchMultipath)},
+	"incast":    {"S senders × Q QPs writing to one receiver: utilization, Jain, p50/p99 over ideal, RTOs", simRunner("incast", benchIncast)},
 }
 
 // simRunner adapts a fabric bench to the benchmarks table.

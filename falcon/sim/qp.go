@@ -66,6 +66,8 @@ type QP struct {
 	// TxnBytes counts the bytes of transactions completed, operations
 	// finished or not (goodput of a QP whose operations are long).
 	TxnBytes uint64
+	// StartedBytes counts the bytes of operations started (offered).
+	StartedBytes uint64
 	// Dead is set when the connection refused a submission for good.
 	Dead     bool
 	lastDone time.Duration
@@ -122,6 +124,7 @@ func (q *QP) start(now time.Duration) {
 	if q.limit > 0 {
 		q.limit--
 	}
+	q.StartedBytes += uint64(q.Size)
 	chunks := max(1, (q.Size+q.mtu-1)/q.mtu)
 	q.ops = append(q.ops, op{size: q.Size, chunks: chunks, start: now})
 	q.nextSeq++
