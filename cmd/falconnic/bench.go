@@ -16,6 +16,7 @@ var benchmarks = map[string]struct {
 	"latency":   {"unloaded write latency p50/p99 over the ideal, 64 B … 1 MiB, across two racks", simRunner("latency", benchLatency)},
 	"linkfail":  {"permutation traffic at 60 % load, one leaf–spine link fails (blackhole, withdrawn, flap): recovery time, stalled connections", simRunner("linkfail", benchLinkFail)},
 	"multipath": {"Poisson 128 KiB writes rack to rack at load 0.3–0.9, 1 vs 4 flows: carried load, p50/p99 latency", simRunner("multipath", benchMultipath)},
+	"hostcong":  {"a receiver whose ULP drains at half rate for a window: time to adapt and recover in RTTs, RTOs", simRunner("hostcong", benchHostCong)},
 	"incast":    {"S senders × Q QPs writing to one receiver: utilization, Jain, p50/p99 over ideal, RTOs", simRunner("incast", benchIncast)},
 }
 

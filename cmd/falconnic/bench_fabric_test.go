@@ -13,7 +13,7 @@ import (
 )
 
 // fabricBenches are the benches on the emulated fabric (and bench loss).
-var fabricBenches = []string{"incast", "multipath", "linkfail", "latency", "loss"}
+var fabricBenches = []string{"incast", "multipath", "linkfail", "hostcong", "latency", "loss"}
 
 // Every fabric bench runs in --quick mode, prints one JSON document with
 // setup, points and goals, writes a well-formed SVG, gives the same

@@ -136,14 +136,17 @@ func (s *Sim) Connect(src, dst, flows int) (*QP, error) {
 func (h *Host) OnRequest(c *falcon.Conn, r *falcon.Request) {
 	switch r.Kind {
 	case tl.Push:
-		if h.Drain == 0 {
-			h.Drained += uint64(len(r.Payload))
+		h.Drained += uint64(len(r.Payload))
+		if h.Drain == 0 && len(h.drainQ) == h.drainHead {
 			c.AckPush(r.RSN)
 			return
 		}
+		// Behind earlier pushes still draining (acknowledged in order).
 		now := h.sim.Now()
-		h.drainBusy = max(h.drainBusy, now) + time.Duration(uint64(len(r.Payload))*8*uint64(time.Second)/h.Drain)
-		h.Drained += uint64(len(r.Payload))
+		h.drainBusy = max(h.drainBusy, now)
+		if h.Drain > 0 {
+			h.drainBusy += time.Duration(uint64(len(r.Payload)) * 8 * uint64(time.Second) / h.Drain)
+		}
 		h.drainQ = append(h.drainQ, drainItem{c, r.RSN})
 		h.sim.push(h.drainBusy, evDrain, int32(h.Index))
 	case tl.Pull:
