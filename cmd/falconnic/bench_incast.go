@@ -35,6 +35,7 @@ func benchIncast(fs *flag.FlagSet) func(c sim.Common) (sim.Doc, []svgplot.Chart,
 			"fabric": sim.DefaultFabric(1, *senders+1, 1, c.Seed), "senders": *senders, "size": *size,
 			"firmware": "fixed window (fcwnd 32, ncwnd 64), min RTO " + benchMinRTO.String(),
 			"loop":     "closed, one write outstanding per QP",
+			"tables":   fmt.Sprintf("TX window and initiator table %d per connection", sim.IncastTable),
 			"ideal":    "N·size/rate + base RTT, N = senders × QPs",
 			"seed":     c.Seed,
 		}, Points: points(pts)}

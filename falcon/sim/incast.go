@@ -47,6 +47,10 @@ type IncastPoint struct {
 	WallS          float64           `json:"wall_s"`
 }
 
+// IncastTable is the TX window and initiator table size of the incast
+// connections.
+const IncastTable = 64
+
 // RunIncast runs one point per entry of cfg.QPs.
 func RunIncast(cfg IncastConfig) ([]IncastPoint, error) {
 	if cfg.Senders <= 0 {
@@ -75,7 +79,11 @@ func RunIncast(cfg IncastConfig) ([]IncastPoint, error) {
 func incastRun(cfg IncastConfig, qps int) (IncastPoint, error) {
 	wall := time.Now()
 	fc := DefaultFabric(1, cfg.Senders+1, 1, cfg.Seed)
-	s := New(Config{Fabric: fc, Conn: DefaultConn(), RUE: cfg.RUE, Seed: cfg.Seed})
+	cc := DefaultConn()
+	// Tables of 64 (the fixed window keeps 32 packets in flight) let
+	// 2 × 5,000 connections fit in half a gigabyte.
+	cc.TxWindow, cc.MaxTxns = IncastTable, IncastTable
+	s := New(Config{Fabric: fc, Conn: cc, RUE: cfg.RUE, Seed: cfg.Seed})
 	n := cfg.Senders * qps
 	ideal := time.Duration(float64(n)*float64(cfg.Size)*8/float64(fc.HostRate)*1e9) + BaseRTT(s.Fabric.Config(), true, 4096)
 	win := cfg.Window
