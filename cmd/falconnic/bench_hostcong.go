@@ -48,12 +48,16 @@ func benchHostCong(fs *flag.FlagSet) func(c sim.Common) (sim.Doc, []svgplot.Char
 				doc.Goals[i].Met = false
 			}
 		}
-		sr := svgplot.Series{Name: "receiver link"}
-		for i, v := range p.Series {
+		sr := svgplot.Series{Name: "receiver link (4-RTT mean)"}
+		for i := range p.Series {
+			var sum float64
+			for j := max(0, i-3); j <= i; j++ {
+				sum += p.Series[j]
+			}
 			sr.X = append(sr.X, float64(i+1)*p.BaseRTTUs/1e3)
-			sr.Y = append(sr.Y, v)
+			sr.Y = append(sr.Y, sum/float64(i-max(0, i-3)+1))
 		}
-		ch := svgplot.Chart{Title: "receiver link rate (one bin per base RTT)", XLabel: "time (ms)", YLabel: "Gb/s",
+		ch := svgplot.Chart{Title: "receiver link rate", XLabel: "time (ms)", YLabel: "Gb/s",
 			Series: []svgplot.Series{sr}, Refs: []svgplot.Ref{{Name: "drain rate", Y: p.DrainGbps}, {Name: "90 % of before", Y: 0.9 * p.PreGbps}}}
 		return doc, []svgplot.Chart{ch}, fmt.Sprintf("hostcong: receiver ULP at %.0f %% from %v for %v", *factor*100, *slowAt, *slowFor), nil
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"math"
 	"time"
 
 	"falconnic/falcon/sim"
@@ -56,7 +57,11 @@ func benchIncast(fs *flag.FlagSet) func(c sim.Common) (sim.Doc, []svgplot.Chart,
 			}
 			x = append(x, float64(p.QPs))
 			jain, util = append(jain, p.Jain), append(util, p.Utilization)
-			p50, p99 = append(p50, p.P50Ideal), append(p99, p.P99Ideal)
+			if p.LatencyUnknown { // not drawn: the window was too short
+				p50, p99 = append(p50, math.NaN()), append(p99, math.NaN())
+			} else {
+				p50, p99 = append(p50, p.P50Ideal), append(p99, p.P99Ideal)
+			}
 			rto = append(rto, p.RTOPct)
 		}
 		xl := "QPs per sender"

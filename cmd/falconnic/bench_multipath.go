@@ -17,6 +17,7 @@ func benchMultipath(fs *flag.FlagSet) func(c sim.Common) (sim.Doc, []svgplot.Cha
 	size := fs.Int("size", 128<<10, "bytes per write")
 	warmup := fs.Duration("warmup", 2*time.Millisecond, "time before measuring")
 	run := fs.Duration("run", 20*time.Millisecond, "measured time (arrivals stop at its end)")
+	bg := fs.Float64("background", 0, "open-loop non-Falcon load on every leaf 0 → spine link (fraction of its rate)")
 	return func(c sim.Common) (sim.Doc, []svgplot.Chart, string, error) {
 		if c.Quick {
 			*hosts, *spines, *loads, *warmup, *run = 2, 2, "0.9", 500*time.Microsecond, 3*time.Millisecond
@@ -30,13 +31,13 @@ func benchMultipath(fs *flag.FlagSet) func(c sim.Common) (sim.Doc, []svgplot.Cha
 			return sim.Doc{}, nil, "", err
 		}
 		pts, err := sim.RunMultipath(sim.MultipathConfig{Common: c, Hosts: *hosts, Spines: *spines, Loads: ld, Flows: fl,
-			Size: *size, Warmup: *warmup, Run: *run})
+			Size: *size, Warmup: *warmup, Run: *run, Background: *bg})
 		if err != nil {
 			return sim.Doc{}, nil, "", err
 		}
 		doc := sim.Doc{Setup: map[string]any{
 			"fabric": sim.DefaultFabric(2, *hosts, *spines, c.Seed), "traffic": "rack 0 → rack 1, Poisson writes, one connection per host pair",
-			"size": *size, "warmup": warmup.String(), "run": run.String(),
+			"size": *size, "warmup": warmup.String(), "run": run.String(), "background": *bg,
 			"policy":   "round robin over flows (the only policy today; weighted and max-open come with the control loops)",
 			"latency":  "arrival to completion; operations still running at the end count with their age",
 			"firmware": "fixed window (fcwnd 32)", "seed": c.Seed,

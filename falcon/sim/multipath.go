@@ -2,6 +2,8 @@ package sim
 
 import (
 	"time"
+
+	"falconnic/falcon/fabric"
 )
 
 // MultipathConfig configures RunMultipath: two racks of Hosts hosts and
@@ -16,6 +18,9 @@ type MultipathConfig struct {
 	Flows         []int
 	Size          int
 	Warmup, Run   time.Duration
+	// Background is open-loop non-Falcon load put on every leaf 0 → spine
+	// link (fraction of its rate; 0: none).
+	Background float64
 }
 
 // MultipathPoint is one (load, flows) run.
@@ -32,6 +37,8 @@ type MultipathPoint struct {
 	P50Us       float64           `json:"p50_us"`
 	P99Us       float64           `json:"p99_us"`
 	MaxSpineQ   int               `json:"max_spine_queue_bytes"`
+	SpineQP99Us float64           `json:"spine_queue_delay_p99_us"` // worst leaf 0 → spine link
+	Background  float64           `json:"background_load"`
 	RetxRTO     uint64            `json:"retx_rto"`
 	Drops       map[string]uint64 `json:"drops"`
 	Events      uint64            `json:"packet_events"`
@@ -71,6 +78,12 @@ func multipathRun(cfg MultipathConfig, load float64, flows int) (MultipathPoint,
 			qp.Poisson(Write, cfg.Size, rate, t0, end, &rec)
 		}
 	}
+	if cfg.Background > 0 {
+		for sp := 0; sp < cfg.Spines; sp++ {
+			up, _ := s.Fabric.SpineLinks(0, sp)
+			s.Fabric.AddBackground(fabric.Background{Link: up, Load: cfg.Background, Size: 4096, Poisson: true, Start: t0, Stop: end})
+		}
+	}
 	var before, startedBefore uint64
 	s.At(measure, func() {
 		for _, q := range s.QPs {
@@ -86,7 +99,7 @@ func multipathRun(cfg MultipathConfig, load float64, flows int) (MultipathPoint,
 	}
 	secs := cfg.Run.Seconds()
 	offered := load * float64(fc.HostRate) * float64(cfg.Hosts)
-	p := MultipathPoint{Load: load, Flows: flows, Policy: "round-robin", OfferedGbps: round(offered/1e9, 3)}
+	p := MultipathPoint{Load: load, Flows: flows, Policy: "round-robin", OfferedGbps: round(offered/1e9, 3), Background: cfg.Background}
 	carried := float64(after-before) * 8 / secs
 	p.CarriedGbps = round(carried/1e9, 3)
 	arrived := float64(started-startedBefore) * 8 / secs
@@ -102,7 +115,9 @@ func multipathRun(cfg MultipathConfig, load float64, flows int) (MultipathPoint,
 	p.P50Us, p.P99Us = us(Percentile(lat, 0.5)), us(Percentile(lat, 0.99))
 	for sp := 0; sp < cfg.Spines; sp++ {
 		up, _ := s.Fabric.SpineLinks(0, sp)
-		p.MaxSpineQ = max(p.MaxSpineQ, s.Fabric.Metrics(up).MaxQueueBytes)
+		m := s.Fabric.Metrics(up)
+		p.MaxSpineQ = max(p.MaxSpineQ, m.MaxQueueBytes)
+		p.SpineQP99Us = max(p.SpineQP99Us, us(m.QueueDelay.Quantile(0.99)))
 	}
 	p.RetxRTO = Totals(s.QPs).RetxRTO
 	p.Drops = FabricDrops(s.Fabric)

@@ -123,6 +123,9 @@ func panel(b *bytes.Buffer, c Chart, x0, y0 float64) {
 				continue
 			}
 			fmt.Fprintf(&pts, "%.1f,%.1f ", px(s.X[j]), py(s.Y[j]))
+			if len(s.X) > 60 { // a dense series reads better as a line
+				continue
+			}
 			fmt.Fprintf(b, `<circle cx="%.1f" cy="%.1f" r="2.5" fill="%s"/>`, px(s.X[j]), py(s.Y[j]), col)
 		}
 		fmt.Fprintf(b, "\n"+`<polyline points="%s" fill="none" stroke="%s" stroke-width="1.5"/>`+"\n", pts.String(), col)
