@@ -45,6 +45,9 @@ func runSimBench(name string, def simBench, args []string, stdout, stderr io.Wri
 	plot := fs.String("plot", "", "write the figure to this .svg file")
 	run := def(fs)
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	doc, charts, title, err := run(sim.Common{Seed: *seed, Quick: *quick, RUE: fixedRUE, MinRTO: benchMinRTO})

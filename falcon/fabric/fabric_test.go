@@ -356,3 +356,38 @@ func TestHistogramQuantile(t *testing.T) {
 		t.Fatalf("p99.9 %v", q)
 	}
 }
+
+func TestNoRouteWhenEverySpineIsWithdrawn(t *testing.T) {
+	cfg := Config{Racks: 2, HostsPerRack: 1, Spines: 2, Convergence: time.Microsecond, Seed: 1}
+	r := newRig(cfg)
+	r.f.Fail(0, 0, 0, Withdrawn)
+	r.f.Fail(0, 1, 1, Withdrawn) // spine 1 loses rack 1
+	r.f.At(10*time.Microsecond, func() { r.f.Send(0, 1, make([]byte, 100), 0) })
+	r.run(time.Second)
+	if r.f.SpineOf(0, 1, 0) != -1 || r.f.Stats.Drops[DropNoRoute].Load() != 1 || len(r.rx[1]) != 0 {
+		t.Fatalf("spine %d, no-route drops %d", r.f.SpineOf(0, 1, 0), r.f.Stats.Drops[DropNoRoute].Load())
+	}
+	r.f.Restore(20*time.Microsecond, 0, 0)
+	r.f.At(30*time.Microsecond, func() { r.f.Send(0, 1, make([]byte, 100), 0) })
+	r.run(time.Second)
+	if len(r.rx[1]) != 1 {
+		t.Fatal("restored spine not used")
+	}
+}
+
+func TestSharedPoolFull(t *testing.T) {
+	cfg := base()
+	cfg.PoolBytes = 3000 // no dynamic threshold: only the pool limits
+	r := newRig(cfg)
+	for k := 0; k < 5; k++ {
+		r.f.Send(0, 1, make([]byte, 1000), 0)
+		r.f.Send(2, 1, make([]byte, 1000), 0)
+	}
+	r.run(time.Second)
+	if r.f.Stats.Drops[DropPoolFull].Load() == 0 || r.f.Metrics(r.f.Down(1)).MaxQueueBytes > 3000 {
+		t.Fatalf("pool drops %d, queue %d", r.f.Stats.Drops[DropPoolFull].Load(), r.f.Metrics(r.f.Down(1)).MaxQueueBytes)
+	}
+	if len(r.f.Stats.Set()) != 10+int(NumCauses) {
+		t.Fatal("a drop cause has no counter")
+	}
+}

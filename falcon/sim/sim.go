@@ -25,6 +25,9 @@ type Config struct {
 	Limits tl.Limits
 	// Seed seeds the op generators (the fabric has its own).
 	Seed uint64
+	// Tap, when set, sees every Falcon packet host h sends (tx) or
+	// accepts (falcon.Config.Tap).
+	Tap func(h int, tx bool, pkt []byte)
 }
 
 // Sim is many Falcon endpoints, one per fabric host, on one manual clock.
@@ -79,8 +82,12 @@ func New(cfg Config) *Sim {
 		if cfg.RUE != nil {
 			eng = cfg.RUE(h)
 		}
+		var tap func(bool, []byte)
+		if cfg.Tap != nil {
+			tap = func(tx bool, pkt []byte) { cfg.Tap(h, tx, pkt) }
+		}
 		host.EP = falcon.New(falcon.Config{Clock: clk, Link: discard{}, ULP: host, RUE: eng, Limits: cfg.Limits,
-			Rand: rand.New(rand.NewPCG(uint64(h)+1, cfg.Seed))})
+			Rand: rand.New(rand.NewPCG(uint64(h)+1, cfg.Seed)), Tap: tap})
 		ep := host.EP
 		s.Fabric.Attach(h, func(pkt []byte, flow uint32, m fabric.Meta) {
 			ep.ReceiveMarked(pkt, flow, falcon.Mark{Hops: m.Hops, ECN: m.ECN})

@@ -6,6 +6,7 @@ import (
 
 	"falconnic/falcon"
 	"falconnic/falcon/fabric"
+	"falconnic/falcon/wire"
 )
 
 func twoHosts() Config {
@@ -87,4 +88,62 @@ func TestManyConnections(t *testing.T) {
 		t.Fatalf("%d of 5000 ops completed", rec.Ops)
 	}
 	t.Logf("5x1000 QPs, 16 KiB each: %d ops in %v sim, %v wall, %d fabric events", rec.Ops, s.Now()-time.Millisecond, time.Since(start), s.Fabric.Events)
+}
+
+// The fabric's hop count and ECN marks reach the receiving connection,
+// which echoes them in the ACKs the sender gets: 1 switch inside a rack, 3
+// across racks; marks once queues pass the ECN threshold.
+func TestAcksEchoHopsAndECN(t *testing.T) {
+	cfg := Config{Fabric: DefaultFabric(2, 3, 2, 1), Conn: DefaultConn(), Seed: 1}
+	cfg.Fabric.ECNBytes = 8 << 10
+	hops := map[int]map[uint8]int{} // sender host → hop count → ACKs
+	var ecn uint16
+	cfg.Tap = func(h int, tx bool, pkt []byte) {
+		p, err := wire.Parse(pkt)
+		if tx || err != nil || (p.Type() != wire.TypeBACK && p.Type() != wire.TypeEACK) {
+			return
+		}
+		if hops[h] == nil {
+			hops[h] = map[uint8]int{}
+		}
+		hops[h][p.Ack().HopCount()]++
+		ecn = max(ecn, p.Ack().ECNCount())
+	}
+	s := New(cfg)
+	var rec Recorder
+	for _, src := range []int{1, 2} { // host 0's rack: an incast into it
+		qp, _ := s.Connect(src, 0, 1)
+		qp.Closed(Write, 256<<10, 1, 4, 0, &rec)
+	}
+	far, _ := s.Connect(3, 0, 1) // rack 1
+	far.Closed(Write, 4096, 1, 4, 0, &rec)
+	if !s.RunUntil(func() bool { return rec.Ops == 12 }, s.Now()+time.Second) {
+		t.Fatalf("%d of 12 ops", rec.Ops)
+	}
+	if len(hops[1]) != 1 || hops[1][1] == 0 || len(hops[3]) != 1 || hops[3][3] == 0 {
+		t.Fatalf("hop counts in ACKs by sender: %v", hops)
+	}
+	if ecn == 0 || s.Fabric.Stats.DeliveredECN.Load() == 0 {
+		t.Fatal("no ECN mark echoed under incast")
+	}
+}
+
+// A draining receiver acknowledges pushes in order at its drain rate.
+func TestDrainPacesAcks(t *testing.T) {
+	s := New(twoHosts())
+	qp, _ := s.Connect(0, 1, 1)
+	s.Hosts[1].Drain = 10e9 // a tenth of the link
+	var rec Recorder
+	qp.Closed(Write, 1<<20, 1, 2, 0, &rec)
+	start := s.Now()
+	if !s.RunUntil(func() bool { return rec.Ops == 2 }, s.Now()+time.Second) {
+		t.Fatalf("%d of 2 ops", rec.Ops)
+	}
+	// 2 MiB at 10 Gb/s take 1.68 ms.
+	if el := s.Now() - start; el < 1677*time.Microsecond || el > 1800*time.Microsecond {
+		t.Fatalf("2 MiB through a 10 Gb/s drain took %v", el)
+	}
+	if qp.Failed != 0 || s.Hosts[1].Drained < 2<<20 {
+		t.Fatalf("failed %d, drained %d", qp.Failed, s.Hosts[1].Drained)
+	}
 }
