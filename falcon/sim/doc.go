@@ -17,4 +17,17 @@
 // Each connection gets its own flow labels (its index shifted left by two,
 // the flow id in the low two bits), so ECMP spreads connections and their
 // flows over the spines.
+//
+// Pair is the smaller peer: two endpoints over link.Mem with one
+// connection, the test peer of Falcon's users (verbs, nvme, firmware).
+//
+// The experiments behind `falconnic bench` live here, each a Run function
+// returning JSON-ready points: RunIncast (S senders × Q QPs into one
+// host), RunMultipath (Poisson writes rack to rack, 1 vs 4 flows),
+// RunLinkFail (a leaf–spine link fails under permutation traffic),
+// RunHostCong (a receiver's ULP slows down for a window), RunLatency
+// (unloaded latency against the ideal) and RunLoss (one connection over a
+// lossy or reordering link, three recovery modes). The command adds the
+// goals (Doc, Goal), the flags and the plots. The firmware is injected
+// (Common.RUE): the package imports no firmware.
 package sim
