@@ -571,6 +571,10 @@ func (f *Fabric) SetRate(i int, bitsPerSec uint64) {
 	}
 }
 
+// SetDelay sets link i's propagation delay now (a long or slow path);
+// packets already past the link keep their arrival times.
+func (f *Fabric) SetDelay(i int, d time.Duration) { f.links[i].delay = max(d, 0) }
+
 // SetLoss makes link i drop each arriving packet with probability p.
 func (f *Fabric) SetLoss(i int, p float64) { f.links[i].loss = p }
 

@@ -278,14 +278,15 @@ func TestDegradeAndLoss(t *testing.T) {
 	r := newRig(base())
 	r.f.Degrade(0, r.f.Up(0), 50e9) // 1000 B now take 160 ns on the uplink
 	r.f.LossAt(0, r.f.Up(2), 1)
+	r.f.SetDelay(r.f.Down(1), 3*time.Microsecond)
 	r.f.At(0, func() {
 		r.f.Send(0, 1, make([]byte, 1000), 0)
 		r.f.Send(2, 3, make([]byte, 1000), 0)
 	})
 	r.run(time.Second)
-	want := 160*ns + time.Microsecond + 600*ns + 80*ns + time.Microsecond
+	want := 160*ns + time.Microsecond + 600*ns + 80*ns + 3*time.Microsecond
 	if len(r.rx[1]) != 1 || r.rx[1][0].at != want {
-		t.Fatalf("degraded uplink: %+v, want at %v", r.rx[1], want)
+		t.Fatalf("degraded uplink, longer downlink: %+v, want at %v", r.rx[1], want)
 	}
 	if len(r.rx[3]) != 0 || r.f.Metrics(r.f.Up(2)).Drops[DropLoss] != 1 {
 		t.Fatal("lossy uplink delivered")
