@@ -11,44 +11,45 @@ import (
 // Config describes a leaf–spine fabric. Zero fields take the defaults noted.
 type Config struct {
 	// Racks is the number of racks, one leaf switch each (default 1).
-	Racks int
+	Racks int `json:"racks"`
 	// HostsPerRack is the number of hosts under each leaf (default 1).
-	HostsPerRack int
+	HostsPerRack int `json:"hosts_per_rack"`
 	// Spines is the number of spine switches every leaf connects to
 	// (default 1; unused when Racks is 1).
-	Spines int
+	Spines int `json:"spines"`
 	// HostRate is the rate of every host–leaf link in bits per second
 	// (default 100 Gb/s).
-	HostRate uint64
+	HostRate uint64 `json:"host_rate_bps"`
 	// SpineRate is the rate of every leaf–spine link (default HostRate).
-	SpineRate uint64
+	SpineRate uint64 `json:"spine_rate_bps"`
 	// HostDelay and SpineDelay are the propagation delays of a host–leaf
 	// and a leaf–spine link.
-	HostDelay, SpineDelay time.Duration
+	HostDelay  time.Duration `json:"host_delay_ns"`
+	SpineDelay time.Duration `json:"spine_delay_ns"`
 	// Pipeline is the delay a packet spends in a switch between its
 	// arrival and joining the egress queue (Isekai: 600 ns).
-	Pipeline time.Duration
+	Pipeline time.Duration `json:"pipeline_ns"`
 	// HostQueueBytes caps a host NIC's egress queue (0: unlimited; a NIC
 	// does not drop what its own transport sends).
-	HostQueueBytes int
+	HostQueueBytes int `json:"host_queue_bytes"`
 	// PortBytes caps each switch egress queue (0: unlimited).
-	PortBytes int
+	PortBytes int `json:"port_bytes"`
 	// PoolBytes is each switch's shared buffer (0: unlimited). A queue
 	// may hold at most Alpha × (PoolBytes − used) bytes (dynamic
 	// threshold) when Alpha > 0.
-	PoolBytes int
-	Alpha     float64
+	PoolBytes int     `json:"pool_bytes"`
+	Alpha     float64 `json:"alpha"`
 	// ECNBytes marks a packet that joins a switch queue holding at least
 	// this many bytes (step marking; 0: off).
-	ECNBytes int
+	ECNBytes int `json:"ecn_bytes"`
 	// Convergence is how long a withdrawn link stays in ECMP before the
 	// routing removes it, and a restored one stays out (default 1 ms).
-	Convergence time.Duration
+	Convergence time.Duration `json:"convergence_ns"`
 	// SampleEvery is the period of the queue-depth and utilization series
 	// of watched links (0: no series).
-	SampleEvery time.Duration
+	SampleEvery time.Duration `json:"sample_every_ns"`
 	// Seed seeds the ECMP salts, per-link loss and background arrivals.
-	Seed uint64
+	Seed uint64 `json:"seed"`
 }
 
 // Meta is what the fabric tells a receiver about a delivered packet.

@@ -74,12 +74,13 @@ const (
 // DefaultFabric is the fabric the benches use unless they say otherwise:
 // 100 Gb/s everywhere, 500 ns host links, 1 µs leaf–spine links, Isekai's
 // 600 ns switch pipeline, 512 KiB per port within an 8 MiB shared pool
-// at dynamic-threshold α 8, ECN marking from 150 KB.
+// at dynamic-threshold α 8, ECN marking from 150 KB, routing convergence
+// 1 ms.
 func DefaultFabric(racks, hostsPerRack, spines int, seed uint64) fabric.Config {
 	return fabric.Config{Racks: racks, HostsPerRack: hostsPerRack, Spines: spines,
 		HostRate: 100e9, SpineRate: 100e9, HostDelay: 500 * time.Nanosecond, SpineDelay: time.Microsecond,
 		Pipeline: 600 * time.Nanosecond, PortBytes: 512 << 10, PoolBytes: 8 << 20, Alpha: 8, ECNBytes: 150000,
-		Seed: seed}
+		Convergence: time.Millisecond, Seed: seed}
 }
 
 // DefaultConn is the connection template of the benches: ordered, 4 KiB

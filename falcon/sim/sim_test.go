@@ -147,3 +147,25 @@ func TestDrainPacesAcks(t *testing.T) {
 		t.Fatalf("failed %d, drained %d", qp.Failed, s.Hosts[1].Drained)
 	}
 }
+
+// BenchmarkSimIncast runs 5 senders × 10 QPs of 1 MiB writes for 2 ms of
+// simulated time on today's windows and reports packet events per second
+// of wall time with Falcon endpoints on the fabric, and the data packets
+// (transaction packets sent, retransmissions included) per second.
+func BenchmarkSimIncast(b *testing.B) {
+	var events, pkts uint64
+	for i := 0; i < b.N; i++ {
+		s := New(Config{Fabric: DefaultFabric(1, 6, 1, 1), Conn: DefaultConn(), Seed: 1})
+		for src := 1; src <= 5; src++ {
+			for j := 0; j < 10; j++ {
+				qp, _ := s.Connect(src, 0, 1)
+				qp.Closed(Write, 1<<20, 1, -1, 0, nil)
+			}
+		}
+		s.Run(s.Now() + 2*time.Millisecond)
+		events += s.Fabric.Events
+		pkts += Totals(s.QPs).TxPackets
+	}
+	b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
+	b.ReportMetric(float64(pkts)/b.Elapsed().Seconds(), "data-pkts/s")
+}
