@@ -1,6 +1,3 @@
-// Package svgplot draws small line charts as SVG for `falconnic bench
-// --plot`: one or more panels, each with axes, ticks, a legend and
-// optional dashed reference lines. No dependencies.
 package svgplot
 
 import (
