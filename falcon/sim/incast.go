@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"math"
 	"time"
 )
 
@@ -26,6 +27,7 @@ type IncastPoint struct {
 	Utilization float64 `json:"utilization"`  // receiver downlink, wire bytes
 	GoodputGbps float64 `json:"goodput_gbps"` // completed transaction bytes
 	Jain        float64 `json:"jain"`
+	CoV         float64 `json:"qp_goodput_cov"` // coefficient of variation over QPs
 	MinQPGbps   float64 `json:"min_qp_gbps"`
 	MaxQPGbps   float64 `json:"max_qp_gbps"`
 	QPsStarved  int     `json:"qps_at_zero"`
@@ -126,6 +128,7 @@ func incastRun(cfg IncastConfig, qps int) (IncastPoint, error) {
 	}
 	p.GoodputGbps = round(float64(total)*8/secs/1e9, 3)
 	p.Jain = round(Jain(share), 4)
+	p.CoV = round(cov(share), 4)
 	p.MinQPGbps, p.MaxQPGbps = round(minOf(share), 4), round(maxOf(share), 4)
 	// Operations still running count with their age (a lower bound of
 	// their latency); a quantile that falls on such a bound is unknown
@@ -174,4 +177,24 @@ func maxOf(x []float64) float64 {
 		m = max(m, v)
 	}
 	return m
+}
+
+// cov returns the coefficient of variation (standard deviation over mean).
+func cov(x []float64) float64 {
+	if len(x) == 0 {
+		return 0
+	}
+	var s float64
+	for _, v := range x {
+		s += v
+	}
+	m := s / float64(len(x))
+	if m == 0 {
+		return 0
+	}
+	var d float64
+	for _, v := range x {
+		d += (v - m) * (v - m)
+	}
+	return math.Sqrt(d/float64(len(x))) / m
 }
