@@ -14,8 +14,9 @@ func benchIncast(fs *flag.FlagSet) func(c sim.Common) (sim.Doc, []svgplot.Chart,
 	senders := fs.Int("senders", 5, "sending hosts (one rack with the receiver)")
 	qps := fs.String("qps", "1,10,100,1000", "comma-separated QPs per sender, one point each")
 	size := fs.Int("size", 1<<20, "bytes per write")
-	window := fs.Duration("window", 0, "measurement window (0: 3 × the ideal op latency within [10 ms, --max-window])")
-	maxWindow := fs.Duration("max-window", 150*time.Millisecond, "cap of the automatic window")
+	window := fs.Duration("window", 0, "measurement window (0: 2.6 × the ideal op latency, at least 10 ms; --short-window beyond --max-window)")
+	maxWindow := fs.Duration("max-window", 150*time.Millisecond, "longest automatic window")
+	shortWindow := fs.Duration("short-window", 30*time.Millisecond, "window of points whose latency --max-window cannot judge (rate goals only)")
 	return func(c sim.Common) (sim.Doc, []svgplot.Chart, string, error) {
 		if c.Quick {
 			*qps, *size, *maxWindow = "1,10", 64<<10, 3*time.Millisecond
@@ -24,7 +25,7 @@ func benchIncast(fs *flag.FlagSet) func(c sim.Common) (sim.Doc, []svgplot.Chart,
 		if err != nil {
 			return sim.Doc{}, nil, "", err
 		}
-		cfg := sim.IncastConfig{Common: c, Senders: *senders, QPs: q, Size: *size, Window: *window, MaxWindow: *maxWindow}
+		cfg := sim.IncastConfig{Common: c, Senders: *senders, QPs: q, Size: *size, Window: *window, MaxWindow: *maxWindow, ShortWindow: *shortWindow}
 		if c.Quick {
 			cfg.Window, cfg.Warmup = 2*time.Millisecond, 500*time.Microsecond
 		}

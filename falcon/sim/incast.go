@@ -13,9 +13,10 @@ type IncastConfig struct {
 	Senders int
 	QPs     []int
 	Size    int
-	// Warmup precedes the measurement Window; Window 0 sizes it to three
-	// times the ideal operation latency, within [10 ms, MaxWindow].
-	Warmup, Window, MaxWindow time.Duration
+	// Warmup precedes the measurement Window. Window 0 sizes it to 2.6 ×
+	// the ideal operation latency (at least 10 ms), or ShortWindow when
+	// that exceeds MaxWindow.
+	Warmup, Window, MaxWindow, ShortWindow time.Duration
 }
 
 // IncastPoint is one (senders, QPs) run.
@@ -67,6 +68,9 @@ func RunIncast(cfg IncastConfig) ([]IncastPoint, error) {
 	if cfg.MaxWindow == 0 {
 		cfg.MaxWindow = 150 * time.Millisecond
 	}
+	if cfg.ShortWindow == 0 {
+		cfg.ShortWindow = 30 * time.Millisecond
+	}
 	var out []IncastPoint
 	for _, q := range cfg.QPs {
 		p, err := incastRun(cfg, q)
@@ -90,7 +94,13 @@ func incastRun(cfg IncastConfig, qps int) (IncastPoint, error) {
 	ideal := time.Duration(float64(n)*float64(cfg.Size)*8/float64(fc.HostRate)*1e9) + BaseRTT(s.Fabric.Config(), true, 4096)
 	win := cfg.Window
 	if win == 0 {
-		win = min(max(3*ideal, 10*time.Millisecond), cfg.MaxWindow)
+		// Long enough to judge p99 ≤ 2.5 × ideal; when that exceeds
+		// MaxWindow, latency cannot be judged and a short window serves
+		// the rate goals.
+		win = max(time.Duration(2.6*float64(ideal)), 10*time.Millisecond)
+		if win > cfg.MaxWindow {
+			win = cfg.ShortWindow
+		}
 	}
 	t0 := s.Now()
 	end := t0 + cfg.Warmup + win
