@@ -28,7 +28,8 @@ func (c *Conn) sendAck(now time.Duration, byTimer bool) {
 	f.CID = c.cfg.DCID
 	f.DataBase, f.ReqBase = c.rx[dataW].Base(), c.rx[reqW].Base()
 	f.T1, f.T2 = c.lastT1, c.lastT2
-	f.CC = wire.CCInfo{RxBufferLevel: c.ep.rxBufferLevel(), RUEValue: c.flows[0].ccMetadata & (1<<22 - 1)}
+	f.CC = wire.CCInfo{HopCount: c.lastHops, RxBufferLevel: c.ep.rxBufferLevel(), ECNCount: c.ecnCount,
+		RUEValue: c.flows[0].ccMetadata & (1<<22 - 1)}
 	f.OWNRequest, f.OWNData = c.rx[reqW].OWN(), c.rx[dataW].OWN()
 	eack := c.rx[reqW].NeedsEACK(true) || c.rx[dataW].NeedsEACK(true)
 	var pkt []byte
@@ -61,7 +62,7 @@ func fill(dst *wire.Bitmap, src pdl.Bits) {
 // sendNack emits a NACK for psn of window i [S §7.8].
 func (c *Conn) sendNack(now time.Duration, i int, psn wire.PSN, code wire.NackCode, ulp, rnr uint8) {
 	f := wire.NackFields{CID: c.cfg.DCID, DataBase: c.rx[dataW].Base(), ReqBase: c.rx[reqW].Base(),
-		T1: c.lastT1, T2: c.lastT2, CC: wire.CCInfo{RxBufferLevel: c.ep.rxBufferLevel()},
+		T1: c.lastT1, T2: c.lastT2, CC: wire.CCInfo{HopCount: c.lastHops, RxBufferLevel: c.ep.rxBufferLevel(), ECNCount: c.ecnCount},
 		NackPSN: psn, Code: code, RNRTimeoutCode: rnr, RequestWindow: i == reqW, ULPCode: ulp}
 	c.Stats.TxNACK.Inc()
 	if !c.rx[reqW].NeedsEACK(false) && !c.rx[dataW].NeedsEACK(false) {

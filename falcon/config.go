@@ -140,3 +140,14 @@ func (c *ConnConfig) fill() {
 		c.AckCoalesceCount = 10
 	}
 }
+
+// Mirror returns the peer's view of a connection configured as c: CIDs and
+// every TX/RX initial sequence number swapped.
+func Mirror(c ConnConfig) ConnConfig {
+	m := c
+	m.SCID, m.DCID = c.DCID, c.SCID
+	m.TxReqPSN, m.RxReqPSN = c.RxReqPSN, c.TxReqPSN
+	m.TxDataPSN, m.RxDataPSN = c.RxDataPSN, c.TxDataPSN
+	m.TxRSN, m.RxRSN = c.RxRSN, c.TxRSN
+	return m
+}

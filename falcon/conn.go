@@ -45,6 +45,12 @@ type Conn struct {
 	remoteSet bool
 	remoteAt  time.Duration // local time c.remote was last raised
 	rxFlow    uint32        // flow label of the latest frame: ACKs reflect it
+	rxMark    Mark          // the fabric's marks on the frame being received
+	tIdx      int32         // index in the endpoint's timer heap, -1 when absent
+	tAt       time.Duration // key there: ≤ the earliest deadline
+	order     uint64        // setup order (timer ties)
+	lastHops  uint8         // switches the latest transaction packet crossed
+	ecnCount  uint16        // transaction packets received ECN-marked (wraps at 14 bits)
 	gbnExp    [2]wire.PSN   // Go-Back-N: PSN last NACKed as expected
 	gbnOK     [2]bool
 
@@ -114,7 +120,7 @@ func (r *rsnRing) pop() {
 }
 
 func newConn(e *Endpoint, cc ConnConfig) *Conn {
-	c := &Conn{ep: e, cfg: cc, ncwnd: cc.InitNcwnd, rto: cc.InitRTO}
+	c := &Conn{ep: e, cfg: cc, ncwnd: cc.InitNcwnd, rto: cc.InitRTO, tIdx: -1}
 	for i := 0; i < cc.Flows; i++ {
 		c.flows[i].fcwnd = cc.InitFcwnd
 	}

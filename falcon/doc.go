@@ -27,12 +27,16 @@
 //
 // The API in short: New(Config) an Endpoint; Connect(ConnConfig) per
 // connection (Close tears it down); feed frames to Receive (it matches
-// link.Receiver); call OnTimer(now) at NextDeadline; submit with Conn.Push
+// link.Receiver; ReceiveMarked takes the fabric's hop count and ECN mark,
+// which the connection echoes in its ACKs); call OnTimer(now) at
+// NextDeadline (connections with timers sit in a deadline heap, so an
+// endpoint with thousands of them costs per due timer); submit with Conn.Push
 // and Conn.Pull (ErrXoff until ULP.OnXon); answer ULP.OnRequest with
 // AckPush/NackPush or PullData/NackPull; completions arrive in
 // ULP.OnCompletion with a tl.Status. Counters: Endpoint.Stats, Conn.Stats,
-// Endpoint.Snapshot. Pair is the two-endpoint test peer; RunLossBench is
-// the loss experiment behind "falconnic bench loss".
+// Endpoint.Snapshot. The package does no I/O and links none: its test
+// peer (two endpoints over an in-memory link) and the experiments are in
+// falcon/sim, the links in falcon/link, and internal/archtest keeps it so.
 //
 // Congestion control is behind the RUE seam (package rue): the PDL posts
 // events (ACK, NACK, retransmit) with its measurements and enforces the

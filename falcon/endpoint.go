@@ -112,9 +112,10 @@ type Endpoint struct {
 	ctl   []byte // scratch for ACK/NACK frames
 	rng   interface{ Uint32() uint32 }
 	nXoff int
-	// Cached earliest connection deadline (see NextDeadline).
-	nextAt time.Duration
-	nextOK bool
+	// Connections with a pending timer, by deadline (timers.go).
+	timers []*Conn
+	visit  []*Conn
+	nConns uint64
 	Stats  EndpointCounters
 }
 
@@ -170,6 +171,8 @@ func (e *Endpoint) Connect(cc ConnConfig) (*Conn, error) {
 	}
 	cc.fill()
 	c := newConn(e, cc)
+	e.nConns++
+	c.order = e.nConns
 	e.conns[cc.SCID] = c
 	e.list = append(e.list, c)
 	return c, nil
@@ -184,6 +187,7 @@ func (e *Endpoint) Close(scid uint32) error {
 		return ErrNoSuchConn
 	}
 	c.fail(e.clk.Now())
+	e.timerRemove(c)
 	delete(e.conns, scid)
 	for i, x := range e.list {
 		if x == c {
@@ -206,49 +210,29 @@ func (e *Endpoint) Conns() []*Conn { return e.list }
 // Now returns the endpoint clock's reading.
 func (e *Endpoint) Now() time.Duration { return e.clk.Now() }
 
-// NextDeadline returns the earliest time OnTimer has work, if any.
-// It is O(1): every entry point that can arm a connection timer lowers the
-// endpoint's cached minimum (Conn.touch), and OnTimer recomputes it. The
-// cache may be early (a timer was pushed back), never late.
-func (e *Endpoint) NextDeadline() (time.Duration, bool) { return e.nextAt, e.nextOK }
-
-// OnTimer runs every deadline due at now (normally the clock's reading at
-// NextDeadline) and recomputes the next one.
-func (e *Endpoint) OnTimer(now time.Duration) {
-	if !e.nextOK || now < e.nextAt {
-		return
-	}
-	for _, c := range e.list {
-		if d, has := c.deadline(); has && d <= now {
-			c.onTimer(now)
-		}
-	}
-	e.nextOK = false
-	for _, c := range e.list {
-		if d, has := c.deadline(); has && (!e.nextOK || d < e.nextAt) {
-			e.nextAt, e.nextOK = d, true
-		}
-	}
-}
-
-// touch lowers the endpoint's cached next deadline to c's.
-func (c *Conn) touch() {
-	e := c.ep
-	if d, has := c.deadline(); has && (!e.nextOK || d < e.nextAt) {
-		e.nextAt, e.nextOK = d, true
-	}
-}
-
 // Receive is the receive pipeline for one frame from the link (the frame is
 // only read during the call) [S §9.2.2]: integrity, parse, CID lookup,
 // replay check, then the connection's window and transaction processing.
-func (e *Endpoint) Receive(frame []byte, flow uint32) { e.receive(frame, flow, true) }
+func (e *Endpoint) Receive(frame []byte, flow uint32) { e.receive(frame, flow, Mark{}, true) }
+
+// Mark is what the network tells the receiver about one frame: the number
+// of switches it crossed and whether one marked it congestion-experienced.
+// The connection echoes the latest transaction packet's hop count and its
+// count of ECN-marked packets in the CC fields of its ACKs and NACKs
+// [S §7.7.1].
+type Mark struct {
+	Hops uint8
+	ECN  bool
+}
+
+// ReceiveMarked is Receive for a link that reports the frame's Mark.
+func (e *Endpoint) ReceiveMarked(frame []byte, flow uint32, m Mark) { e.receive(frame, flow, m, true) }
 
 // ReceiveInProcess is Receive for a frame from an InProcessLink: the same
 // pipeline without the ICV check (such frames carry none).
-func (e *Endpoint) ReceiveInProcess(frame []byte, flow uint32) { e.receive(frame, flow, false) }
+func (e *Endpoint) ReceiveInProcess(frame []byte, flow uint32) { e.receive(frame, flow, Mark{}, false) }
 
-func (e *Endpoint) receive(frame []byte, flow uint32, checkICV bool) {
+func (e *Endpoint) receive(frame []byte, flow uint32, mark Mark, checkICV bool) {
 	e.Stats.RxFrames.Inc()
 	e.Stats.RxBytes.Add(uint64(len(frame)))
 	var b []byte
@@ -283,7 +267,7 @@ func (e *Endpoint) receive(frame []byte, flow uint32, checkICV bool) {
 		e.Stats.RxDeadConn.Inc()
 		return
 	}
-	c.receive(p, iv, flow, e.clk.Now())
+	c.receive(p, iv, flow, mark, e.clk.Now())
 }
 
 // parseDrops maps each wire.Parse error to its drop counter.

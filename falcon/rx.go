@@ -10,7 +10,7 @@ import (
 
 // receive runs the per-connection part of the receive pipeline: the replay
 // check on the IV timestamp, then ACK, NACK or transaction processing.
-func (c *Conn) receive(p wire.Packet, iv wire.Timestamp, flow uint32, now time.Duration) {
+func (c *Conn) receive(p wire.Packet, iv wire.Timestamp, flow uint32, mark Mark, now time.Duration) {
 	if !c.remoteSet {
 		// No CM time exchange: adopt the peer's clock from its first frame.
 		c.remote, c.remoteAt, c.remoteSet = iv, now, true
@@ -28,6 +28,7 @@ func (c *Conn) receive(p wire.Packet, iv wire.Timestamp, flow uint32, now time.D
 		c.remote, c.remoteAt = iv, now
 	}
 	c.rxFlow = flow
+	c.rxMark = mark
 	switch p.Type() {
 	case wire.TypeBACK, wire.TypeEACK:
 		c.onAck(p.Ack(), iv, now)
@@ -57,6 +58,10 @@ func (c *Conn) onTxn(t wire.Txn, iv wire.Timestamp, now time.Duration) {
 	rw := &c.rx[i]
 	v := rw.Classify(psn)
 	c.lastT1, c.lastT2 = iv, wire.TimestampAt(now)
+	c.lastHops = min(c.rxMark.Hops, wire.MaxHopCount)
+	if c.rxMark.ECN {
+		c.ecnCount = (c.ecnCount + 1) & wire.MaxECNCount
+	}
 	if c.cfg.GoBackN && v == pdl.VerdictNew {
 		if exp := rw.NextExpected(); psn != exp {
 			c.Stats.RxGBNOutOfOrder.Inc()

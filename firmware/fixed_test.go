@@ -7,6 +7,7 @@ import (
 	"falconnic/falcon"
 	"falconnic/falcon/link"
 	"falconnic/falcon/rue"
+	"falconnic/falcon/sim"
 	"falconnic/falcon/tl"
 )
 
@@ -20,10 +21,10 @@ func (u *pushULP) OnRequest(c *falcon.Conn, r *falcon.Request) {
 func (u *pushULP) OnCompletion(c *falcon.Conn, cpl *falcon.Completion) { u.done++ }
 func (u *pushULP) OnXon(c *falcon.Conn)                                {}
 
-func runPushes(t *testing.T, eng rue.Engine, drain func(p *falcon.Pair)) *falcon.Pair {
+func runPushes(t *testing.T, eng rue.Engine, drain func(p *sim.Pair)) *sim.Pair {
 	t.Helper()
 	ua, ub := &pushULP{}, &pushULP{}
-	p, err := falcon.NewPair(falcon.PairConfig{
+	p, err := sim.NewPair(sim.PairConfig{
 		AB: link.MemConfig{Delay: 10 * time.Microsecond}, BA: link.MemConfig{Delay: 10 * time.Microsecond},
 		Conn: falcon.ConnConfig{SCID: 1, DCID: 2}, ULPA: ua, ULPB: ub, RUEA: eng})
 	if err != nil {
@@ -74,7 +75,7 @@ func TestFixedSetsRTOFromRTT(t *testing.T) {
 func TestAsyncRUE(t *testing.T) {
 	a := &Async{Engine: NewFixed(FixedConfig{Fcwnd: 8 * rue.One}), Limit: 4}
 	applied := 0
-	p := runPushes(t, a, func(p *falcon.Pair) {
+	p := runPushes(t, a, func(p *sim.Pair) {
 		applied += a.Drain(p.A.ApplyRUE)
 	})
 	if applied == 0 {

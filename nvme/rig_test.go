@@ -6,6 +6,7 @@ import (
 
 	"falconnic/falcon"
 	"falconnic/falcon/link"
+	"falconnic/falcon/sim"
 	"falconnic/falcon/wire"
 )
 
@@ -14,7 +15,7 @@ import (
 // a manual clock, joined by one path (one unordered connection).
 type rig struct {
 	t          testing.TB
-	pair       *falcon.Pair
+	pair       *sim.Pair
 	ini, tgt   *Engine
 	path, back *Path
 	done       []*Command
@@ -35,7 +36,7 @@ func newRig(t testing.TB, rc rigConfig) *rig {
 	imp := rc.impair
 	imp2 := imp
 	imp2.Seed++
-	p, err := falcon.NewPair(falcon.PairConfig{AB: imp, BA: imp2, Conn: cmd})
+	p, err := sim.NewPair(sim.PairConfig{AB: imp, BA: imp2, Conn: cmd})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"falconnic/falcon"
 	"falconnic/falcon/link"
+	"falconnic/falcon/sim"
 )
 
 // guest is the test peer's side of one VM: fake guest RAM, a page
@@ -134,10 +135,10 @@ type qpEnds struct {
 	scq, rcq *gring
 }
 
-// world is two NICs (engines A and B) on a falcon.Pair.
+// world is two NICs (engines A and B) on a sim.Pair.
 type world struct {
 	t      *testing.T
-	p      *falcon.Pair
+	p      *sim.Pair
 	a, b   *Engine
 	ga, gb *guest
 	evA    []Event
@@ -163,7 +164,7 @@ func newWorldLinks(t *testing.T, cc falcon.ConnConfig, ab, ba link.MemConfig) *w
 		cc.SCID, cc.DCID = 1, 2
 	}
 	cc.Ordered = true
-	p, err := falcon.NewPair(falcon.PairConfig{Conn: cc, ULPA: w.a, ULPB: w.b, AB: ab, BA: ba})
+	p, err := sim.NewPair(sim.PairConfig{Conn: cc, ULPA: w.a, ULPB: w.b, AB: ab, BA: ba})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,16 +2,9 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"sort"
-	"strconv"
-	"strings"
-	"time"
-
-	"falconnic/falcon"
 )
 
 // benchmarks maps `falconnic bench NAME` to its runner. Each prints JSON.
@@ -19,7 +12,19 @@ var benchmarks = map[string]struct {
 	summary string
 	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
 }{
-	"loss": {"push goodput under random loss: selective repeat (+RACK/TLP) vs Go-Back-N, simulated time", benchLoss},
+	"loss":      {"8 KiB pushes and pulls under drop and reordering: RACK-TLP, OOO-distance only, Go-Back-N", simRunner("loss", benchLoss)},
+	"latency":   {"unloaded write latency p50/p99 over the ideal, 64 B … 1 MiB, across two racks", simRunner("latency", benchLatency)},
+	"linkfail":  {"permutation traffic at 60 % load, one leaf–spine link fails (blackhole, withdrawn, flap): recovery time, stalled connections", simRunner("linkfail", benchLinkFail)},
+	"multipath": {"Poisson 128 KiB writes rack to rack at load 0.3–0.9, 1 vs 4 flows: carried load, p50/p99 latency", simRunner("multipath", benchMultipath)},
+	"hostcong":  {"a receiver whose ULP drains at half rate for a window: time to adapt and recover in RTTs, RTOs", simRunner("hostcong", benchHostCong)},
+	"incast":    {"S senders × Q QPs writing to one receiver: utilization, Jain, p50/p99 over ideal, RTOs", simRunner("incast", benchIncast)},
+}
+
+// simRunner adapts a fabric bench to the benchmarks table.
+func simRunner(name string, b simBench) func(context.Context, []string, io.Writer, io.Writer) error {
+	return func(_ context.Context, args []string, stdout, stderr io.Writer) error {
+		return runSimBench(name, b, args, stdout, stderr)
+	}
 }
 
 func init() {
@@ -44,40 +49,4 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("%w: unknown benchmark %q (falconnic bench -h lists them)", errUsage, args[0])
 	}
 	return b.run(ctx, args[1:], stdout, stderr)
-}
-
-func benchLoss(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("bench loss", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	losses := fs.String("loss", "0,1,5", "comma-separated loss percentages (each direction)")
-	txns := fs.Int("txns", 20000, "pushes per run")
-	size := fs.Int("size", 4096, "bytes per push (≤ 4096)")
-	delay := fs.Duration("delay", 5*time.Microsecond, "one-way propagation delay")
-	rate := fs.Float64("gbps", 100, "link rate in Gb/s")
-	seed := fs.Int64("seed", 1, "impairment seed")
-	rack := fs.Bool("rack-tlp", true, "turn on RACK and TLP for the selective-repeat runs")
-	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	cfg := falcon.LossBenchConfig{
-		Transactions: *txns, Size: *size, Delay: *delay,
-		RateBps: uint64(*rate * 1e9), Seed: *seed, RACKTLP: *rack,
-	}
-	for _, f := range strings.Split(*losses, ",") {
-		p, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
-		if err != nil || p < 0 || p >= 100 {
-			return fmt.Errorf("%w: bad loss percentage %q", errUsage, f)
-		}
-		cfg.Losses = append(cfg.Losses, p/100)
-	}
-	if *txns <= 0 || *size <= 0 || *rate <= 0 || *delay < 0 {
-		return fmt.Errorf("%w: txns, size and gbps must be positive", errUsage)
-	}
-	res, err := falcon.RunLossBench(cfg)
-	if err != nil {
-		return err
-	}
-	enc := json.NewEncoder(stdout)
-	enc.SetIndent("", "  ")
-	return enc.Encode(res)
 }

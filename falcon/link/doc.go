@@ -15,14 +15,8 @@
 // queue limit are drawn from a PCG source seeded by MemConfig.Seed, so a run
 // is reproducible. Each effect has its own counter in MemStats.
 //
-// Fabric emulates a switched network for experiments: hosts with access
-// links (uplink and downlink egress queues with a rate, a propagation delay
-// and a byte limit) joined by parallel core paths chosen per packet by ECMP
-// over (source, destination, flow label). Incast queues at the receiver's
-// downlink; a flow-label change (PLB) moves a flow to another path; a path
-// can be given extra delay or loss. It is event-driven on the injected clock
-// like Mem: Fabric.Link(src, dst) gives a host its Link, Attach sets each
-// host's Receiver, Poll moves packets up to the current time.
+// The emulated datacenter fabric (racks, spines, ECMP, shared buffers,
+// failures) is package falcon/fabric; falcon/sim puts endpoints on it.
 //
 // Capture wraps a Link and writes every sent packet to a pcapng stream in
 // synthetic Ethernet/IPv6/UDP framing (UDP destination port 1000, the port

@@ -2,7 +2,7 @@ package link
 
 import "falconnic/internal/clock"
 
-// dueQueue is the event queue of Mem and Fabric: a binary min-heap of slot
+// dueQueue is the event queue of Mem: a binary min-heap of slot
 // indices ordered by (due time, send sequence), so packets due at the same
 // instant keep their send order. Keys are copied in, so the heap never looks
 // at the slots; it allocates only while it grows.

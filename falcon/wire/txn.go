@@ -1,6 +1,6 @@
 package wire
 
-import "fmt"
+import "strconv"
 
 // Txn is a view of a transaction packet — Pull Request, Pull Data, Push Data
 // or Resync — which all start with the 24-byte base header [S §7.2]:
@@ -207,7 +207,7 @@ func (t Txn) Fields() TxnFields {
 func AppendTxnHeader(b []byte, typ PacketType, f *TxnFields, payloadLen int) Txn {
 	info, ok := typ.Info()
 	if !ok || !info.Txn || (!info.Payload && payloadLen != 0) || payloadLen < 0 || payloadLen > 0xffff {
-		panic(fmt.Sprintf("wire: AppendTxnHeader(%v, payload %d)", typ, payloadLen))
+		panic("wire: AppendTxnHeader(" + typ.String() + ", payload " + strconv.Itoa(payloadLen) + ")")
 	}
 	_, p := putHeader(b, typ, payloadLen)
 	t := Txn(p[:info.HeaderLen+payloadLen])

@@ -9,16 +9,9 @@ import (
 	"falconnic/internal/clock"
 )
 
-// Mirror returns the peer's view of a connection configured as c: CIDs and
-// every TX/RX initial sequence number swapped.
-func Mirror(c ConnConfig) ConnConfig {
-	m := c
-	m.SCID, m.DCID = c.DCID, c.SCID
-	m.TxReqPSN, m.RxReqPSN = c.RxReqPSN, c.TxReqPSN
-	m.TxDataPSN, m.RxDataPSN = c.RxDataPSN, c.TxDataPSN
-	m.TxRSN, m.RxRSN = c.RxRSN, c.TxRSN
-	return m
-}
+// This file is the package's own test peer: falcon/sim.Pair for the
+// package's internal and external tests, which cannot import falcon/sim
+// (it imports falcon). Keep the two alike.
 
 // PairConfig describes two endpoints A and B joined by an in-memory link.
 type PairConfig struct {
