@@ -14,7 +14,7 @@ const rueEventTimeout = time.Millisecond
 // rueEvent posts a congestion-control event for one flow [S §10.6]. At most one
 // event per flow is outstanding; while one is, acked counts accumulate and
 // further events are folded in (Isekai's rule).
-func (c *Conn) rueEvent(now time.Duration, flow uint8, typ rue.EventType, t1, t2, t3, t4 wire.Timestamp, level uint8,
+func (c *Conn) rueEvent(now time.Duration, flow uint8, typ rue.EventType, t1, t2, t3, t4 wire.Timestamp, level, hops uint8,
 	meta uint32, nack uint8, eack, drop bool, retx uint8, reason rue.RetxReason) {
 	eng := c.ep.cfg.RUE
 	if eng == nil {
@@ -30,10 +30,10 @@ func (c *Conn) rueEvent(now time.Duration, flow uint8, typ rue.EventType, t1, t2
 	acked := f.acked
 	f.acked = 0
 	c.ev = rue.Event{Conn: c.cfg.SCID, Flow: flow, Type: typ, T1: uint32(t1), T2: uint32(t2), T3: uint32(t3),
-		T4: uint32(t4), RetxCount: retx, RetxReason: reason, NackCode: nack, RxBufLevel: level, CCMetadata: meta,
+		T4: uint32(t4), RetxCount: retx, RetxReason: reason, NackCode: nack, ForwardHop: hops, RxBufLevel: level, CCMetadata: meta,
 		NumAcked: acked, EACK: eack, EACKDrop: drop, Fcwnd: f.fcwnd, Ncwnd: c.ncwnd, IPG: c.ipg, RTO: c.rto,
-		FabricMarker: f.fabricMarker, NICMarker: f.nicMark, NcwndUp: f.ncwndUp, DelayState: f.delayState,
-		RTTState: f.rttState, BaseDelay: f.baseDelay, CCOpaque: f.ccOpaque,
+		FabricMarker: f.fabricMarker, NICMarker: c.nicMark, NcwndUp: c.ncwndUp, DelayState: f.delayState,
+		RTTState: f.rttState, BaseDelay: f.baseDelay, CCOpaque: c.ccOpaque, PLBState: f.plbState,
 		Now: uint32(wire.TimestampAt(now)) & (1<<24 - 1)}
 	if r, ok := eng.Handle(&c.ev); ok {
 		c.applyRUE(&r)
@@ -46,9 +46,9 @@ func (c *Conn) applyRUE(r *rue.Response) {
 	c.Stats.RUEResponses.Inc()
 	f := &c.flows[r.Flow%uint8(c.cfg.Flows)]
 	f.pending = false
-	f.fabricMarker, f.nicMark, f.ncwndUp = r.FabricMarker, r.NICMarker, r.NcwndUp
-	f.delayState, f.rttState, f.baseDelay, f.ccOpaque = r.DelayState, r.RTTState, r.BaseDelay, r.CCOpaque
-	f.ccMetadata = r.CCMetadata
+	f.fabricMarker, c.nicMark, c.ncwndUp = r.FabricMarker, r.NICMarker, r.NcwndUp
+	f.delayState, f.rttState, f.baseDelay, c.ccOpaque = r.DelayState, r.RTTState, r.BaseDelay, r.CCOpaque
+	f.ccMetadata, f.plbState = r.CCMetadata, r.PLBState
 	f.fcwnd = max(r.Fcwnd, 1)
 	c.sumFcwnd()
 	if r.RandomizePath {

@@ -61,6 +61,12 @@ type Conn struct {
 	rto      time.Duration
 	nextSend time.Duration
 	flows    [4]flowCC
+	// The NIC window is the connection's, whichever flow's event moves
+	// it: its marker, direction and the RUE's opaque word (Swift keeps
+	// ncwnd's fraction there) round-trip here, not per flow.
+	nicMark  uint32
+	ncwndUp  bool
+	ccOpaque uint32
 	ev       rue.Event
 	rackXmit time.Duration
 	nextFlow uint8
@@ -88,11 +94,11 @@ type flowCC struct {
 	pending                bool
 	evAt                   time.Duration
 	acked                  uint32
-	fabricMarker, nicMark  uint32
-	ncwndUp                bool
+	fabricMarker           uint32
 	delayState, rttState   uint32
-	baseDelay, ccOpaque    uint32
+	baseDelay              uint32
 	ccMetadata, lastEvTime uint32
+	plbState               uint32
 }
 
 type rsnRing struct {

@@ -131,7 +131,7 @@ func (c *Conn) rtoFire(i int, psn wire.PSN, s *pdl.TxSlot, now time.Duration) {
 	s.Retries++
 	c.Stats.RetxRTO.Inc()
 	c.retransmit(i, psn, s, now)
-	c.rueEvent(now, s.Flow, rue.EventRetx, 0, 0, 0, wire.TimestampAt(now), 0, 0, 0, false, false, s.Retries, rue.RetxRTO)
+	c.retxEvent(s, rue.RetxRTO, now)
 }
 
 // goBack resends every unacknowledged packet from psn on (Go-Back-N). Only
@@ -175,7 +175,7 @@ func (c *Conn) oooRetx(i int, base wire.PSN, highest int, now time.Duration) {
 			s.Early++
 			c.Stats.RetxEarly.Inc()
 			c.retransmit(i, psn, s, now)
-			c.rueEvent(now, s.Flow, rue.EventRetx, 0, 0, 0, wire.TimestampAt(now), 0, 0, 0, false, false, s.Early, rue.RetxEarly)
+			c.retxEvent(s, rue.RetxEarly, now)
 		}
 	}
 }
@@ -211,6 +211,7 @@ func (c *Conn) rackScan(now time.Duration) {
 				s.Early++
 				c.Stats.RetxRACK.Inc()
 				c.retransmit(i, psn, s, now)
+				c.retxEvent(s, rue.RetxRACK, now)
 			}
 		}
 	}
@@ -243,8 +244,24 @@ func (c *Conn) tlpProbe(now time.Duration) {
 				s.Early++
 				c.Stats.RetxTLP.Inc()
 				c.retransmit(i, psn, s, now)
+				c.retxEvent(s, rue.RetxTLP, now)
 				return
 			}
 		}
 	}
+}
+
+// retxEvent tells the RUE about a retransmission of s [S §10.6]: RTO ones
+// carry the packet's attempt count, early (OOO distance), RACK and TLP ones
+// its early-retransmission count.
+func (c *Conn) retxEvent(s *pdl.TxSlot, reason rue.RetxReason, now time.Duration) {
+	if c.ep.cfg.RUE == nil {
+		return
+	}
+	n := s.Early
+	if reason == rue.RetxRTO {
+		n = s.Retries
+	}
+	c.Stats.RUERetxEvents[reason].Inc()
+	c.rueEvent(now, s.Flow, rue.EventRetx, 0, 0, 0, wire.TimestampAt(now), 0, 0, 0, 0, false, false, n, reason)
 }

@@ -96,6 +96,7 @@ type Event struct {
 	RTTState     uint32 // smoothed RTT in Falcon units
 	BaseDelay    uint32
 	CCOpaque     uint32
+	PLBState     uint32 // protective load balancing's counters [S §10.4]
 	Now          uint32 // event time in Falcon units (24-bit arithmetic in the RUE)
 }
 
@@ -116,6 +117,7 @@ type Response struct {
 	RTTState      uint32
 	BaseDelay     uint32
 	CCOpaque      uint32
+	PLBState      uint32
 }
 
 // Engine computes congestion-control responses.
