@@ -24,6 +24,11 @@ type SwiftConfig struct {
 	// multiplicative-decrease gain (default 0.8), MaxMDF the largest cut
 	// per RTT (default 0.5).
 	AI, Beta, MaxMDF float64
+	// SubOneGain, when positive, bounds the increase per ACK below one
+	// packet to SubOneGain × fcwnd (Swift's rule, AI per ACK, lets many
+	// small flows jump to a whole packet at once; with a shallow fabric
+	// buffer that burst overflows it). 0 keeps Swift's rule.
+	SubOneGain float64
 	// MinFcwnd and MaxFcwnd bound the fabric window (defaults 0.01, 256);
 	// below one packet the window becomes pacing.
 	MinFcwnd, MaxFcwnd float64
@@ -236,10 +241,18 @@ func (s *Swift) Handle(ev *rue.Event) (rue.Response, bool) {
 		resource := ev.Type == rue.EventNACK && ev.NackCode == uint8(wire.NackInsufficientResources)
 		if !resource {
 			if d < target {
+				// At most one window's worth of ACKs counts: a
+				// cumulative ACK after a repair must not add more
+				// than AI at once.
+				acked := min(acked, max(fcwnd, 1))
 				if fcwnd >= 1 {
 					fcwnd += c.AI * acked / fcwnd
 				} else {
-					fcwnd += c.AI * acked
+					inc := c.AI * acked
+					if c.SubOneGain > 0 {
+						inc = min(inc, c.SubOneGain*fcwnd*acked)
+					}
+					fcwnd += inc
 				}
 				s.Stats.Increases++
 			} else if float64(sinceDec) >= rtt {

@@ -51,7 +51,7 @@ func benchLinkFail(fs *flag.FlagSet) func(c sim.Common) (sim.Doc, []svgplot.Char
 			"load": *load, "size": *size, "qps_per_host": *qps, "fail": "leaf 0 – spine 0, both directions, at " + failAt.String(),
 			"recovery": "from the failure until the goodput averaged over 5 bins is back at 90 % of the pre-failure mean",
 			"stalled":  "connections with operations waiting and no transaction completed in the last quarter of the run",
-			"firmware": "fixed window (fcwnd 32), min RTO " + benchMinRTO.String() + "; retransmissions keep their flow",
+			"firmware": c.FirmwareDesc + "; retransmissions keep their flow",
 			"end":      end.String(),
 			"seed":     c.Seed,
 		}, Points: points(pts)}

@@ -44,7 +44,7 @@ func benchMultipath(fs *flag.FlagSet) func(c sim.Common) (sim.Doc, []svgplot.Cha
 			"size": *size, "warmup": warmup.String(), "run": run.String(), "background": *bg,
 			"policy":   "round robin over flows (the only policy today; weighted and max-open come with the control loops)",
 			"latency":  "arrival to completion; operations still running at the end count with their age",
-			"firmware": "fixed window (fcwnd 32)", "seed": c.Seed,
+			"firmware": c.FirmwareDesc, "seed": c.Seed,
 		}, Points: points(pts)}
 		top := 0.0
 		for _, l := range ld {

@@ -60,8 +60,27 @@ type Common struct {
 	// RUE returns a host's congestion-control engine (the firmware);
 	// nil keeps every window at its initial value.
 	RUE func(h int) rue.Engine
+	// Firmware names the engine ("fixed", "swift"); FirmwareDesc
+	// describes it for the setup record.
+	Firmware, FirmwareDesc string
 	// MinRTO is the firmware's RTO floor (for goals stated in RTOs).
 	MinRTO time.Duration
+	// InitFcwnd is every connection's initial fabric window (0: the
+	// endpoint's default, 32): the firmware's choice, as the connection
+	// manager would make it.
+	InitFcwnd rue.Fixed
+	// RACKTLP turns on RACK and tail-loss probes (Gen3 loss recovery) on
+	// every connection.
+	RACKTLP bool
+}
+
+// Conn returns the benches' connection template with the common
+// settings applied.
+func (c Common) Conn() falcon.ConnConfig {
+	cc := DefaultConn()
+	cc.InitFcwnd = c.InitFcwnd
+	cc.RACK, cc.TLP = c.RACKTLP, c.RACKTLP
+	return cc
 }
 
 // Wire overheads the ideals count: a push's Falcon header plus envelope,

@@ -85,7 +85,7 @@ func RunIncast(cfg IncastConfig) ([]IncastPoint, error) {
 func incastRun(cfg IncastConfig, qps int) (IncastPoint, error) {
 	wall := time.Now()
 	fc := DefaultFabric(1, cfg.Senders+1, 1, cfg.Seed)
-	cc := DefaultConn()
+	cc := cfg.Common.Conn()
 	// Tables of 64 (the fixed window keeps 32 packets in flight) let
 	// 2 × 5,000 connections fit in half a gigabyte.
 	cc.TxWindow, cc.MaxTxns = IncastTable, IncastTable

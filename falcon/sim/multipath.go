@@ -63,7 +63,7 @@ func RunMultipath(cfg MultipathConfig) ([]MultipathPoint, error) {
 func multipathRun(cfg MultipathConfig, load float64, flows int) (MultipathPoint, error) {
 	wall := time.Now()
 	fc := DefaultFabric(2, cfg.Hosts, cfg.Spines, cfg.Seed)
-	s := New(Config{Fabric: fc, Conn: DefaultConn(), RUE: cfg.RUE, Seed: cfg.Seed})
+	s := New(Config{Fabric: fc, Conn: cfg.Common.Conn(), RUE: cfg.RUE, Seed: cfg.Seed})
 	t0 := s.Now()
 	measure := t0 + cfg.Warmup
 	end := measure + cfg.Run
