@@ -117,6 +117,7 @@ func (c *Conn) cumAck(dbase, rbase wire.PSN, now time.Duration, standalone bool)
 // acked runs when the peer acknowledged an outstanding packet.
 func (c *Conn) acked(i int, psn wire.PSN, s *pdl.TxSlot, now time.Duration) {
 	c.flows[s.Flow].acked++
+	c.landed(s.Flow)
 	if s.SentAt > c.rackXmit {
 		c.rackXmit = s.SentAt
 	}

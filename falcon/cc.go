@@ -31,7 +31,7 @@ func (c *Conn) rueEvent(now time.Duration, flow uint8, typ rue.EventType, t1, t2
 	f.acked = 0
 	c.ev = rue.Event{Conn: c.cfg.SCID, Flow: flow, Type: typ, T1: uint32(t1), T2: uint32(t2), T3: uint32(t3),
 		T4: uint32(t4), RetxCount: retx, RetxReason: reason, NackCode: nack, ForwardHop: hops, RxBufLevel: level, CCMetadata: meta,
-		NumAcked: acked, EACK: eack, EACKDrop: drop, Fcwnd: f.fcwnd, Ncwnd: c.ncwnd, IPG: c.ipg, RTO: c.rto,
+		NumAcked: acked, EACK: eack, EACKDrop: drop, ConnFcwnd: c.fcwnd, Fcwnd: f.fcwnd, Ncwnd: c.ncwnd, IPG: c.ipg, RTO: c.rto,
 		FabricMarker: f.fabricMarker, NICMarker: c.nicMark, NcwndUp: c.ncwndUp, DelayState: f.delayState,
 		RTTState: f.rttState, BaseDelay: f.baseDelay, CCOpaque: c.ccOpaque, PLBState: f.plbState,
 		Now: uint32(wire.TimestampAt(now)) & (1<<24 - 1)}
@@ -52,11 +52,7 @@ func (c *Conn) applyRUE(r *rue.Response) {
 	f.fcwnd = max(r.Fcwnd, 1)
 	c.sumFcwnd()
 	if r.RandomizePath {
-		// PLB [S §10.4]: new random entropy in the flow label's upper 18
-		// bits; the low 2 bits keep the flow id.
-		id := uint32(r.Flow) % uint32(c.cfg.Flows)
-		c.cfg.FlowLabels[id] = (c.ep.rng.Uint32()<<2 | id) & (1<<20 - 1)
-		c.Stats.Repath.Inc()
+		c.plbRepath(r.Flow, c.ep.clk.Now())
 	}
 	c.ncwnd = max(r.Ncwnd, 1)
 	c.ipg = max(r.IPG, 0)

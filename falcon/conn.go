@@ -99,6 +99,10 @@ type flowCC struct {
 	baseDelay              uint32
 	ccMetadata, lastEvTime uint32
 	plbState               uint32
+	out                    uint32 // packets sent on the flow and not yet acknowledged
+	credit                 int32  // weighted round robin's accumulated credit
+	rerouted               bool
+	rerouteAt, holdUntil   time.Duration // protective reroute's last time and PLB hold
 }
 
 type rsnRing struct {

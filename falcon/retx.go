@@ -130,6 +130,7 @@ func (c *Conn) rtoFire(i int, psn wire.PSN, s *pdl.TxSlot, now time.Duration) {
 	}
 	s.Retries++
 	c.Stats.RetxRTO.Inc()
+	c.reroute(s.Flow, now)
 	c.retransmit(i, psn, s, now)
 	c.retxEvent(s, rue.RetxRTO, now)
 }

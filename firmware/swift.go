@@ -301,10 +301,17 @@ func (s *Swift) Handle(ev *rue.Event) (rue.Response, bool) {
 	// Pacing [S §10.3.5]: below one packet, one packet per srtt/fcwnd.
 	// The datapath's gate measures the gap from the previous send (and
 	// keeps one packet in flight), so the gap is the whole interval —
-	// not Isekai's srtt/fcwnd − srtt, which counts from the ACK.
+	// not Isekai's srtt/fcwnd − srtt, which counts from the ACK. The gate
+	// paces the connection, whose window is the sum over its flows: with
+	// several flows one flow's tiny window must not stretch the gap (or
+	// the RTO) of the others.
 	var ipgU float64
-	if fcwnd < 1 && srtt > 0 {
-		ipgU = srtt / fcwnd
+	conn := fcwnd
+	if ev.ConnFcwnd > 0 {
+		conn = (ev.ConnFcwnd - ev.Fcwnd + r.Fcwnd).Float()
+	}
+	if conn < 1 && srtt > 0 {
+		ipgU = srtt / conn
 		s.Stats.Paced++
 	}
 	r.IPG = units(ipgU)

@@ -84,6 +84,10 @@ type Event struct {
 	EACKDrop   bool // the EACK shows a hole (presumed drop)
 	ECN        uint32
 
+	// ConnFcwnd is the connection's fabric window, the sum over its flows
+	// (what the transmit gate enforces; pacing applies below one).
+	ConnFcwnd Fixed
+
 	// State that round-trips: the current enforced values and the RUE's own.
 	Fcwnd        Fixed
 	Ncwnd        uint32

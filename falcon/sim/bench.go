@@ -72,6 +72,10 @@ type Common struct {
 	// RACKTLP turns on RACK and tail-loss probes (Gen3 loss recovery) on
 	// every connection.
 	RACKTLP bool
+	// Reroute turns on protective reroute on every connection.
+	Reroute bool
+	// Policy is the path policy of connections with several flows.
+	Policy falcon.PathPolicy
 }
 
 // Conn returns the benches' connection template with the common
@@ -80,6 +84,8 @@ func (c Common) Conn() falcon.ConnConfig {
 	cc := DefaultConn()
 	cc.InitFcwnd = c.InitFcwnd
 	cc.RACK, cc.TLP = c.RACKTLP, c.RACKTLP
+	cc.ProtectiveReroute = c.Reroute
+	cc.PathPolicy = c.Policy
 	return cc
 }
 
