@@ -71,15 +71,9 @@ func (e *Endpoint) ApplyRUE(r rue.Response) {
 	c.flush(e.clk.Now())
 }
 
-// rxBufferLevel quantises the network-request Rx pools' occupancy into 32
-// levels and reports the larger [S §10.2].
+// rxBufferLevel reports the larger of the network-request Rx pools'
+// quantised occupancy EMAs [S §10.2].
 func (e *Endpoint) rxBufferLevel() uint8 {
-	q := func(used, cap int) int {
-		if cap <= 0 {
-			return 0
-		}
-		return min(used*32/cap, 31)
-	}
 	p := &e.res.RxNet
-	return uint8(max(q(p.Pkt.Used, p.Pkt.Cap), q(p.Buf.Used, p.Buf.Cap)))
+	return max(p.Pkt.Level(), p.Buf.Level())
 }

@@ -51,6 +51,11 @@ type ConnConfig struct {
 	// [hold, 2·hold).
 	ProtectiveReroute bool
 	RerouteHold       time.Duration
+	// RerouteOnProbe also reroutes a flow when RACK or a tail-loss probe
+	// resends one of its packets (needs RACK/TLP): they detect a loss
+	// after one or two RTTs, an RTO after at least MinRTO, so a failed
+	// path is left sooner.
+	RerouteOnProbe bool
 	// FlowLabels are the flows' labels; the flow id is the label's low 2
 	// bits (default: label i = i).
 	FlowLabels [4]uint32

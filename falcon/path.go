@@ -129,21 +129,24 @@ func (c *Conn) plbRepath(id uint8, now time.Duration) {
 }
 
 // reroute is protective reroute (the paper §3.2): a retransmission timeout
-// on a flow moves it to a new path at once, at most once per RTO, and
-// holds PLB off it for a random time in [RerouteHold, 2·RerouteHold).
-func (c *Conn) reroute(id uint8, now time.Duration) {
+// on a flow (and, with RerouteOnProbe, a tail-loss probe) moves it to a new
+// path at once, at most once per two RTTs (one RTO before an RTT sample), and holds PLB off it for a random
+// time in [RerouteHold, 2·RerouteHold). It reports whether it moved the
+// flow.
+func (c *Conn) reroute(id uint8, now time.Duration) bool {
 	if !c.cfg.ProtectiveReroute {
-		return
+		return false
 	}
 	f := &c.flows[id%uint8(c.cfg.Flows)]
-	if f.rerouted && now-f.rerouteAt < c.rto {
-		return
+	if f.rerouted && now-f.rerouteAt < c.rerouteGap() {
+		return false
 	}
 	f.rerouted, f.rerouteAt = true, now
 	hold := c.cfg.RerouteHold
 	f.holdUntil = now + hold + time.Duration(uint64(c.ep.rng.Uint32())*uint64(hold)>>32)
 	c.repath(id)
 	c.Stats.Reroute.Inc()
+	return true
 }
 
 // FlowState is one flow's view for status displays and tests.
@@ -167,3 +170,7 @@ func (c *Conn) Flows() []FlowState {
 
 // Ncwnd returns the enforced NIC window.
 func (c *Conn) Ncwnd() uint32 { return c.ncwnd }
+
+// rerouteGap is the least time between two reroutes of a flow: two RTTs,
+// long enough for the moved packet to be acknowledged on its new path.
+func (c *Conn) rerouteGap() time.Duration { return 2 * c.rtt.Or(c.rto/2) }

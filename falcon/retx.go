@@ -130,8 +130,13 @@ func (c *Conn) rtoFire(i int, psn wire.PSN, s *pdl.TxSlot, now time.Duration) {
 	}
 	s.Retries++
 	c.Stats.RetxRTO.Inc()
-	c.reroute(s.Flow, now)
+	moved := c.reroute(s.Flow, now)
 	c.retransmit(i, psn, s, now)
+	if moved {
+		// The loss was blamed on the path, which is new: wait one RTO, not
+		// a backed-off one (the attempt still counts toward MaxRetries).
+		s.Deadline = now + c.rto
+	}
 	c.retxEvent(s, rue.RetxRTO, now)
 }
 
@@ -211,6 +216,9 @@ func (c *Conn) rackScan(now time.Duration) {
 				s.Early < c.cfg.EarlyRetxCap && !c.retxGated(i, s) {
 				s.Early++
 				c.Stats.RetxRACK.Inc()
+				if c.cfg.RerouteOnProbe {
+					c.reroute(s.Flow, now)
+				}
 				c.retransmit(i, psn, s, now)
 				c.retxEvent(s, rue.RetxRACK, now)
 			}
@@ -244,6 +252,9 @@ func (c *Conn) tlpProbe(now time.Duration) {
 			if s.State == pdl.SlotInflight && !s.Received && s.Early < c.cfg.EarlyRetxCap && !c.retxGated(i, s) {
 				s.Early++
 				c.Stats.RetxTLP.Inc()
+				if c.cfg.RerouteOnProbe {
+					c.reroute(s.Flow, now)
+				}
 				c.retransmit(i, psn, s, now)
 				c.retxEvent(s, rue.RetxTLP, now)
 				return

@@ -4,6 +4,7 @@ import (
 	"falconnic/falcon"
 	"falconnic/falcon/link"
 	"falconnic/falcon/sim"
+	"falconnic/falcon/tl"
 	"math"
 	"testing"
 	"time"
@@ -397,4 +398,72 @@ func TestSwiftPacingAgainstGate(t *testing.T) {
 	if s.Stats.Paced == 0 || p.CA.Stats.RetxRTO.Load() != 0 {
 		t.Errorf("paced responses %d, RTO retransmissions %d", s.Stats.Paced, p.CA.Stats.RetxRTO.Load())
 	}
+}
+
+// slowULP acknowledges pushes at a fixed rate: a receiver whose host
+// drains slower than the network delivers.
+type slowULP struct {
+	held  []wire.RSN
+	conn  *falcon.Conn
+	every time.Duration
+	next  time.Duration
+}
+
+func (u *slowULP) OnRequest(c *falcon.Conn, r *falcon.Request) {
+	if r.Kind == tl.Push {
+		u.conn = c
+		u.held = append(u.held, r.RSN)
+	}
+}
+func (u *slowULP) OnCompletion(c *falcon.Conn, cpl *falcon.Completion) {}
+func (u *slowULP) OnXon(c *falcon.Conn)                                {}
+
+func (u *slowULP) drain(now time.Duration) {
+	for len(u.held) > 0 && now >= u.next {
+		u.conn.AckPush(u.held[0])
+		u.held = u.held[1:]
+		u.next = max(u.next, now-u.every) + u.every
+	}
+}
+
+// Under a slow receiver the rx-buffer level rises past the target and
+// Swift shrinks ncwnd from its initial 64, so requests wait at the sender
+// instead of filling the receiver; nothing times out.
+func TestSwiftNcwndSlowReceiver(t *testing.T) {
+	s := NewSwift(SwiftConfig{BaseTarget: 100 * time.Microsecond})
+	ua, ub := &pushULP{}, &slowULP{every: 2 * time.Microsecond}
+	p, err := sim.NewPair(sim.PairConfig{
+		AB: link.MemConfig{Delay: 5 * time.Microsecond}, BA: link.MemConfig{Delay: 5 * time.Microsecond},
+		Conn: falcon.ConnConfig{SCID: 1, DCID: 2, InitFcwnd: 128 * rue.One}, ULPA: ua, ULPB: ub, RUEA: s,
+		Limits: tl.Limits{CellSize: 256, TxReqPkts: 1024, TxReqCells: 1 << 16, TxDataPkts: 1024, TxDataCell: 1 << 16,
+			RxReqPkts: 1024, RxReqCells: 1 << 16, RxNetPkts: 96, RxNetCells: 1 << 16, HoLPkts: 4, HoLCells: 64}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload := make([]byte, 256)
+	sent, minN := 0, p.CA.Ncwnd()
+	end := p.Clock.Now() + 3*time.Millisecond
+	for p.Clock.Now() < end {
+		for sent < ua.done+200 {
+			if _, err := p.CA.Push(0, payload); err != nil {
+				break
+			}
+			sent++
+		}
+		ub.drain(p.Clock.Now())
+		if !p.Step() {
+			p.Clock.Advance(time.Microsecond)
+		}
+		minN = min(minN, p.CA.Ncwnd())
+	}
+	if s.Stats.NcwndDown == 0 || minN >= 64 {
+		t.Errorf("ncwnd never shrank under a slow receiver: min %d, %+v", minN, s.Stats)
+	}
+	if p.CA.Stats.RetxRTO.Load() != 0 || p.CB.Stats.RxNoResource.Load() != 0 {
+		t.Errorf("RTO retransmissions %d, resource NACKs %d", p.CA.Stats.RetxRTO.Load(), p.CB.Stats.RxNoResource.Load())
+	}
+	if ua.done < 1000 {
+		t.Errorf("only %d pushes completed in 3 ms at one per 2 µs", ua.done)
+	}
+	t.Logf("ncwnd min %d now %d, completed %d, %+v", minN, p.CA.Ncwnd(), ua.done, s.Stats)
 }

@@ -113,6 +113,7 @@ func runSimBench(name string, def simBench, args []string, stdout, stderr io.Wri
 	swiftSet := fs.String("swift", "", "Swift settings over its defaults: base=10us,hop=1us,fs=20us,ai=1,beta=0.8,mdf=0.5,sub=0,min=0.01,level=15,plb=0")
 	rackTLP := fs.Bool("rack-tlp", true, "RACK and tail-loss probes on every connection (false: RTO and early retransmission only)")
 	reroute := fs.Bool("reroute", true, "protective reroute: a flow whose packet times out moves to a new path")
+	rerouteProbe := fs.Bool("reroute-probe", true, "protective reroute on RACK and tail-loss-probe retransmissions too")
 	initW := fs.Float64("init-fcwnd", 0, "initial fabric window of every connection (0: the firmware's choice — 1 for swift, 32 for fixed)")
 	run := def(fs)
 	if err := fs.Parse(args); err != nil {
@@ -138,7 +139,7 @@ func runSimBench(name string, def simBench, args []string, stdout, stderr io.Wri
 		init = rue.FixedFrom(*initW)
 	}
 	doc, charts, title, err := run(sim.Common{Seed: *seed, Quick: *quick, RUE: f.rue, MinRTO: benchMinRTO,
-		Firmware: *fw, FirmwareDesc: f.desc + ", initial fcwnd " + init.String(), InitFcwnd: init, RACKTLP: *rackTLP, Reroute: *reroute})
+		Firmware: *fw, FirmwareDesc: f.desc + ", initial fcwnd " + init.String(), InitFcwnd: init, RACKTLP: *rackTLP, Reroute: *reroute, RerouteOnProbe: *rerouteProbe})
 	if err != nil {
 		return err
 	}

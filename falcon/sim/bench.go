@@ -74,6 +74,8 @@ type Common struct {
 	RACKTLP bool
 	// Reroute turns on protective reroute on every connection.
 	Reroute bool
+	// RerouteOnProbe also reroutes on tail-loss probes.
+	RerouteOnProbe bool
 	// Policy is the path policy of connections with several flows.
 	Policy falcon.PathPolicy
 }
@@ -84,7 +86,7 @@ func (c Common) Conn() falcon.ConnConfig {
 	cc := DefaultConn()
 	cc.InitFcwnd = c.InitFcwnd
 	cc.RACK, cc.TLP = c.RACKTLP, c.RACKTLP
-	cc.ProtectiveReroute = c.Reroute
+	cc.ProtectiveReroute, cc.RerouteOnProbe = c.Reroute, c.Reroute && c.RerouteOnProbe
 	cc.PathPolicy = c.Policy
 	return cc
 }
