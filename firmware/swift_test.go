@@ -467,3 +467,25 @@ func TestSwiftNcwndSlowReceiver(t *testing.T) {
 	}
 	t.Logf("ncwnd min %d now %d, completed %d, %+v", minN, p.CA.Ncwnd(), ua.done, s.Stats)
 }
+
+// With RTOOnlyCuts, losses repaired early leave the window alone; an RTO
+// still cuts it.
+func TestSwiftRTOOnlyCuts(t *testing.T) {
+	f := newFlow(t, SwiftConfig{FSRange: -1, RTOOnlyCuts: true})
+	f.advance(100)
+	f.ack(5, 0, 1, 0)
+	w := f.ev.Fcwnd
+	for _, why := range []rue.RetxReason{rue.RetxEarly, rue.RetxRACK, rue.RetxTLP} {
+		f.advance(10)
+		if got := f.retx(why, 1).Fcwnd; got != w {
+			t.Errorf("reason %d cut the window %v → %v", why, w, got)
+		}
+	}
+	f.advance(10)
+	if got := f.retx(rue.RetxRTO, 1).Fcwnd.Float(); !near(got, w.Float()/2, 0.01) {
+		t.Errorf("RTO: %v → %.3f, want halved", w, got)
+	}
+	if f.s.Stats.RetxIgnored != 3 || f.s.Stats.RetxCuts != 1 {
+		t.Errorf("stats %+v", f.s.Stats)
+	}
+}
