@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"falconnic/falcon/rue"
+	"falconnic/falcon/tl"
 	"falconnic/internal/clock"
 )
 
@@ -140,5 +141,54 @@ func TestRepathAndProtectiveReroute(t *testing.T) {
 	c.applyRUE(&rue.Response{Conn: 5, Flow: 1, Fcwnd: 32 * rue.One, Ncwnd: 64, RandomizePath: true})
 	if c.cfg.FlowLabels[1] == labels[1] || c.Stats.Repath.Load() != 2 {
 		t.Errorf("PLB repath after the hold: labels %x → %x", labels, c.cfg.FlowLabels)
+	}
+}
+
+// xonULP refills a connection as soon as it is told it may.
+type xonULP struct{ order []uint32 }
+
+func (u *xonULP) OnRequest(c *Conn, r *Request)         {}
+func (u *xonULP) OnCompletion(c *Conn, cpl *Completion) {}
+func (u *xonULP) OnXon(c *Conn) {
+	u.order = append(u.order, c.SCID())
+	for {
+		if _, err := c.Push(0, []byte("x")); err != nil {
+			return
+		}
+	}
+}
+
+// Freed transmit resources go round the Xoff'ed connections (RM-9): a
+// ULP that refills at once must not hand every freed packet to the same
+// first connection of the list.
+func TestXonRoundRobin(t *testing.T) {
+	u := &xonULP{}
+	l := tl.DefaultLimits()
+	l.TxReqPkts = 1
+	e := New(Config{Clock: clock.NewManual(time.Millisecond), Link: &sink{}, ULP: u, Limits: l})
+	var cs []*Conn
+	for i := uint32(1); i <= 4; i++ {
+		c, err := e.Connect(ConnConfig{SCID: i, DCID: i})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs = append(cs, c)
+	}
+	for _, c := range cs { // the first takes the only packet; all end Xoff'ed
+		u.OnXon(c)
+	}
+	u.order = nil
+	for round := 0; round < 8; round++ {
+		e.res.TxReq.Give(1) // one packet frees (as a completion would)
+		e.xonScan()
+	}
+	want := []uint32{1, 2, 3, 4, 1, 2, 3, 4} // a fixed-order scan gives 1, 1, 1, …
+	if len(u.order) != len(want) {
+		t.Fatalf("Xon order %v, want %v", u.order, want)
+	}
+	for i := range want {
+		if u.order[i] != want[i] {
+			t.Fatalf("Xon order %v, want %v", u.order, want)
+		}
 	}
 }

@@ -116,6 +116,7 @@ func runSimBench(name string, def simBench, args []string, stdout, stderr io.Wri
 	rackTLP := fs.Bool("rack-tlp", true, "RACK and tail-loss probes on every connection (false: RTO and early retransmission only)")
 	reroute := fs.Bool("reroute", true, "protective reroute: a flow whose packet times out moves to a new path")
 	rerouteProbe := fs.Bool("reroute-probe", true, "protective reroute on RACK and tail-loss-probe retransmissions too")
+	alpha := fs.Float64("alpha", 0, "dynamic threshold: a connection may hold at most alpha × the NIC's free Tx request packets (0: no limit)")
 	initW := fs.Float64("init-fcwnd", 0, "initial fabric window of every connection (0: the firmware's choice — 1 for swift, 32 for fixed)")
 	run := def(fs)
 	if err := fs.Parse(args); err != nil {
@@ -141,7 +142,7 @@ func runSimBench(name string, def simBench, args []string, stdout, stderr io.Wri
 		init = rue.FixedFrom(*initW)
 	}
 	doc, charts, title, err := run(sim.Common{Seed: *seed, Quick: *quick, RUE: f.rue, MinRTO: benchMinRTO,
-		Firmware: *fw, FirmwareDesc: f.desc + ", initial fcwnd " + init.String(), InitFcwnd: init, RACKTLP: *rackTLP, Reroute: *reroute, RerouteOnProbe: *rerouteProbe})
+		Firmware: *fw, FirmwareDesc: f.desc + ", initial fcwnd " + init.String(), InitFcwnd: init, RACKTLP: *rackTLP, Reroute: *reroute, RerouteOnProbe: *rerouteProbe, Alpha: *alpha})
 	if err != nil {
 		return err
 	}

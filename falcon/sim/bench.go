@@ -8,6 +8,7 @@ import (
 	"falconnic/falcon"
 	"falconnic/falcon/fabric"
 	"falconnic/falcon/rue"
+	"falconnic/falcon/tl"
 )
 
 // Doc is what every `falconnic bench` prints: the setup, one record per
@@ -78,6 +79,16 @@ type Common struct {
 	RerouteOnProbe bool
 	// Policy is the path policy of connections with several flows.
 	Policy falcon.PathPolicy
+	// Alpha is the NIC's dynamic threshold on Tx request packets per
+	// connection (tl.Limits.Alpha; 0: none).
+	Alpha float64
+}
+
+// Limits returns the NICs' resource pools with the common settings.
+func (c Common) Limits() tl.Limits {
+	l := tl.DefaultLimits()
+	l.Alpha = c.Alpha
+	return l
 }
 
 // Conn returns the benches' connection template with the common

@@ -75,7 +75,7 @@ func multipathRun(cfg MultipathConfig, load float64, flows int, pol falcon.PathP
 	fc := DefaultFabric(2, cfg.Hosts, cfg.Spines, cfg.Seed)
 	cc := cfg.Common.Conn()
 	cc.PathPolicy = pol
-	s := New(Config{Fabric: fc, Conn: cc, RUE: cfg.RUE, Seed: cfg.Seed})
+	s := New(Config{Fabric: fc, Conn: cc, RUE: cfg.RUE, Seed: cfg.Seed, Limits: cfg.Common.Limits()})
 	t0 := s.Now()
 	measure := t0 + cfg.Warmup
 	end := measure + cfg.Run
