@@ -6,6 +6,7 @@ import (
 	"falconnic/falcon/sim"
 	"falconnic/falcon/tl"
 	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -487,5 +488,29 @@ func TestSwiftRTOOnlyCuts(t *testing.T) {
 	}
 	if f.s.Stats.RetxIgnored != 3 || f.s.Stats.RetxCuts != 1 {
 		t.Errorf("stats %+v", f.s.Stats)
+	}
+}
+
+// Whatever the records hold (timestamps and levels come from the network,
+// state from a previous engine), Swift's answer stays within its bounds
+// (an RTO of 0, before any delay sample, leaves the datapath's as it is).
+func TestSwiftBoundsOnArbitraryEvents(t *testing.T) {
+	s := NewSwift(SwiftConfig{PLB: true})
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := 0; i < 200000; i++ {
+		ev := rue.Event{Type: rue.EventType(rng.IntN(3)), T1: rng.Uint32(), T2: rng.Uint32(), T3: rng.Uint32(),
+			T4: rng.Uint32(), RetxCount: uint8(rng.Uint32()), RetxReason: rue.RetxReason(rng.IntN(4)),
+			NackCode: uint8(rng.IntN(16)), ForwardHop: uint8(rng.IntN(16)), RxBufLevel: uint8(rng.IntN(32)),
+			NumAcked: rng.Uint32(), Fcwnd: rue.Fixed(rng.Uint32() >> 11), ConnFcwnd: rue.Fixed(rng.Uint32() >> 11),
+			Ncwnd: rng.Uint32(), FabricMarker: rng.Uint32(), NICMarker: rng.Uint32(), RTTState: rng.Uint32(),
+			CCOpaque: rng.Uint32(), PLBState: rng.Uint32(), Now: rng.Uint32() & mask24}
+		if i%2 == 0 { // plausible magnitudes too
+			ev.RTTState, ev.NumAcked, ev.Ncwnd = ev.RTTState&0xfff, ev.NumAcked&0xff, ev.Ncwnd&0x1ff
+		}
+		r, ok := s.Handle(&ev)
+		if !ok || r.Fcwnd < rue.FixedFrom(0.01) || r.Fcwnd > 256*rue.One || r.Ncwnd < 1 || r.Ncwnd > 256 ||
+			r.IPG < 0 || r.RTO != 0 && r.RTO < 250*time.Microsecond || r.RTO > time.Duration(math.MaxInt64/2) {
+			t.Fatalf("event %+v → response %+v", ev, r)
+		}
 	}
 }
