@@ -75,6 +75,7 @@ type Conn struct {
 	rtoAt, tlpAt, rnrAt, txnAt             time.Duration
 	rtoArmed, tlpArmed, rnrArmed, txnArmed bool
 	paceArmed, tlpFired, xoff, inCB        bool
+	tlpProbes                              uint8 // probes since the last ACK
 
 	ini     tl.Initiator
 	cplNext wire.RSN

@@ -192,3 +192,34 @@ func TestXonRoundRobin(t *testing.T) {
 		}
 	}
 }
+
+// When probes reroute, a probe whose ACK never comes is followed by
+// another a PTO later on a new path, up to maxRerouteProbes; plain TLP
+// probes once and leaves the rest to the RTO.
+func TestRerouteProbesRepeat(t *testing.T) {
+	for _, rr := range []bool{false, true} {
+		s := newScript(t, ConnConfig{SCID: 1, DCID: 2, TLP: true, InitRTO: 10 * time.Millisecond,
+			MinRTO: 10 * time.Millisecond, ProtectiveReroute: rr, RerouteOnProbe: rr})
+		s.ub.onReq = func(c *Conn, r *Request) { c.AckPush(r.RSN) }
+		s.ca.Push(1, nil)
+		s.deliver(0)
+		s.wait(10 * time.Microsecond) // an RTT sample: PTO = 50 µs
+		s.deliver(0)
+		s.flushAll()
+		label := s.ca.cfg.FlowLabels[0]
+		s.autoLose = func(dir, desc string) bool { return dir == "A→B" } // the path dies
+		s.ca.Push(2, nil)
+		s.wait(400 * time.Microsecond)
+		want, moved := uint64(1), uint64(0)
+		if rr {
+			want, moved = maxRerouteProbes, maxRerouteProbes
+		}
+		if got := s.ca.Stats.RetxTLP.Load(); got != want || s.ca.Stats.Reroute.Load() != moved || s.ca.Stats.RetxRTO.Load() != 0 {
+			t.Errorf("reroute %v: %d probes, %d reroutes, %d RTOs; want %d, %d, 0", rr, got, s.ca.Stats.Reroute.Load(),
+				s.ca.Stats.RetxRTO.Load(), want, moved)
+		}
+		if rr == (s.ca.cfg.FlowLabels[0] == label) {
+			t.Errorf("reroute %v: label %x → %x", rr, label, s.ca.cfg.FlowLabels[0])
+		}
+	}
+}

@@ -232,19 +232,34 @@ func (c *Conn) rearmTLP(now time.Duration) {
 	if !c.cfg.TLP {
 		return
 	}
-	c.tlpFired = false
+	c.tlpFired, c.tlpProbes = false, 0
 	if c.tx[reqW].Outstanding() == 0 && c.tx[dataW].Outstanding() == 0 {
 		c.tlpArmed = false
 		return
 	}
-	pto := max(2*c.rtt.Or(c.rto/2)+c.cfg.AckCoalesceTimeout, 50*time.Microsecond)
-	c.tlpAt, c.tlpArmed = now+pto, true
+	c.tlpAt, c.tlpArmed = now+c.pto(), true
 }
 
+// pto is the probe timeout.
+func (c *Conn) pto() time.Duration {
+	return max(2*c.rtt.Or(c.rto/2)+c.cfg.AckCoalesceTimeout, 50*time.Microsecond)
+}
+
+// maxRerouteProbes bounds the probes sent without an ACK in between when
+// probes reroute: each goes out on a new path (either direction of the
+// last one may be dead, so its ACK may be lost too); the RTO covers the
+// rest.
+const maxRerouteProbes = 4
+
 // tlpProbe retransmits the oldest unreceived packet, once until an ACK
-// re-arms the probe.
+// re-arms the probe — or, when probes reroute, up to maxRerouteProbes
+// times a PTO apart, each on a new path.
 func (c *Conn) tlpProbe(now time.Duration) {
 	c.tlpFired = true
+	c.tlpProbes++
+	if c.cfg.RerouteOnProbe && c.tlpProbes < maxRerouteProbes {
+		c.tlpAt, c.tlpArmed = now+c.pto(), true
+	}
 	for i := range c.tx {
 		w := &c.tx[i]
 		for psn := w.Base(); psn != w.Next(); psn = psn.Add(1) {
