@@ -20,13 +20,17 @@
 //
 // Targets. Isekai's defaults (25 µs base, 1 µs per hop, 100 µs of flow
 // scaling) are a datacenter's. The emulated fabric of falcon/fabric has
-// 100 Gb/s links and an unloaded RTT of ≈ 4 µs within a rack, ≈ 8 µs
-// across racks, and 512 KiB per port (≈ 42 µs of queue at line rate):
-// Isekai's targets would let queues reach or pass the port limit and turn
-// congestion into drops. SwiftConfig therefore defaults to a 10 µs base
-// (a couple of base RTTs: ≈ 75 KB standing queue at one hop), 1 µs per
-// hop and 20 µs of flow scaling, so even the smallest windows aim well
-// under the port limit.
+// 100 Gb/s links, an unloaded fabric delay of ≈ 4 µs within a rack (one
+// switch) and ≈ 11 µs across racks (three), so ≈ 3.5 µs per switch, and
+// 512 KiB per port (≈ 42 µs of queue at line rate): Isekai's targets would
+// let queues reach or pass the port limit and turn congestion into drops.
+// SwiftConfig therefore defaults to a 7 µs base and 2 µs per hop (9 µs
+// within a rack, 13 µs across racks: a few µs of queue over the unloaded
+// delay on either path) and 20 µs of flow scaling, so even the smallest
+// windows aim under the port limit. The benches found these settings
+// sensitive: a 12 µs cross-rack target (9 µs + 3 × 1 µs) loses multipath's
+// max-open advantage over round robin, 10 µs + 1 µs per hop misses
+// incast 5×100 fairness by a hair (0.9896).
 //
 // Pacing convention. Below one packet of fcwnd the datapath keeps one
 // packet in flight and sends the next no sooner than IPG after the

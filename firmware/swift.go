@@ -13,7 +13,7 @@ import (
 // the package documentation).
 type SwiftConfig struct {
 	// Target delay = BaseTarget + PerHop × hops + flow scaling
-	// [S §10.3.2]. Defaults 10 µs and 1 µs.
+	// [S §10.3.2]. Defaults 7 µs and 2 µs (see the package documentation).
 	BaseTarget, PerHop time.Duration
 	// Flow scaling adds clamp(a/√fcwnd + b, 0, FSRange) with a and b chosen
 	// so the term is FSRange at fcwnd FSMin and 0 at FSMax. Defaults 20 µs,
@@ -75,8 +75,8 @@ func (c *SwiftConfig) fill() {
 			*v = d
 		}
 	}
-	defD(&c.BaseTarget, 10*time.Microsecond)
-	defD(&c.PerHop, time.Microsecond)
+	defD(&c.BaseTarget, 7*time.Microsecond)
+	defD(&c.PerHop, 2*time.Microsecond)
 	defD(&c.FSRange, 20*time.Microsecond)
 	defF(&c.FSMin, 0.1)
 	defF(&c.FSMax, 256)

@@ -77,25 +77,23 @@ func near(a, b, tol float64) bool { return math.Abs(a-b) <= tol }
 // FSMin and zero at FSMax.
 func TestSwiftTarget(t *testing.T) {
 	s := NewSwift(SwiftConfig{})
-	c := s.Config()
 	toUs := func(u float64) float64 { return u / unitsPerUs }
-	if got := toUs(s.Target(256, 0)); !near(got, 10, 0.01) {
-		t.Errorf("target at fcwnd 256 = %.2f µs, want the 10 µs base", got)
+	if got := toUs(s.Target(256, 0)); !near(got, 7, 0.01) {
+		t.Errorf("target at fcwnd 256 = %.2f µs, want the 7 µs base", got)
 	}
-	if got := toUs(s.Target(0.1, 3)); !near(got, 10+3+20, 0.01) {
+	if got := toUs(s.Target(0.1, 3)); !near(got, 7+3*2+20, 0.01) {
 		t.Errorf("target at fcwnd 0.1, 3 hops = %.2f µs, want 33", got)
 	}
-	if got := toUs(s.Target(0.01, 0)); !near(got, 30, 0.01) {
-		t.Errorf("target below FSMin = %.2f µs, want clamped at 30", got)
+	if got := toUs(s.Target(0.01, 0)); !near(got, 27, 0.01) {
+		t.Errorf("target below FSMin = %.2f µs, want clamped at 27", got)
 	}
-	if a, b := toUs(s.Target(1, 0)), toUs(s.Target(32, 0)); !(a > b && b > 10) {
+	if a, b := toUs(s.Target(1, 0)), toUs(s.Target(32, 0)); !(a > b && b > 7) {
 		t.Errorf("flow scaling not decreasing: %.2f at 1, %.2f at 32", a, b)
 	}
 	off := NewSwift(SwiftConfig{FSRange: -1})
-	if got := toUs(off.Target(0.1, 0)); !near(got, 10, 0.01) {
-		t.Errorf("flow scaling off: target %.2f µs, want 10", got)
+	if got := toUs(off.Target(0.1, 0)); !near(got, 7, 0.01) {
+		t.Errorf("flow scaling off: target %.2f µs, want 7", got)
 	}
-	_ = c
 }
 
 // Below target the window grows by AI per window's worth of ACKs.
@@ -122,7 +120,7 @@ func TestSwiftAdditiveIncrease(t *testing.T) {
 // Above target the window is cut by β·(d−t)/d capped at max_mdf, at most
 // once per RTT: ACKs within an RTT of the cut leave it alone.
 func TestSwiftOneDecreasePerRTT(t *testing.T) {
-	f := newFlow(t, SwiftConfig{FSRange: -1}) // target 10 µs exactly
+	f := newFlow(t, SwiftConfig{BaseTarget: 10 * time.Microsecond, FSRange: -1}) // target 10 µs exactly
 	f.advance(100)
 	r := f.ack(20, 0, 1, 0)
 	// d = 20, t = 10: cut 0.8 × 0.5 = 0.4 → 32 × 0.6
@@ -157,7 +155,7 @@ func TestSwiftOneDecreasePerRTT(t *testing.T) {
 // The fabric delay excludes the receiver's ACK holding time, so a held
 // ACK does not count as congestion; the full RTT smooths into rtt_state.
 func TestSwiftFabricDelayExcludesHold(t *testing.T) {
-	f := newFlow(t, SwiftConfig{FSRange: -1})
+	f := newFlow(t, SwiftConfig{BaseTarget: 10 * time.Microsecond, FSRange: -1})
 	f.advance(100)
 	r := f.ack(4, 30, 1, 0)
 	if f.s.Stats.Increases != 1 {
@@ -181,7 +179,7 @@ func TestSwiftFabricDelayExcludesHold(t *testing.T) {
 // A retransmission cuts by max_mdf (once per RTT); the retry limit on RTO
 // pins the window at the floor.
 func TestSwiftRetransmitCuts(t *testing.T) {
-	f := newFlow(t, SwiftConfig{FSRange: -1})
+	f := newFlow(t, SwiftConfig{BaseTarget: 10 * time.Microsecond, FSRange: -1})
 	f.advance(100)
 	f.ack(5, 0, 1, 0) // srtt 5 µs, window 33-ish
 	w := f.ev.Fcwnd.Float()
@@ -214,7 +212,7 @@ func TestSwiftRetransmitCuts(t *testing.T) {
 // further; below one packet it turns into an inter-packet gap of
 // srtt/fcwnd, counted from the previous send.
 func TestSwiftFloorAndPacing(t *testing.T) {
-	f := newFlow(t, SwiftConfig{FSRange: -1})
+	f := newFlow(t, SwiftConfig{BaseTarget: 10 * time.Microsecond, FSRange: -1})
 	var seq []float64
 	for i := 0; i < 20; i++ {
 		f.advance(50)
@@ -249,7 +247,7 @@ func TestSwiftFloorAndPacing(t *testing.T) {
 // The decrease marker is 24-bit time: a cut an RTT before the wrap still
 // holds the next cut after it, and a long-idle flow is not held.
 func TestSwiftMarkerWraps(t *testing.T) {
-	f := newFlow(t, SwiftConfig{FSRange: -1})
+	f := newFlow(t, SwiftConfig{BaseTarget: 10 * time.Microsecond, FSRange: -1})
 	f.now = mask24 - us(5)
 	f.ack(20, 0, 1, 0)
 	if f.s.Stats.Decreases != 1 {
@@ -315,7 +313,7 @@ func TestSwiftNcwnd(t *testing.T) {
 // PLB asks for a new path after PLBRounds congested rounds in a row, and
 // never for a flow below its target.
 func TestSwiftPLB(t *testing.T) {
-	cfg := SwiftConfig{PLB: true, FSRange: -1, AI: 1e-9, Beta: 1e-9} // windows about fixed
+	cfg := SwiftConfig{PLB: true, BaseTarget: 10 * time.Microsecond, FSRange: -1, AI: 1e-9, Beta: 1e-9} // windows about fixed
 	hot := newFlow(t, cfg)
 	hot.ev.Fcwnd = 4 * rue.One
 	repaths := 0
@@ -472,7 +470,7 @@ func TestSwiftNcwndSlowReceiver(t *testing.T) {
 // With RTOOnlyCuts, losses repaired early leave the window alone; an RTO
 // still cuts it.
 func TestSwiftRTOOnlyCuts(t *testing.T) {
-	f := newFlow(t, SwiftConfig{FSRange: -1, RTOOnlyCuts: true})
+	f := newFlow(t, SwiftConfig{BaseTarget: 10 * time.Microsecond, FSRange: -1, RTOOnlyCuts: true})
 	f.advance(100)
 	f.ack(5, 0, 1, 0)
 	w := f.ev.Fcwnd

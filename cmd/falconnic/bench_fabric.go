@@ -94,7 +94,7 @@ var benchFirmware = map[string]struct {
 	desc string
 }{
 	"fixed": {fixedRUE, 32 * rue.One, "fixed window (fcwnd 32, ncwnd 64), min RTO " + benchMinRTO.String()},
-	"swift": {swiftRUE, rue.One, "Swift (base target 10 µs + 1 µs/hop + ≤ 20 µs flow scaling, ncwnd to rx-buffer level 15), min RTO " + benchMinRTO.String()},
+	"swift": {swiftRUE, rue.One, "Swift (base target 7 µs + 2 µs/hop + ≤ 20 µs flow scaling, ncwnd to rx-buffer level 15), min RTO " + benchMinRTO.String()},
 }
 
 // simBench is one fabric bench: it adds its flags to fs and returns the
@@ -112,7 +112,7 @@ func runSimBench(name string, def simBench, args []string, stdout, stderr io.Wri
 	check := fs.Bool("check", false, "exit 1 when a goal is not met")
 	plot := fs.String("plot", "", "write the figure to this .svg file")
 	fw := fs.String("firmware", "swift", "congestion control of every NIC: swift or fixed")
-	swiftSet := fs.String("swift", "", "Swift settings over its defaults: base=10us,hop=1us,fs=20us,ai=1,beta=0.8,mdf=0.5,sub=0,min=0.01,level=15,plb=0,rtoonly=0")
+	swiftSet := fs.String("swift", "", "Swift settings over its defaults: base=7us,hop=2us,fs=20us,ai=1,beta=0.8,mdf=0.5,sub=0,min=0.01,level=15,plb=0,rtoonly=0")
 	rackTLP := fs.Bool("rack-tlp", true, "RACK and tail-loss probes on every connection (false: RTO and early retransmission only)")
 	reroute := fs.Bool("reroute", true, "protective reroute: a flow whose packet times out moves to a new path")
 	rerouteProbe := fs.Bool("reroute-probe", true, "protective reroute on RACK and tail-loss-probe retransmissions too")
