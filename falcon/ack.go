@@ -117,6 +117,7 @@ func (c *Conn) cumAck(dbase, rbase wire.PSN, now time.Duration, standalone bool)
 // acked runs when the peer acknowledged an outstanding packet.
 func (c *Conn) acked(i int, psn wire.PSN, s *pdl.TxSlot, now time.Duration) {
 	c.flows[s.Flow].acked++
+	c.landed(s.Flow)
 	if s.SentAt > c.rackXmit {
 		c.rackXmit = s.SentAt
 	}
@@ -181,7 +182,7 @@ func (c *Conn) onAck(a wire.Ack, iv wire.Timestamp, now time.Duration) {
 		drop = c.onEACK(a, now)
 	}
 	c.rearmTLP(now)
-	c.rueEvent(now, c.flowOf(c.rxFlow), rue.EventACK, a.T1(), a.T2(), iv, t4, a.RxBufferLevel(), a.RUEValue(), 0, eack, drop, 0, rue.RetxRTO)
+	c.rueEvent(now, c.flowOf(c.rxFlow), rue.EventACK, a.T1(), a.T2(), iv, t4, a.RxBufferLevel(), a.HopCount(), a.RUEValue(), 0, eack, drop, 0, rue.RetxRTO)
 }
 
 // onEACK merges the EACK's bitmaps into the TX windows, then runs early
@@ -263,7 +264,7 @@ func (c *Conn) onNack(n wire.Nack, iv wire.Timestamp, now time.Duration) {
 		c.Stats.RxNackBadCode.Inc()
 		return
 	}
-	c.rueEvent(now, c.flowOf(c.rxFlow), rue.EventNACK, n.T1(), n.T2(), iv, wire.TimestampAt(now), n.RxBufferLevel(), n.RUEValue(), uint8(code), false, false, 0, rue.RetxRTO)
+	c.rueEvent(now, c.flowOf(c.rxFlow), rue.EventNACK, n.T1(), n.T2(), iv, wire.TimestampAt(now), n.RxBufferLevel(), n.HopCount(), n.RUEValue(), uint8(code), false, false, 0, rue.RetxRTO)
 	h(c, n, i, psn, s, now)
 }
 

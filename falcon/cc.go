@@ -14,7 +14,7 @@ const rueEventTimeout = time.Millisecond
 // rueEvent posts a congestion-control event for one flow [S §10.6]. At most one
 // event per flow is outstanding; while one is, acked counts accumulate and
 // further events are folded in (Isekai's rule).
-func (c *Conn) rueEvent(now time.Duration, flow uint8, typ rue.EventType, t1, t2, t3, t4 wire.Timestamp, level uint8,
+func (c *Conn) rueEvent(now time.Duration, flow uint8, typ rue.EventType, t1, t2, t3, t4 wire.Timestamp, level, hops uint8,
 	meta uint32, nack uint8, eack, drop bool, retx uint8, reason rue.RetxReason) {
 	eng := c.ep.cfg.RUE
 	if eng == nil {
@@ -30,10 +30,10 @@ func (c *Conn) rueEvent(now time.Duration, flow uint8, typ rue.EventType, t1, t2
 	acked := f.acked
 	f.acked = 0
 	c.ev = rue.Event{Conn: c.cfg.SCID, Flow: flow, Type: typ, T1: uint32(t1), T2: uint32(t2), T3: uint32(t3),
-		T4: uint32(t4), RetxCount: retx, RetxReason: reason, NackCode: nack, RxBufLevel: level, CCMetadata: meta,
-		NumAcked: acked, EACK: eack, EACKDrop: drop, Fcwnd: f.fcwnd, Ncwnd: c.ncwnd, IPG: c.ipg, RTO: c.rto,
-		FabricMarker: f.fabricMarker, NICMarker: f.nicMark, NcwndUp: f.ncwndUp, DelayState: f.delayState,
-		RTTState: f.rttState, BaseDelay: f.baseDelay, CCOpaque: f.ccOpaque,
+		T4: uint32(t4), RetxCount: retx, RetxReason: reason, NackCode: nack, ForwardHop: hops, RxBufLevel: level, CCMetadata: meta,
+		NumAcked: acked, EACK: eack, EACKDrop: drop, ConnFcwnd: c.fcwnd, Fcwnd: f.fcwnd, Ncwnd: c.ncwnd, IPG: c.ipg, RTO: c.rto,
+		FabricMarker: f.fabricMarker, NICMarker: c.nicMark, NcwndUp: c.ncwndUp, DelayState: f.delayState,
+		RTTState: f.rttState, BaseDelay: f.baseDelay, CCOpaque: c.ccOpaque, PLBState: f.plbState,
 		Now: uint32(wire.TimestampAt(now)) & (1<<24 - 1)}
 	if r, ok := eng.Handle(&c.ev); ok {
 		c.applyRUE(&r)
@@ -46,17 +46,13 @@ func (c *Conn) applyRUE(r *rue.Response) {
 	c.Stats.RUEResponses.Inc()
 	f := &c.flows[r.Flow%uint8(c.cfg.Flows)]
 	f.pending = false
-	f.fabricMarker, f.nicMark, f.ncwndUp = r.FabricMarker, r.NICMarker, r.NcwndUp
-	f.delayState, f.rttState, f.baseDelay, f.ccOpaque = r.DelayState, r.RTTState, r.BaseDelay, r.CCOpaque
-	f.ccMetadata = r.CCMetadata
+	f.fabricMarker, c.nicMark, c.ncwndUp = r.FabricMarker, r.NICMarker, r.NcwndUp
+	f.delayState, f.rttState, f.baseDelay, c.ccOpaque = r.DelayState, r.RTTState, r.BaseDelay, r.CCOpaque
+	f.ccMetadata, f.plbState = r.CCMetadata, r.PLBState
 	f.fcwnd = max(r.Fcwnd, 1)
 	c.sumFcwnd()
 	if r.RandomizePath {
-		// PLB [S §10.4]: new random entropy in the flow label's upper 18
-		// bits; the low 2 bits keep the flow id.
-		id := uint32(r.Flow) % uint32(c.cfg.Flows)
-		c.cfg.FlowLabels[id] = (c.ep.rng.Uint32()<<2 | id) & (1<<20 - 1)
-		c.Stats.Repath.Inc()
+		c.plbRepath(r.Flow, c.ep.clk.Now())
 	}
 	c.ncwnd = max(r.Ncwnd, 1)
 	c.ipg = max(r.IPG, 0)
@@ -75,15 +71,9 @@ func (e *Endpoint) ApplyRUE(r rue.Response) {
 	c.flush(e.clk.Now())
 }
 
-// rxBufferLevel quantises the network-request Rx pools' occupancy into 32
-// levels and reports the larger [S §10.2].
+// rxBufferLevel reports the larger of the network-request Rx pools'
+// quantised occupancy EMAs [S §10.2].
 func (e *Endpoint) rxBufferLevel() uint8 {
-	q := func(used, cap int) int {
-		if cap <= 0 {
-			return 0
-		}
-		return min(used*32/cap, 31)
-	}
 	p := &e.res.RxNet
-	return uint8(max(q(p.Pkt.Used, p.Pkt.Cap), q(p.Buf.Used, p.Buf.Cap)))
+	return max(p.Pkt.Level(), p.Buf.Level())
 }

@@ -42,6 +42,20 @@ type ConnConfig struct {
 	// Flows is the number of paths (1..4, default 1) [digest §7]. New
 	// packets take the flows in round robin; retransmissions keep theirs.
 	Flows int
+	// PathPolicy chooses the flow of each new packet (default round
+	// robin).
+	PathPolicy PathPolicy
+	// ProtectiveReroute moves a flow to a new path (a new label) when one
+	// of its packets times out; RerouteHold (default 1 ms) then suspends
+	// PLB's congestion repaths of that flow for a random time in
+	// [hold, 2·hold).
+	ProtectiveReroute bool
+	RerouteHold       time.Duration
+	// RerouteOnProbe also reroutes a flow when RACK or a tail-loss probe
+	// resends one of its packets (needs RACK/TLP): they detect a loss
+	// after one or two RTTs, an RTO after at least MinRTO, so a failed
+	// path is left sooner.
+	RerouteOnProbe bool
 	// FlowLabels are the flows' labels; the flow id is the label's low 2
 	// bits (default: label i = i).
 	FlowLabels [4]uint32
@@ -124,6 +138,10 @@ func (c *ConnConfig) fill() {
 	defD(&c.InitRTO, time.Millisecond)
 	defD(&c.MinRTO, 100*time.Microsecond)
 	defD(&c.MaxRTO, 100*time.Millisecond)
+	defD(&c.RerouteHold, time.Millisecond)
+	if c.PathPolicy >= numPathPolicies {
+		c.PathPolicy = PathRoundRobin
+	}
 	defD(&c.AckCoalesceTimeout, 8*time.Microsecond)
 	defD(&c.PullTimeout, time.Second)
 	defD(&c.ULPRTO, 5*time.Millisecond)

@@ -61,6 +61,12 @@ type Conn struct {
 	rto      time.Duration
 	nextSend time.Duration
 	flows    [4]flowCC
+	// The NIC window is the connection's, whichever flow's event moves
+	// it: its marker, direction and the RUE's opaque word (Swift keeps
+	// ncwnd's fraction there) round-trip here, not per flow.
+	nicMark  uint32
+	ncwndUp  bool
+	ccOpaque uint32
 	ev       rue.Event
 	rackXmit time.Duration
 	nextFlow uint8
@@ -69,6 +75,7 @@ type Conn struct {
 	rtoAt, tlpAt, rnrAt, txnAt             time.Duration
 	rtoArmed, tlpArmed, rnrArmed, txnArmed bool
 	paceArmed, tlpFired, xoff, inCB        bool
+	tlpProbes                              uint8 // probes since the last ACK
 
 	ini     tl.Initiator
 	cplNext wire.RSN
@@ -88,11 +95,15 @@ type flowCC struct {
 	pending                bool
 	evAt                   time.Duration
 	acked                  uint32
-	fabricMarker, nicMark  uint32
-	ncwndUp                bool
+	fabricMarker           uint32
 	delayState, rttState   uint32
-	baseDelay, ccOpaque    uint32
+	baseDelay              uint32
 	ccMetadata, lastEvTime uint32
+	plbState               uint32
+	out                    uint32 // packets sent on the flow and not yet acknowledged
+	credit                 int32  // weighted round robin's accumulated credit
+	rerouted               bool
+	rerouteAt, holdUntil   time.Duration // protective reroute's last time and PLB hold
 }
 
 type rsnRing struct {

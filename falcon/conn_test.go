@@ -154,6 +154,8 @@ func TestPushInvalidCIDVerdict(t *testing.T) {
 // A tail loss is repaired by the TLP probe long before the RTO.
 func TestTLPRepairsTailLoss(t *testing.T) {
 	s := newScript(t, ConnConfig{SCID: 1, DCID: 2, TLP: true, InitRTO: 10 * time.Millisecond})
+	rec := &recRUE{}
+	s.a.cfg.RUE = rec
 	s.ub.onReq = func(c *Conn, r *Request) { c.AckPush(r.RSN) }
 	s.ca.Push(1, nil)
 	s.deliver(0)
@@ -166,6 +168,28 @@ func TestTLPRepairsTailLoss(t *testing.T) {
 	if s.ca.Stats.RetxTLP.Load() != 1 || s.ca.Stats.RetxRTO.Load() != 0 || len(s.ua.cpls) != 2 {
 		t.Errorf("tlp %d rto %d completions %d", s.ca.Stats.RetxTLP.Load(), s.ca.Stats.RetxRTO.Load(), len(s.ua.cpls))
 	}
+	if got := rec.retx(); got != "TLP" || s.ca.Stats.RUERetxEvents[rue.RetxTLP].Load() != 1 {
+		t.Errorf("RETX events %q, want one for the TLP probe", got)
+	}
+}
+
+// recRUE records events and answers with the event's own values.
+type recRUE struct{ evs []rue.Event }
+
+func (r *recRUE) Handle(ev *rue.Event) (rue.Response, bool) {
+	r.evs = append(r.evs, *ev)
+	return rue.Response{Conn: ev.Conn, Flow: ev.Flow, Fcwnd: ev.Fcwnd, Ncwnd: ev.Ncwnd, RTO: ev.RTO}, true
+}
+
+// retx lists the reasons of the RETX events seen.
+func (r *recRUE) retx() string {
+	var out []string
+	for _, e := range r.evs {
+		if e.Type == rue.EventRetx {
+			out = append(out, [...]string{"RTO", "early", "RACK", "TLP"}[e.RetxReason])
+		}
+	}
+	return strings.Join(out, ",")
 }
 
 // fixedRUE answers every event with one response.
@@ -361,6 +385,8 @@ func TestPeerLink(t *testing.T) {
 func TestRACK(t *testing.T) {
 	e, c, out := newLone(t)
 	c.cfg.RACK = true
+	rec := &recRUE{}
+	e.cfg.RUE = rec
 	clk := e.cfg.Clock.(*clock.Manual)
 	for i := 0; i < 3; i++ {
 		c.Push(uint64(i), []byte("x"))
@@ -374,6 +400,9 @@ func TestRACK(t *testing.T) {
 	e.Receive(seal(wire.AppendEACK(nil, &f), wire.TimestampAt(e.Now())), 0)
 	if c.Stats.RetxRACK.Load() != 1 || len(out.frames) != 4 {
 		t.Fatalf("rack %d, frames %d", c.Stats.RetxRACK.Load(), len(out.frames))
+	}
+	if got := rec.retx(); got != "RACK" {
+		t.Errorf("RETX events %q, want one for the RACK retransmission", got)
 	}
 	b, _, _ := open(out.frames[3])
 	if got := Describe(b); got != "PushData psn=1000 rsn=0 ar=1 len=1" {

@@ -79,7 +79,8 @@ type ConnCounters struct {
 
 	// Congestion control seam.
 	RUEEvents, RUEResponses, RUESuppressed stats.Counter
-	Repath                                 stats.Counter
+	RUERetxEvents                          [4]stats.Counter // by rue.RetxReason
+	Repath, Reroute, RepathHeld            stats.Counter
 }
 
 // Set lists the connection counters with help text.
@@ -140,6 +141,12 @@ func (c *ConnCounters) Set() stats.Set {
 		{Name: "rue_responses", Help: "RUE responses applied", Counter: &c.RUEResponses},
 		{Name: "plb_repath", Help: "flow labels re-randomised on the RUE's request (PLB)", Counter: &c.Repath},
 		{Name: "rue_suppressed", Help: "events folded into an outstanding one", Counter: &c.RUESuppressed},
+		{Name: "rue_retx_rto", Help: "RETX events posted for RTO retransmissions", Counter: &c.RUERetxEvents[0]},
+		{Name: "rue_retx_early", Help: "RETX events posted for early (OOO distance) retransmissions", Counter: &c.RUERetxEvents[1]},
+		{Name: "rue_retx_rack", Help: "RETX events posted for RACK retransmissions", Counter: &c.RUERetxEvents[2]},
+		{Name: "rue_retx_tlp", Help: "RETX events posted for TLP probes", Counter: &c.RUERetxEvents[3]},
+		{Name: "reroute", Help: "flow labels re-randomised after an RTO on the flow (protective reroute)", Counter: &c.Reroute},
+		{Name: "plb_repath_held", Help: "PLB repaths ignored while a protective reroute's hold lasts", Counter: &c.RepathHeld},
 	}
 }
 

@@ -111,8 +111,14 @@
 //     time from its first frame for the replay check.
 //   - Without an RUE windows stay at their initial values and the RTO at
 //     its initial value; firmware.Fixed is the default RUE to plug in.
-//   - Multipath: flows get new packets in round robin (not yet weighted);
-//     ACK coalescing is per connection, not per (connection, flow).
+//   - Multipath: new packets pick a flow by ConnConfig.PathPolicy (round
+//     robin, fcwnd-weighted, or max-open over per-flow in-flight counts);
+//     retransmissions keep their flow. PLB repaths come from the RUE
+//     (RandomizePath); protective reroute repaths a flow on its RTO (and,
+//     with RerouteOnProbe, on RACK/TLP) and holds PLB off it for a while.
+//     Per-flow state is the CC state, the in-flight count and the label;
+//     RACK/TLP and ACK coalescing are still per connection, not per
+//     (connection, flow).
 //   - Go-Back-N is a baseline only: with small resource pools it can
 //     deadlock (both ends' pools full of pulls whose Pull Data waits behind a
 //     refused push that only a selective receiver would get past), which is

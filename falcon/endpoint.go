@@ -104,14 +104,15 @@ var (
 // Link and callbacks to its ULP. It is not safe for concurrent use: one
 // goroutine owns it.
 type Endpoint struct {
-	cfg   Config
-	clk   clock.Clock
-	conns map[uint32]*Conn
-	list  []*Conn
-	res   *tl.Resources
-	ctl   []byte // scratch for ACK/NACK frames
-	rng   interface{ Uint32() uint32 }
-	nXoff int
+	cfg     Config
+	clk     clock.Clock
+	conns   map[uint32]*Conn
+	list    []*Conn
+	res     *tl.Resources
+	ctl     []byte // scratch for ACK/NACK frames
+	rng     interface{ Uint32() uint32 }
+	nXoff   int
+	xonNext int // where the next Xon scan starts (round robin)
 	// Connections with a pending timer, by deadline (timers.go).
 	timers []*Conn
 	visit  []*Conn

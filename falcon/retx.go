@@ -130,8 +130,14 @@ func (c *Conn) rtoFire(i int, psn wire.PSN, s *pdl.TxSlot, now time.Duration) {
 	}
 	s.Retries++
 	c.Stats.RetxRTO.Inc()
+	moved := c.reroute(s.Flow, now)
 	c.retransmit(i, psn, s, now)
-	c.rueEvent(now, s.Flow, rue.EventRetx, 0, 0, 0, wire.TimestampAt(now), 0, 0, 0, false, false, s.Retries, rue.RetxRTO)
+	if moved {
+		// The loss was blamed on the path, which is new: wait one RTO, not
+		// a backed-off one (the attempt still counts toward MaxRetries).
+		s.Deadline = now + c.rto
+	}
+	c.retxEvent(s, rue.RetxRTO, now)
 }
 
 // goBack resends every unacknowledged packet from psn on (Go-Back-N). Only
@@ -175,7 +181,7 @@ func (c *Conn) oooRetx(i int, base wire.PSN, highest int, now time.Duration) {
 			s.Early++
 			c.Stats.RetxEarly.Inc()
 			c.retransmit(i, psn, s, now)
-			c.rueEvent(now, s.Flow, rue.EventRetx, 0, 0, 0, wire.TimestampAt(now), 0, 0, 0, false, false, s.Early, rue.RetxEarly)
+			c.retxEvent(s, rue.RetxEarly, now)
 		}
 	}
 }
@@ -210,7 +216,11 @@ func (c *Conn) rackScan(now time.Duration) {
 				s.Early < c.cfg.EarlyRetxCap && !c.retxGated(i, s) {
 				s.Early++
 				c.Stats.RetxRACK.Inc()
+				if c.cfg.RerouteOnProbe {
+					c.reroute(s.Flow, now)
+				}
 				c.retransmit(i, psn, s, now)
+				c.retxEvent(s, rue.RetxRACK, now)
 			}
 		}
 	}
@@ -222,19 +232,34 @@ func (c *Conn) rearmTLP(now time.Duration) {
 	if !c.cfg.TLP {
 		return
 	}
-	c.tlpFired = false
+	c.tlpFired, c.tlpProbes = false, 0
 	if c.tx[reqW].Outstanding() == 0 && c.tx[dataW].Outstanding() == 0 {
 		c.tlpArmed = false
 		return
 	}
-	pto := max(2*c.rtt.Or(c.rto/2)+c.cfg.AckCoalesceTimeout, 50*time.Microsecond)
-	c.tlpAt, c.tlpArmed = now+pto, true
+	c.tlpAt, c.tlpArmed = now+c.pto(), true
 }
 
+// pto is the probe timeout.
+func (c *Conn) pto() time.Duration {
+	return max(2*c.rtt.Or(c.rto/2)+c.cfg.AckCoalesceTimeout, 50*time.Microsecond)
+}
+
+// maxRerouteProbes bounds the probes sent without an ACK in between when
+// probes reroute: each goes out on a new path (either direction of the
+// last one may be dead, so its ACK may be lost too); the RTO covers the
+// rest.
+const maxRerouteProbes = 4
+
 // tlpProbe retransmits the oldest unreceived packet, once until an ACK
-// re-arms the probe.
+// re-arms the probe — or, when probes reroute, up to maxRerouteProbes
+// times a PTO apart, each on a new path.
 func (c *Conn) tlpProbe(now time.Duration) {
 	c.tlpFired = true
+	c.tlpProbes++
+	if c.cfg.RerouteOnProbe && c.tlpProbes < maxRerouteProbes {
+		c.tlpAt, c.tlpArmed = now+c.pto(), true
+	}
 	for i := range c.tx {
 		w := &c.tx[i]
 		for psn := w.Base(); psn != w.Next(); psn = psn.Add(1) {
@@ -242,9 +267,28 @@ func (c *Conn) tlpProbe(now time.Duration) {
 			if s.State == pdl.SlotInflight && !s.Received && s.Early < c.cfg.EarlyRetxCap && !c.retxGated(i, s) {
 				s.Early++
 				c.Stats.RetxTLP.Inc()
+				if c.cfg.RerouteOnProbe {
+					c.reroute(s.Flow, now)
+				}
 				c.retransmit(i, psn, s, now)
+				c.retxEvent(s, rue.RetxTLP, now)
 				return
 			}
 		}
 	}
+}
+
+// retxEvent tells the RUE about a retransmission of s [S §10.6]: RTO ones
+// carry the packet's attempt count, early (OOO distance), RACK and TLP ones
+// its early-retransmission count.
+func (c *Conn) retxEvent(s *pdl.TxSlot, reason rue.RetxReason, now time.Duration) {
+	if c.ep.cfg.RUE == nil {
+		return
+	}
+	n := s.Early
+	if reason == rue.RetxRTO {
+		n = s.Retries
+	}
+	c.Stats.RUERetxEvents[reason].Inc()
+	c.rueEvent(now, s.Flow, rue.EventRetx, 0, 0, 0, wire.TimestampAt(now), 0, 0, 0, 0, false, false, n, reason)
 }

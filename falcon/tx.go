@@ -126,13 +126,6 @@ func buildInPlace(frame, slotBuf []byte, typ wire.PacketType, f *wire.TxnFields)
 	return slotBuf[:0], []byte(wire.AppendTxnHeader(frame[:0], typ, f, n))
 }
 
-// pickFlow chooses the path of a new packet: round robin over the flows.
-func (c *Conn) pickFlow() uint8 {
-	f := c.nextFlow
-	c.nextFlow = (f + 1) % uint8(c.cfg.Flows)
-	return f
-}
-
 // reserve makes sure a slot's buffer holds n bytes plus the envelope, so
 // building and sealing the packet never allocates once the buffer grew.
 func reserve(s *pdl.TxSlot, n int) {

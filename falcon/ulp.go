@@ -162,15 +162,26 @@ func (c *Conn) refuse() error {
 }
 
 // xonScan tells flow-controlled connections that they may submit again.
+// The scan starts after the connection served last and goes round the
+// list (RM-9's round robin between connections): the ULP refills what it
+// is told about at once, so a fixed order would hand every freed slot to
+// the same first connections and starve the rest.
 func (e *Endpoint) xonScan() {
 	if e.nXoff == 0 {
 		return
 	}
-	for _, c := range e.list {
+	n := len(e.list)
+	for k := 0; k < n && e.nXoff > 0; k++ {
+		i := (e.xonNext + k) % n
+		if i >= len(e.list) { // a callback closed connections
+			break
+		}
+		c := e.list[i]
 		if c.xoff && !c.ini.Full() && e.res.Admit(c.txHeld) && e.res.TxReq.Pkt.Free() > 0 && e.res.TxReq.Buf.Free() > 0 &&
 			e.res.TxData.Pkt.Free() > 0 && e.res.TxData.Buf.Free() > 0 {
 			c.xoff = false
 			e.nXoff--
+			e.xonNext = (i + 1) % n
 			c.Stats.Xon.Inc()
 			if u := e.cfg.ULP; u != nil {
 				u.OnXon(c)

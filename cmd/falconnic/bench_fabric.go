@@ -24,9 +24,77 @@ var errGoalsUnmet = errors.New("bench: goals not met")
 // default), the unit of goals stated in RTOs.
 const benchMinRTO = 250 * time.Microsecond
 
-// fixedRUE is today's firmware: one fixed-window RUE per host.
+// fixedRUE is the fixed-window firmware: one RUE per host.
 func fixedRUE(int) rue.Engine {
 	return firmware.NewFixed(firmware.FixedConfig{MinRTO: benchMinRTO})
+}
+
+// swiftRUE is the Swift firmware at its defaults (targets for the emulated
+// fabric, see package firmware), one RUE per host.
+func swiftRUE(int) rue.Engine {
+	return firmware.NewSwift(firmware.SwiftConfig{MinRTO: benchMinRTO})
+}
+
+// parseSwift reads --swift: comma-separated key=value settings over
+// Swift's defaults (base, hop, fs: durations; ai, beta, mdf, sub, min:
+// numbers; level: the target rx-buffer level; plb, rtoonly: 0 or 1).
+func parseSwift(s string) (firmware.SwiftConfig, error) {
+	cfg := firmware.SwiftConfig{MinRTO: benchMinRTO}
+	if s == "" {
+		return cfg, nil
+	}
+	for _, kv := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return cfg, fmt.Errorf("--swift %q: want key=value", kv)
+		}
+		var err error
+		dur := func(d *time.Duration) { *d, err = time.ParseDuration(v) }
+		num := func(f *float64) { *f, err = strconv.ParseFloat(v, 64) }
+		switch k {
+		case "base":
+			dur(&cfg.BaseTarget)
+		case "hop":
+			dur(&cfg.PerHop)
+		case "fs":
+			dur(&cfg.FSRange)
+		case "ai":
+			num(&cfg.AI)
+		case "beta":
+			num(&cfg.Beta)
+		case "mdf":
+			num(&cfg.MaxMDF)
+		case "sub":
+			num(&cfg.SubOneGain)
+		case "min":
+			num(&cfg.MinFcwnd)
+		case "level":
+			var n uint64
+			n, err = strconv.ParseUint(v, 10, 8)
+			cfg.TargetLevel = uint8(n)
+		case "plb":
+			cfg.PLB = v == "1"
+		case "rtoonly":
+			cfg.RTOOnlyCuts = v == "1"
+		default:
+			return cfg, fmt.Errorf("--swift: unknown setting %q", k)
+		}
+		if err != nil {
+			return cfg, fmt.Errorf("--swift %s: %v", k, err)
+		}
+	}
+	return cfg, nil
+}
+
+// benchFirmware is what --firmware selects: the engine per host and the
+// setup's description.
+var benchFirmware = map[string]struct {
+	rue  func(int) rue.Engine
+	init rue.Fixed
+	desc string
+}{
+	"fixed": {fixedRUE, 32 * rue.One, "fixed window (fcwnd 32, ncwnd 64), min RTO " + benchMinRTO.String()},
+	"swift": {swiftRUE, rue.One, "Swift (base target 7 µs + 2 µs/hop + ≤ 20 µs flow scaling, ncwnd to rx-buffer level 15), min RTO " + benchMinRTO.String()},
 }
 
 // simBench is one fabric bench: it adds its flags to fs and returns the
@@ -43,6 +111,13 @@ func runSimBench(name string, def simBench, args []string, stdout, stderr io.Wri
 	quick := fs.Bool("quick", false, "small, fast run (CI smoke test)")
 	check := fs.Bool("check", false, "exit 1 when a goal is not met")
 	plot := fs.String("plot", "", "write the figure to this .svg file")
+	fw := fs.String("firmware", "swift", "congestion control of every NIC: swift or fixed")
+	swiftSet := fs.String("swift", "", "Swift settings over its defaults: base=7us,hop=2us,fs=20us,ai=1,beta=0.8,mdf=0.5,sub=0,min=0.01,level=15,plb=0,rtoonly=0")
+	rackTLP := fs.Bool("rack-tlp", true, "RACK and tail-loss probes on every connection (false: RTO and early retransmission only)")
+	reroute := fs.Bool("reroute", true, "protective reroute: a flow whose packet times out moves to a new path")
+	rerouteProbe := fs.Bool("reroute-probe", true, "protective reroute on RACK and tail-loss-probe retransmissions too")
+	alpha := fs.Float64("alpha", 0, "dynamic threshold: a connection may hold at most alpha × the NIC's free Tx request packets (0: no limit)")
+	initW := fs.Float64("init-fcwnd", 0, "initial fabric window of every connection (0: the firmware's choice — 1 for swift, 32 for fixed)")
 	run := def(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -50,7 +125,24 @@ func runSimBench(name string, def simBench, args []string, stdout, stderr io.Wri
 		}
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	doc, charts, title, err := run(sim.Common{Seed: *seed, Quick: *quick, RUE: fixedRUE, MinRTO: benchMinRTO})
+	f, ok := benchFirmware[*fw]
+	if !ok {
+		return fmt.Errorf("%w: --firmware %q: want swift or fixed", errUsage, *fw)
+	}
+	if *fw == "swift" && *swiftSet != "" {
+		cfg, err := parseSwift(*swiftSet)
+		if err != nil {
+			return fmt.Errorf("%w: %v", errUsage, err)
+		}
+		f.rue = func(int) rue.Engine { return firmware.NewSwift(cfg) }
+		f.desc += " with " + *swiftSet
+	}
+	init := f.init
+	if *initW > 0 {
+		init = rue.FixedFrom(*initW)
+	}
+	doc, charts, title, err := run(sim.Common{Seed: *seed, Quick: *quick, RUE: f.rue, MinRTO: benchMinRTO,
+		Firmware: *fw, FirmwareDesc: f.desc + ", initial fcwnd " + init.String(), InitFcwnd: init, RACKTLP: *rackTLP, Reroute: *reroute, RerouteOnProbe: *rerouteProbe, Alpha: *alpha})
 	if err != nil {
 		return err
 	}

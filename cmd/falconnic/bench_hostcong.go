@@ -35,7 +35,7 @@ func benchHostCong(fs *flag.FlagSet) func(c sim.Common) (sim.Doc, []svgplot.Char
 			"size": *size, "slow_window": fmt.Sprintf("%v from %v, ULP drains at %.2f × link", *slowFor, *slowAt, *factor),
 			"adapt":    "from the window's start until the receiver link rate (4-RTT mean) ≤ 1.1 × the drain rate",
 			"recover":  "from the window's end until the receiver link rate (4-RTT mean) ≥ 0.9 × before",
-			"firmware": "fixed window (fcwnd 32, ncwnd 64: no NIC-window reaction)", "seed": c.Seed,
+			"firmware": c.FirmwareDesc, "seed": c.Seed,
 		}, Points: []any{p}}
 		adapt, recov := p.AdaptRTTs, p.RecoverRTTs
 		doc.Goals = []sim.Goal{

@@ -35,7 +35,7 @@ func benchIncast(fs *flag.FlagSet) func(c sim.Common) (sim.Doc, []svgplot.Chart,
 		}
 		doc := sim.Doc{Setup: map[string]any{
 			"fabric": sim.DefaultFabric(1, *senders+1, 1, c.Seed), "senders": *senders, "size": *size,
-			"firmware": "fixed window (fcwnd 32, ncwnd 64), min RTO " + benchMinRTO.String(),
+			"firmware": c.FirmwareDesc,
 			"loop":     "closed, one write outstanding per QP",
 			"tables":   fmt.Sprintf("TX window and initiator table %d per connection", sim.IncastTable),
 			"ideal":    "N·size/rate + base RTT, N = senders × QPs",
@@ -76,6 +76,6 @@ func benchIncast(fs *flag.FlagSet) func(c sim.Common) (sim.Doc, []svgplot.Chart,
 			{Title: "RTO retransmissions", XLabel: xl, YLabel: "% of packets", LogX: true,
 				Series: []svgplot.Series{{Name: "RTO retx %", X: x, Y: rto}}, Refs: []svgplot.Ref{{Name: "target 0.1 %", Y: 0.1}}},
 		}
-		return doc, charts, fmt.Sprintf("incast: %d senders, %d-byte writes, fixed-window firmware", *senders, *size), nil
+		return doc, charts, fmt.Sprintf("incast: %d senders, %d-byte writes, %s firmware", *senders, *size, c.Firmware), nil
 	}
 }

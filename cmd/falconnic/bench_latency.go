@@ -26,7 +26,7 @@ func benchLatency(fs *flag.FlagSet) func(c sim.Common) (sim.Doc, []svgplot.Chart
 		doc := sim.Doc{Setup: map[string]any{
 			"fabric": sim.DefaultFabric(2, 1, 4, c.Seed), "path": "host → leaf → spine → leaf → host",
 			"ops": *ops, "loop": "closed, one write outstanding",
-			"firmware": "fixed window (fcwnd 32, ncwnd 64)",
+			"firmware": c.FirmwareDesc,
 			"ideal":    "base RTT of the first packet + serialization of the rest at the host rate",
 			"seed":     c.Seed,
 		}, Points: points(pts)}
@@ -46,6 +46,6 @@ func benchLatency(fs *flag.FlagSet) func(c sim.Common) (sim.Doc, []svgplot.Chart
 			{Title: "unloaded latency", XLabel: "write size (bytes)", YLabel: "µs", LogX: true, LogY: true,
 				Series: []svgplot.Series{{Name: "p50", X: x, Y: l50}, {Name: "ideal", X: x, Y: lid}}},
 		}
-		return doc, charts, "latency: one QP across two racks, unloaded, fixed-window firmware", nil
+		return doc, charts, "latency: one QP across two racks, unloaded, " + c.Firmware + " firmware", nil
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"falconnic/falcon"
 	"falconnic/falcon/sim"
 	"falconnic/internal/svgplot"
 )
@@ -20,12 +21,18 @@ func benchLinkFail(fs *flag.FlagSet) func(c sim.Common) (sim.Doc, []svgplot.Char
 	modes := fs.String("modes", "blackhole,withdrawn,flap", "failure variants: blackhole (still hashed), withdrawn (out of ECMP after 1 ms), flap (blackhole 0.5 ms down / 0.5 ms up × 5)")
 	failAt := fs.Duration("fail-at", 20*time.Millisecond, "when the leaf 0 – spine 0 link fails")
 	end := fs.Duration("end", 40*time.Millisecond, "simulated run length")
+	policy := fs.String("policy", "max-open", "path policy over a connection's flows: round-robin, weighted, max-open")
 	bin := fs.Duration("bin", 100*time.Microsecond, "goodput sampling bin")
 	return func(c sim.Common) (sim.Doc, []svgplot.Chart, string, error) {
 		if c.Quick {
 			*hosts, *spines, *qps, *flows, *modes = 2, 2, 2, "4", "blackhole,withdrawn"
 			*failAt, *end = 2*time.Millisecond, 5*time.Millisecond
 		}
+		pol, ok := falcon.ParsePathPolicy(*policy)
+		if !ok {
+			return sim.Doc{}, nil, "", fmt.Errorf("%w: policy %q (round-robin, weighted, max-open)", errUsage, *policy)
+		}
+		c.Policy = pol
 		fl, err := intList(*flows)
 		if err != nil {
 			return sim.Doc{}, nil, "", err
@@ -51,7 +58,9 @@ func benchLinkFail(fs *flag.FlagSet) func(c sim.Common) (sim.Doc, []svgplot.Char
 			"load": *load, "size": *size, "qps_per_host": *qps, "fail": "leaf 0 – spine 0, both directions, at " + failAt.String(),
 			"recovery": "from the failure until the goodput averaged over 5 bins is back at 90 % of the pre-failure mean",
 			"stalled":  "connections with operations waiting and no transaction completed in the last quarter of the run",
-			"firmware": "fixed window (fcwnd 32), min RTO " + benchMinRTO.String() + "; retransmissions keep their flow",
+			"firmware": c.FirmwareDesc + "; retransmissions keep their flow",
+			"policy":   *policy,
+			"reroute":  c.Reroute,
 			"end":      end.String(),
 			"seed":     c.Seed,
 		}, Points: points(pts)}

@@ -84,6 +84,10 @@ type Event struct {
 	EACKDrop   bool // the EACK shows a hole (presumed drop)
 	ECN        uint32
 
+	// ConnFcwnd is the connection's fabric window, the sum over its flows
+	// (what the transmit gate enforces; pacing applies below one).
+	ConnFcwnd Fixed
+
 	// State that round-trips: the current enforced values and the RUE's own.
 	Fcwnd        Fixed
 	Ncwnd        uint32
@@ -96,6 +100,7 @@ type Event struct {
 	RTTState     uint32 // smoothed RTT in Falcon units
 	BaseDelay    uint32
 	CCOpaque     uint32
+	PLBState     uint32 // protective load balancing's counters [S §10.4]
 	Now          uint32 // event time in Falcon units (24-bit arithmetic in the RUE)
 }
 
@@ -116,6 +121,7 @@ type Response struct {
 	RTTState      uint32
 	BaseDelay     uint32
 	CCOpaque      uint32
+	PLBState      uint32
 }
 
 // Engine computes congestion-control responses.

@@ -8,6 +8,7 @@ import (
 	"falconnic/falcon"
 	"falconnic/falcon/fabric"
 	"falconnic/falcon/rue"
+	"falconnic/falcon/tl"
 )
 
 // Doc is what every `falconnic bench` prints: the setup, one record per
@@ -60,8 +61,45 @@ type Common struct {
 	// RUE returns a host's congestion-control engine (the firmware);
 	// nil keeps every window at its initial value.
 	RUE func(h int) rue.Engine
+	// Firmware names the engine ("fixed", "swift"); FirmwareDesc
+	// describes it for the setup record.
+	Firmware, FirmwareDesc string
 	// MinRTO is the firmware's RTO floor (for goals stated in RTOs).
 	MinRTO time.Duration
+	// InitFcwnd is every connection's initial fabric window (0: the
+	// endpoint's default, 32): the firmware's choice, as the connection
+	// manager would make it.
+	InitFcwnd rue.Fixed
+	// RACKTLP turns on RACK and tail-loss probes (Gen3 loss recovery) on
+	// every connection.
+	RACKTLP bool
+	// Reroute turns on protective reroute on every connection.
+	Reroute bool
+	// RerouteOnProbe also reroutes on tail-loss probes.
+	RerouteOnProbe bool
+	// Policy is the path policy of connections with several flows.
+	Policy falcon.PathPolicy
+	// Alpha is the NIC's dynamic threshold on Tx request packets per
+	// connection (tl.Limits.Alpha; 0: none).
+	Alpha float64
+}
+
+// Limits returns the NICs' resource pools with the common settings.
+func (c Common) Limits() tl.Limits {
+	l := tl.DefaultLimits()
+	l.Alpha = c.Alpha
+	return l
+}
+
+// Conn returns the benches' connection template with the common
+// settings applied.
+func (c Common) Conn() falcon.ConnConfig {
+	cc := DefaultConn()
+	cc.InitFcwnd = c.InitFcwnd
+	cc.RACK, cc.TLP = c.RACKTLP, c.RACKTLP
+	cc.ProtectiveReroute, cc.RerouteOnProbe = c.Reroute, c.Reroute && c.RerouteOnProbe
+	cc.PathPolicy = c.Policy
+	return cc
 }
 
 // Wire overheads the ideals count: a push's Falcon header plus envelope,

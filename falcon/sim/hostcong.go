@@ -47,7 +47,7 @@ func RunHostCong(cfg HostCongConfig) (HostCongPoint, error) {
 	fc := DefaultFabric(1, cfg.Senders+1, 1, cfg.Seed)
 	rtt := BaseRTT(fc, true, 4096)
 	fc.SampleEvery = rtt
-	s := New(Config{Fabric: fc, Conn: DefaultConn(), RUE: cfg.RUE, Seed: cfg.Seed})
+	s := New(Config{Fabric: fc, Conn: cfg.Common.Conn(), RUE: cfg.RUE, Seed: cfg.Seed, Limits: cfg.Common.Limits()})
 	t0 := s.Now()
 	slowAt, slowEnd := t0+cfg.SlowAt, t0+cfg.SlowAt+cfg.SlowFor
 	end := slowEnd + cfg.After

@@ -85,11 +85,11 @@ func RunIncast(cfg IncastConfig) ([]IncastPoint, error) {
 func incastRun(cfg IncastConfig, qps int) (IncastPoint, error) {
 	wall := time.Now()
 	fc := DefaultFabric(1, cfg.Senders+1, 1, cfg.Seed)
-	cc := DefaultConn()
+	cc := cfg.Common.Conn()
 	// Tables of 64 (the fixed window keeps 32 packets in flight) let
 	// 2 × 5,000 connections fit in half a gigabyte.
 	cc.TxWindow, cc.MaxTxns = IncastTable, IncastTable
-	s := New(Config{Fabric: fc, Conn: cc, RUE: cfg.RUE, Seed: cfg.Seed})
+	s := New(Config{Fabric: fc, Conn: cc, RUE: cfg.RUE, Seed: cfg.Seed, Limits: cfg.Common.Limits()})
 	n := cfg.Senders * qps
 	ideal := time.Duration(float64(n)*float64(cfg.Size)*8/float64(fc.HostRate)*1e9) + BaseRTT(s.Fabric.Config(), true, 4096)
 	win := cfg.Window

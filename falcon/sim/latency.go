@@ -42,7 +42,7 @@ func RunLatency(cfg LatencyConfig) ([]LatencyPoint, error) {
 	var out []LatencyPoint
 	for _, size := range cfg.Sizes {
 		fc := DefaultFabric(2, 1, 4, cfg.Seed)
-		s := New(Config{Fabric: fc, Conn: DefaultConn(), RUE: cfg.RUE, Seed: cfg.Seed})
+		s := New(Config{Fabric: fc, Conn: cfg.Common.Conn(), RUE: cfg.RUE, Seed: cfg.Seed})
 		qp, err := s.Connect(0, 1, 1)
 		if err != nil {
 			return out, err

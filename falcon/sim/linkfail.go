@@ -111,7 +111,7 @@ func RunLinkFail(cfg LinkFailConfig) ([]LinkFailPoint, error) {
 func linkFailRun(cfg LinkFailConfig, mode string, flows int) (LinkFailPoint, error) {
 	wall := time.Now()
 	fc := DefaultFabric(2, cfg.Hosts, cfg.Spines, cfg.Seed)
-	s := New(Config{Fabric: fc, Conn: DefaultConn(), RUE: cfg.RUE, Seed: cfg.Seed})
+	s := New(Config{Fabric: fc, Conn: cfg.Common.Conn(), RUE: cfg.RUE, Seed: cfg.Seed, Limits: cfg.Common.Limits()})
 	t0 := s.Now()
 	end := t0 + cfg.End
 	n := 2 * cfg.Hosts

@@ -3,6 +3,7 @@ package sim
 import (
 	"time"
 
+	"falconnic/falcon"
 	"falconnic/falcon/fabric"
 )
 
@@ -21,6 +22,9 @@ type MultipathConfig struct {
 	// Background is open-loop non-Falcon load put on every leaf 0 → spine
 	// link (fraction of its rate; 0: none).
 	Background float64
+	// Policies are the path policies run for each flow count above one
+	// (default round robin); one flow runs once.
+	Policies []falcon.PathPolicy
 }
 
 // MultipathPoint is one (load, flows) run.
@@ -50,20 +54,28 @@ func RunMultipath(cfg MultipathConfig) ([]MultipathPoint, error) {
 	var out []MultipathPoint
 	for _, l := range cfg.Loads {
 		for _, f := range cfg.Flows {
-			p, err := multipathRun(cfg, l, f)
-			if err != nil {
-				return out, err
+			pols := cfg.Policies
+			if f == 1 || len(pols) == 0 {
+				pols = []falcon.PathPolicy{falcon.PathRoundRobin}
 			}
-			out = append(out, p)
+			for _, pol := range pols {
+				p, err := multipathRun(cfg, l, f, pol)
+				if err != nil {
+					return out, err
+				}
+				out = append(out, p)
+			}
 		}
 	}
 	return out, nil
 }
 
-func multipathRun(cfg MultipathConfig, load float64, flows int) (MultipathPoint, error) {
+func multipathRun(cfg MultipathConfig, load float64, flows int, pol falcon.PathPolicy) (MultipathPoint, error) {
 	wall := time.Now()
 	fc := DefaultFabric(2, cfg.Hosts, cfg.Spines, cfg.Seed)
-	s := New(Config{Fabric: fc, Conn: DefaultConn(), RUE: cfg.RUE, Seed: cfg.Seed})
+	cc := cfg.Common.Conn()
+	cc.PathPolicy = pol
+	s := New(Config{Fabric: fc, Conn: cc, RUE: cfg.RUE, Seed: cfg.Seed, Limits: cfg.Common.Limits()})
 	t0 := s.Now()
 	measure := t0 + cfg.Warmup
 	end := measure + cfg.Run
@@ -99,7 +111,7 @@ func multipathRun(cfg MultipathConfig, load float64, flows int) (MultipathPoint,
 	}
 	secs := cfg.Run.Seconds()
 	offered := load * float64(fc.HostRate) * float64(cfg.Hosts)
-	p := MultipathPoint{Load: load, Flows: flows, Policy: "round-robin", OfferedGbps: round(offered/1e9, 3), Background: cfg.Background}
+	p := MultipathPoint{Load: load, Flows: flows, Policy: pol.String(), OfferedGbps: round(offered/1e9, 3), Background: cfg.Background}
 	carried := float64(after-before) * 8 / secs
 	p.CarriedGbps = round(carried/1e9, 3)
 	arrived := float64(started-startedBefore) * 8 / secs

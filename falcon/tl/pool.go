@@ -5,6 +5,27 @@ package tl
 type Pool struct {
 	Cap, Reserve, Used int
 	Peak               int
+	// EMAShift smooths the occupancy the receiver reports [S §10.2]: on
+	// every change ema += (used − ema) / 2^EMAShift. 0 is the coefficient
+	// 1 of Isekai's default (the EMA is the occupancy itself).
+	EMAShift uint8
+	ema      int // occupancy EMA, fixed point with 8 fractional bits
+}
+
+// EMA returns the smoothed occupancy.
+func (p *Pool) EMA() int { return p.ema >> 8 }
+
+// Level quantises the smoothed occupancy into the 32 levels of the ACKs'
+// rx-buffer field [S §10.2]: 31 equal steps of the capacity.
+func (p *Pool) Level() uint8 {
+	if p.Cap <= 0 {
+		return 0
+	}
+	return uint8(min(p.EMA()*32/p.Cap, 31))
+}
+
+func (p *Pool) changed() {
+	p.ema += (p.Used<<8 - p.ema) >> p.EMAShift
 }
 
 // Take allocates n units; hol requests may dip into the reserve. It reports
@@ -21,6 +42,7 @@ func (p *Pool) Take(n int, hol bool) bool {
 	if p.Used > p.Peak {
 		p.Peak = p.Used
 	}
+	p.changed()
 	return true
 }
 
@@ -30,6 +52,7 @@ func (p *Pool) Give(n int) {
 	if p.Used < 0 {
 		p.Used = 0
 	}
+	p.changed()
 }
 
 // Free returns the units available to a non-HoL request.
@@ -71,6 +94,9 @@ type Limits struct {
 	RxNetCells int
 	HoLPkts    int // of RxNet, reserved for head-of-line requests
 	HoLCells   int
+	// RxEMAShift smooths the network-request pools' occupancy before it
+	// is reported in ACKs (see Pool.EMAShift; 0: unsmoothed).
+	RxEMAShift uint8
 	// Alpha enables per-connection dynamic thresholds (Isekai's alpha
 	// carving, digest §8): a connection may hold at most Alpha × the free
 	// Tx request packets (at least one) before it is Xoff'ed. 0 disables.
@@ -106,8 +132,8 @@ func NewResources(l Limits) *Resources {
 		TxReq:    Region{Pkt: Pool{Cap: l.TxReqPkts}, Buf: Pool{Cap: l.TxReqCells}},
 		TxData:   Region{Pkt: Pool{Cap: l.TxDataPkts}, Buf: Pool{Cap: l.TxDataCell}},
 		RxReq:    Region{Pkt: Pool{Cap: l.RxReqPkts}, Buf: Pool{Cap: l.RxReqCells}},
-		RxNet: Region{Pkt: Pool{Cap: l.RxNetPkts, Reserve: l.HoLPkts},
-			Buf: Pool{Cap: l.RxNetCells, Reserve: l.HoLCells}},
+		RxNet: Region{Pkt: Pool{Cap: l.RxNetPkts, Reserve: l.HoLPkts, EMAShift: l.RxEMAShift},
+			Buf: Pool{Cap: l.RxNetCells, Reserve: l.HoLCells, EMAShift: l.RxEMAShift}},
 	}
 }
 

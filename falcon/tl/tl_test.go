@@ -99,3 +99,28 @@ func TestDynamicThreshold(t *testing.T) {
 		t.Error("alpha 0 disables the threshold")
 	}
 }
+
+// The occupancy EMA follows every change with weight 2^-shift and
+// quantises to 32 levels of the capacity; shift 0 reports the occupancy.
+func TestPoolEMALevel(t *testing.T) {
+	p := Pool{Cap: 64}
+	p.Take(32, false)
+	if p.Level() != 16 {
+		t.Errorf("unsmoothed level at half = %d, want 16", p.Level())
+	}
+	p.Give(32)
+	if p.Level() != 0 {
+		t.Errorf("level after giving back = %d", p.Level())
+	}
+	q := Pool{Cap: 64, EMAShift: 2}
+	q.Take(64, true)
+	if q.EMA() != 16 || q.Level() != 8 {
+		t.Errorf("one change at 1/4 weight: ema %d level %d, want 16 and 8", q.EMA(), q.Level())
+	}
+	for i := 0; i < 40; i++ {
+		q.Give(0)
+	}
+	if q.Level() != 31 {
+		t.Errorf("level after the EMA converged on full = %d, want 31", q.Level())
+	}
+}
