@@ -47,6 +47,8 @@ type Counters struct {
 	ResumedFromUsed stats.Counter
 	InflightResub   stats.Counter
 
+	CallNoFD            stats.Counter
+	CallFailed          stats.Counter
 	WatchdogChecks      stats.Counter
 	WatchdogAvailNoKick stats.Counter
 	WatchdogUsedNoCall  stats.Counter
@@ -94,6 +96,8 @@ func (c *Counters) Set() stats.Set {
 		{Name: "MemoryFaults", Help: "ring workers stopped by a fault on guest memory", Counter: &c.MemoryFaults},
 		{Name: "ResumedFromUsed", Help: "rings resumed from the used idx", Counter: &c.ResumedFromUsed},
 		{Name: "InflightResub", Help: "inflight descriptors resubmitted after reconnect", Counter: &c.InflightResub},
+		{Name: "CallNoFD", Help: "calls owed while the ring had no call fd (the next completion calls)", Counter: &c.CallNoFD},
+		{Name: "CallFailed", Help: "call eventfd writes that failed (fd closed under the worker; the next completion calls)", Counter: &c.CallFailed},
 		{Name: "WatchdogChecks", Help: "ring watchdog looks at a session's rings", Counter: &c.WatchdogChecks},
 		{Name: "WatchdogAvailNoKick", Help: "watchdog: descriptors left in a ring with no kick, worker woken (a lost kick: a bug)", Counter: &c.WatchdogAvailNoKick},
 		{Name: "WatchdogUsedNoCall", Help: "watchdog: completions the guest asked to hear of with no call, call sent (a lost call: a bug)", Counter: &c.WatchdogUsedNoCall},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -23,6 +24,9 @@ type Server struct {
 	RedialInterval time.Duration
 	// Trace, if set, receives one line per front-end message (tests, debugging).
 	Trace func(string)
+	// Log, if set, receives warnings: every act of the ring watchdog, with
+	// the ring's state before and after (a lost notification to explain).
+	Log *slog.Logger
 
 	Counters Counters
 
@@ -147,7 +151,7 @@ func (s *Server) serveDial(ctx context.Context) error {
 // and other sockets are untouched.
 func (s *Server) ServeConn(c *net.UnixConn) error {
 	sess := newSession(s.Device, &s.Counters, NewConn(c))
-	sess.trace = s.Trace
+	sess.trace, sess.log = s.Trace, s.Log
 	s.mu.Lock()
 	s.cur, s.conn = sess, c
 	s.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,6 +40,7 @@ type Session struct {
 	mem     atomic.Pointer[MemTable]
 	replyB  [MaxPayload]byte
 	trace   func(string)
+	log     *slog.Logger // nil: no warnings
 	handled uint64
 }
 

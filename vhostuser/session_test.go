@@ -710,6 +710,11 @@ func TestCallFDSwapWhileRunning(t *testing.T) {
 	must(t, r.fe.VringFile(vhostuser.ReqSetVringCall, 0, other.CallFD))
 	_, err = r.fe.GetU64(vhostuser.ReqGetFeatures) // the swap has been handled
 	must(t, err)
+	// A call on the new fd at the swap covers one the worker may have sent
+	// to the old fd after the front-end stopped looking at it.
+	if other.Calls() != 1 {
+		t.Fatal("no covering call on the new fd at the swap")
+	}
 	post(t, q, []byte("b"))
 	q.Publish()
 	q.Kick()

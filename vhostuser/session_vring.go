@@ -147,6 +147,15 @@ func (s *Session) setVringCall(m *Msg) ([]byte, []int, error) {
 	}
 	if q.running {
 		s.c.CallFDSwaps.Inc()
+		// A worker may have loaded the old fd and signalled it after the
+		// front-end stopped looking at it (QEMU checks its masked
+		// notifier once, right after this message), or found it closed:
+		// either way that call is lost. One call on the new fd covers it;
+		// a spurious interrupt is harmless, a lost one hangs the guest.
+		// (libvhost-user writes the new call fd once for the same reason.)
+		if f != nil {
+			q.signal()
+		}
 	}
 	return nil, nil, nil
 }

@@ -467,19 +467,29 @@ func (q *Queue) Notify() {
 	} else if load16(q.avail, 0)&availFNoInterrupt != 0 {
 		return
 	}
+	if !q.signal() {
+		// No call went out (no call fd, or it was closed under us): the
+		// next Notify must not take the guest for told.
+		q.signalledValid = false
+		return
+	}
 	q.callUsed.Store(uint32(q.usedIdx) | callUsedValid)
-	q.signal()
 }
 
 func uintptrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(&b[0])) }
 
-func (q *Queue) signal() {
+// signal writes the call eventfd and reports whether a call went out.
+func (q *Queue) signal() bool {
 	f := q.call.Load()
 	if f == nil {
-		return
+		q.c.CallNoFD.Inc()
+		return false
 	}
-	if _, err := f.Write(q.callBuf[:]); err == nil {
-		q.c.Calls.Inc()
-		q.lastCall.Store(time.Now().UnixNano())
+	if _, err := f.Write(q.callBuf[:]); err != nil {
+		q.c.CallFailed.Inc()
+		return false
 	}
+	q.c.Calls.Inc()
+	q.lastCall.Store(time.Now().UnixNano())
+	return true
 }

@@ -113,14 +113,31 @@ func (q *Queue) watchOnce(mem *MemTable) {
 	// Descriptors waiting, nothing taken, no kick: wake the worker.
 	if q.watched.Load() && cur.guestAvail != cur.taken && cur == prev {
 		q.c.WatchdogAvailNoKick.Inc()
+		q.warn("descriptors with no kick: worker woken", cur)
 		q.nudge()
 	}
 	// Completions the guest asked to hear about, and no call.
 	if cur == prev && cur.used == uint16(q.pubUsed.Load()) && q.callMissing(cur) {
 		q.c.WatchdogUsedNoCall.Inc()
-		q.signal()
-		q.callUsed.Store(uint32(cur.used) | callUsedValid)
+		q.warn("completions with no call: call sent", cur)
+		if q.signal() {
+			q.callUsed.Store(uint32(cur.used) | callUsedValid)
+		}
 	}
+}
+
+// warn logs one act of the watchdog with what it saw: the state a lost
+// notification left, to be explained.
+func (q *Queue) warn(what string, w watchState) {
+	if q.sess.log == nil {
+		return
+	}
+	q.sess.log.Warn("vhost-user ring watchdog: "+what, "queue", q.index, "event_idx", q.eventIdx,
+		"guest_avail", w.guestAvail, "taken", w.taken, "kicks", w.kicks,
+		"used", w.used, "used_event", w.usedEvent, "call_used", w.callUsed, "called", w.callUsedValid,
+		"no_interrupt", w.noInterruptSet, "start_used", q.startUsed, "call_fd", q.call.Load() != nil,
+		"call_fd_swaps", q.c.CallFDSwaps.Load(), "since_kick", time.Duration(time.Now().UnixNano()-q.lastKick.Load()),
+		"since_call", time.Duration(time.Now().UnixNano()-q.lastCall.Load()))
 }
 
 // callMissing reports whether the guest asked for a call that the ring's

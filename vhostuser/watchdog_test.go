@@ -143,3 +143,44 @@ func TestWatchdogCallsWithoutEventIdx(t *testing.T) {
 		t.Fatalf("lost call not sent: counter %d", c)
 	}
 }
+
+// A call owed while the ring has no call fd is counted, and the guest is
+// not taken for told: once a call fd is back, the next completion calls
+// even though used_event says "not yet" (it has not heard of the earlier
+// one).
+func TestCallOwedWithoutFDIsNotForgotten(t *testing.T) {
+	feat := vhostuser.FeatureVersion1 | vhostuser.FeatureEventIdx
+	dev := &echoDev{}
+	r := watchdogRig(t, dev, feat)
+	q := r.qs[0]
+	post(t, q, []byte("a"))
+	q.Publish()
+	q.Kick()
+	dev.waitBatch(t)
+	if q.Calls() != 1 {
+		t.Fatal("no call for the first completion")
+	}
+	must(t, r.fe.VringFile(vhostuser.ReqSetVringCall, 0, -1))
+	_, err := r.fe.GetU64(vhostuser.ReqGetFeatures) // the swap has been handled
+	must(t, err)
+	q.SetUsedEvent(1) // tell me when used idx passes 1
+	post(t, q, []byte("b"))
+	q.Publish()
+	q.Kick()
+	dev.waitBatch(t)
+	if c := r.counters()["CallNoFD"]; c != 1 {
+		t.Fatalf("CallNoFD %d, want 1", c)
+	}
+	must(t, r.fe.VringFile(vhostuser.ReqSetVringCall, 0, q.CallFD))
+	_, err = r.fe.GetU64(vhostuser.ReqGetFeatures)
+	must(t, err)
+	q.Calls() // the covering call of the swap
+	q.SetUsedEvent(0xffff)
+	post(t, q, []byte("c"))
+	q.Publish()
+	q.Kick()
+	dev.waitBatch(t)
+	if q.Calls() != 1 {
+		t.Fatal("the completion after a lost call did not call")
+	}
+}

@@ -73,7 +73,10 @@ type soakReport struct {
 	// Counters are the daemons' watchdog and port counters, summed over
 	// daemons and across restarts.
 	Counters map[string]uint64 `json:"counters"`
-	Goals    []benchGoal       `json:"goals"`
+	// WatchdogLog are the daemons' log lines of each act of the ring
+	// watchdog: the ring's state when it acted.
+	WatchdogLog []string    `json:"watchdog_log,omitempty"`
+	Goals       []benchGoal `json:"goals"`
 	Met      bool              `json:"goal_met"`
 }
 
@@ -90,7 +93,8 @@ type benchGoal struct {
 // soakCounters are the daemon counters the soak adds up: the ring
 // watchdog's (any non-zero is a lost notification) and the Falcon ports'
 // resends and late wakes.
-var soakCounters = []string{"WatchdogAvailNoKick", "WatchdogUsedNoCall", "WatchdogChecks", "retx_rto", "port_timer_late"}
+var soakCounters = []string{"WatchdogAvailNoKick", "WatchdogUsedNoCall", "WatchdogChecks", "CallFDSwaps", "CallNoFD", "CallFailed",
+	"retx_rto", "port_timer_late"}
 
 func benchSoak(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("bench soak", flag.ContinueOnError)
@@ -238,6 +242,7 @@ func benchSoak(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	rep.ElapsedS = time.Since(start).Seconds()
 	set.addCounters(context.WithoutCancel(ctx), rep.Counters) // after a Ctrl-C too
+	rep.WatchdogLog = set.logLines("watchdog")
 	goal := func(name string, v float64, op string, target float64) {
 		met := v == target
 		if op == ">=" {
@@ -461,6 +466,21 @@ func (s *soakDaemons) stop() {
 			<-done
 		}
 	}
+}
+
+// logLines returns the daemons' log lines that contain word (the logs
+// live in the soak's temporary directory, gone when it ends).
+func (s *soakDaemons) logLines(word string) []string {
+	var out []string
+	for _, p := range s.procs {
+		b, _ := os.ReadFile(filepath.Join(p.dir, "daemon.log"))
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.Contains(l, word) {
+				out = append(out, l)
+			}
+		}
+	}
+	return out
 }
 
 // status asks p's daemon for its status (10 s at most).
