@@ -77,7 +77,7 @@ type soakReport struct {
 	// watchdog: the ring's state when it acted.
 	WatchdogLog []string    `json:"watchdog_log,omitempty"`
 	Goals       []benchGoal `json:"goals"`
-	Met      bool              `json:"goal_met"`
+	Met         bool        `json:"goal_met"`
 }
 
 // benchGoal is one goal of a bench: name, measured value, comparison and
