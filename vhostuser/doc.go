@@ -32,13 +32,27 @@
 // Session states: connected ⇄ running (while at least one ring runs) →
 // disconnected; the server reports idle before its first session.
 //
-// Threading: one control goroutine per session; one goroutine per started
+// Threading: one control goroutine per session and its watchdog; one goroutine per started
 // ring runs Device.RunQueue and is the only one that touches that ring;
 // one small goroutine per kick eventfd turns kicks into coalesced wakes (a
 // capacity-1 channel). Ring words shared with the guest (avail idx, used
 // idx, used_event, avail_event) are accessed with 32-bit atomics on the
 // aligned word that holds them; the host is assumed little-endian (x86-64,
 // arm64), like the rings.
+//
+// Calls: a call that cannot go out (no call fd yet, or the fd closed under
+// the worker) is counted (CallNoFD, CallFailed) and leaves the guest
+// untold, so the next completion calls whatever used_event says. A
+// SET_VRING_CALL on a running ring calls the new fd once: QEMU looks at
+// the notifier it replaces once, right after the message, and a worker may
+// still signal the old one after that.
+//
+// The ring watchdog (watchdog.go; one goroutine per session, once a
+// second) is defence in depth against lost notifications: descriptors left
+// in a request ring (Queue.Watch) with no kick wake its worker, and
+// completions the guest asked to hear of with no call get the call, each
+// after two looks at an unchanged ring, counted and logged with the ring's
+// state (Server.Log). A non-zero count is a bug to explain.
 //
 // A fault on guest memory in a ring goroutine (the front-end shrank the
 // file behind a region) stops that ring and is counted (MemoryFaults);
