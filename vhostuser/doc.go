@@ -51,7 +51,7 @@
 // second) is defence in depth against lost notifications: descriptors left
 // in a request ring (Queue.Watch) with no kick wake its worker, and
 // completions the guest asked to hear of with no call get the call, each
-// after two looks at an unchanged ring, counted and logged with the ring's
+// after three looks at an unchanged ring (2 s), counted and logged with the ring's
 // state (Server.Log). A non-zero count is a bug to explain.
 //
 // A fault on guest memory in a ring goroutine (the front-end shrank the

@@ -87,6 +87,7 @@ type Queue struct {
 	callUsed  atomic.Uint32 // used idx at the last call, | callUsedValid
 	startUsed uint16        // used idx when the ring started
 	watch     watchState
+	watchSame int // looks in a row that saw watch unchanged
 }
 
 func newQueue(s *Session, index int) *Queue {

@@ -15,9 +15,12 @@ import (
 //     used_event, or no NO_INTERRUPT flag) with no call since they were
 //     published and nothing moved: the call is sent.
 //
-// Each case has its own counter. A ring must look stuck on two
-// consecutive looks before the watchdog acts, so a worker that is merely
-// busy is left alone; a non-zero counter is a bug report, not a fix.
+// Each case has its own counter. A ring must look the same at
+// watchdogLooks consecutive looks before the watchdog acts, so a worker
+// that is merely busy is left alone, and so is a guest whose vCPU the host
+// did not run for a moment (on an overloaded host a vCPU descheduled for
+// seconds between writing used_event and re-reading the used idx looks
+// like a lost call); a non-zero counter is a bug report, not a fix.
 //
 // The avail check only runs on rings whose device takes every chain as it
 // comes (Queue.Watch): a net RX ring legitimately holds buffers the guest
@@ -25,6 +28,10 @@ import (
 
 // WatchdogInterval is how often the watchdog looks at the rings.
 var WatchdogInterval = time.Second
+
+// watchdogLooks is how many consecutive looks must see a ring unchanged
+// before the watchdog acts (2 intervals).
+const watchdogLooks = 3
 
 // watchState is what the watchdog saw of one ring at its previous look.
 type watchState struct {
@@ -106,18 +113,23 @@ func (q *Queue) watchOnce(mem *MemTable) {
 	}
 	prev := q.watch
 	q.watch = cur
-	if !prev.valid {
+	cur.availEvent, prev.availEvent = 0, 0 // moves with every pop: not a sign of progress to compare
+	if !prev.valid || cur != prev {
+		q.watchSame = 0
 		return
 	}
-	cur.availEvent, prev.availEvent = 0, 0 // moves with every pop: not a sign of progress to compare
+	if q.watchSame++; q.watchSame < watchdogLooks-1 {
+		return
+	}
+	q.watchSame = 0 // one act per stretch the ring stays stuck
 	// Descriptors waiting, nothing taken, no kick: wake the worker.
-	if q.watched.Load() && cur.guestAvail != cur.taken && cur == prev {
+	if q.watched.Load() && cur.guestAvail != cur.taken {
 		q.c.WatchdogAvailNoKick.Inc()
 		q.warn("descriptors with no kick: worker woken", cur)
 		q.nudge()
 	}
 	// Completions the guest asked to hear about, and no call.
-	if cur == prev && cur.used == uint16(q.pubUsed.Load()) && q.callMissing(cur) {
+	if cur.used == uint16(q.pubUsed.Load()) && q.callMissing(cur) {
 		q.c.WatchdogUsedNoCall.Inc()
 		q.warn("completions with no call: call sent", cur)
 		if q.signal() {
