@@ -25,6 +25,10 @@ type DaemonOptions struct {
 	// NewNIC builds one guest NIC whose frames toward the network go to
 	// uplink. Default: the vhost-user NIC (newVhostNIC).
 	NewNIC func(spec NICSpec, uplink FrameSink) (DaemonNIC, error)
+	// RingWatchdogObserve has the disks' vhost-user ring watchdog count and
+	// log lost notifications without curing them (diagnosis: the stall
+	// stays for a stall report).
+	RingWatchdogObserve bool
 }
 
 // DaemonNIC is what the daemon needs of a guest NIC.
@@ -52,6 +56,8 @@ type Daemon struct {
 	clk     clock.Clock
 	log     *slog.Logger
 	started clock.Time
+	// watchObserve: disks' ring watchdogs count and log, and do not act
+	watchObserve bool
 
 	sw     *Switch
 	fabric *Fabric // nil without a fabric section
@@ -84,7 +90,7 @@ func NewDaemon(cfg *Config, opts DaemonOptions) (_ *Daemon, err error) {
 	if opts.NewNIC == nil {
 		opts.NewNIC = newVhostNIC
 	}
-	d := &Daemon{cfg: cfg, clk: opts.Clock, log: opts.Logger, started: opts.Clock.Now()}
+	d := &Daemon{cfg: cfg, clk: opts.Clock, log: opts.Logger, started: opts.Clock.Now(), watchObserve: opts.RingWatchdogObserve}
 	defer func() {
 		if err != nil {
 			d.close()

@@ -123,7 +123,7 @@ func (d *Daemon) addNVMe() error {
 		if err != nil {
 			return fmt.Errorf("disk %s: %w", ds.Name, err)
 		}
-		n.disks = append(n.disks, &nvmeDisk{spec: ds, blk: blk, srv: &vhostuser.Server{Path: ds.Socket, Dial: ds.Dial, Device: blk, Log: d.log.With("disk", ds.Name)}})
+		n.disks = append(n.disks, &nvmeDisk{spec: ds, blk: blk, srv: &vhostuser.Server{Path: ds.Socket, Dial: ds.Dial, Device: blk, Log: d.log.With("disk", ds.Name), WatchdogObserve: d.watchObserve}})
 	}
 	return nil
 }
@@ -221,7 +221,7 @@ func (d *Daemon) remoteDisk(ctx context.Context, k *nvmeDisk) (*vhostuser.Server
 			if !ini.Port.Call(func(*falcon.Endpoint) { p.attach(blk) }) {
 				return nil, ErrPortStopped
 			}
-			srv := &vhostuser.Server{Path: ds.Socket, Dial: ds.Dial, Device: blk, Log: d.log.With("disk", ds.Name)}
+			srv := &vhostuser.Server{Path: ds.Socket, Dial: ds.Dial, Device: blk, Log: d.log.With("disk", ds.Name), WatchdogObserve: d.watchObserve}
 			d.nvme.mu.Lock()
 			k.blk, k.srv = blk, srv
 			d.nvme.mu.Unlock()

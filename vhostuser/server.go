@@ -27,6 +27,10 @@ type Server struct {
 	// Log, if set, receives warnings: every act of the ring watchdog, with
 	// the ring's state before and after (a lost notification to explain).
 	Log *slog.Logger
+	// WatchdogObserve makes the ring watchdog count and log what it finds
+	// without acting (diagnosis: the stall it would have cured stays for a
+	// stall report to show).
+	WatchdogObserve bool
 
 	Counters Counters
 
@@ -151,7 +155,7 @@ func (s *Server) serveDial(ctx context.Context) error {
 // and other sockets are untouched.
 func (s *Server) ServeConn(c *net.UnixConn) error {
 	sess := newSession(s.Device, &s.Counters, NewConn(c))
-	sess.trace, sess.log = s.Trace, s.Log
+	sess.trace, sess.log, sess.watchObserve = s.Trace, s.Log, s.WatchdogObserve
 	s.mu.Lock()
 	s.cur, s.conn = sess, c
 	s.mu.Unlock()

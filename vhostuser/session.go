@@ -37,11 +37,13 @@ type Session struct {
 	inflight      *inflightRegion
 	ended         bool
 
-	mem     atomic.Pointer[MemTable]
-	replyB  [MaxPayload]byte
-	trace   func(string)
-	log     *slog.Logger // nil: no warnings
-	handled uint64
+	mem    atomic.Pointer[MemTable]
+	replyB [MaxPayload]byte
+	trace  func(string)
+	log    *slog.Logger // nil: no warnings
+	// watchObserve: the watchdog counts and logs, and does not act
+	watchObserve bool
+	handled      uint64
 }
 
 // newSession prepares a session for dev on conn.

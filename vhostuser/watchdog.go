@@ -126,13 +126,15 @@ func (q *Queue) watchOnce(mem *MemTable) {
 	if q.watched.Load() && cur.guestAvail != cur.taken {
 		q.c.WatchdogAvailNoKick.Inc()
 		q.warn("descriptors with no kick: worker woken", cur)
-		q.nudge()
+		if !q.sess.watchObserve {
+			q.nudge()
+		}
 	}
 	// Completions the guest asked to hear about, and no call.
 	if cur.used == uint16(q.pubUsed.Load()) && q.callMissing(cur) {
 		q.c.WatchdogUsedNoCall.Inc()
 		q.warn("completions with no call: call sent", cur)
-		if q.signal() {
+		if !q.sess.watchObserve && q.signal() {
 			q.callUsed.Store(uint32(cur.used) | callUsedValid)
 		}
 	}

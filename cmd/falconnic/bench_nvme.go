@@ -146,6 +146,7 @@ func benchNVMe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	memoryNS := fs.Bool("memory-namespace", false, "diagnosis: back the NVMe namespace with memory instead of the file (the local disk keeps the file), to take the target's file I/O out of the NVMe side")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process (the daemon's data path) to `FILE`")
 	only := fs.String("tests", "", "run only these tests (comma-separated names, e.g. write_128k); default all")
+	watchdog := fs.String("watchdog", "act", "diagnosis: the disk's ring watchdog cures lost notifications (act) or only counts and logs them (observe), so that a stall stays for its stall report")
 	statusFile := fs.String("status", "", "diagnosis: write the daemon's NVMe counters (engines, namespaces, Falcon ports) as JSON to `FILE` at the end")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
@@ -155,8 +156,8 @@ func benchNVMe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	if *sizeMiB < 16 || *runFor < time.Second || *samples < 1 || *queues < 1 || *queues > qemu.MaxDiskQueues || *cores < 1 || *cores > 2 || *procs < 0 ||
-		(*aio != device.AIOUring && *aio != device.AIOThreads) {
-		return fmt.Errorf("%w: size ≥ 16 MiB, runtime ≥ 1s, samples ≥ 1, queues 1..%d, cores 1..2, procs ≥ 0, aio io_uring or threads", errUsage, qemu.MaxDiskQueues)
+		(*aio != device.AIOUring && *aio != device.AIOThreads) || (*watchdog != "act" && *watchdog != "observe") {
+		return fmt.Errorf("%w: size ≥ 16 MiB, runtime ≥ 1s, samples ≥ 1, queues 1..%d, cores 1..2, procs ≥ 0, aio io_uring or threads, watchdog act or observe", errUsage, qemu.MaxDiskQueues)
 	}
 	if *procs > 0 {
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(*procs))
@@ -197,7 +198,8 @@ func benchNVMe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	d, err := device.NewDaemon(cfg, device.DaemonOptions{Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	d, err := device.NewDaemon(cfg, device.DaemonOptions{Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		RingWatchdogObserve: *watchdog == "observe"})
 	if err != nil {
 		return err
 	}
@@ -295,16 +297,17 @@ func benchNVMe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	rep := nvmeBenchReport{
 		Command: "falconnic bench nvme " + strings.Join(args, " "),
 		Setup: map[string]string{
-			"nvme":    "vhost-user-blk (falconnic daemon, in-process) → NVMe-over-Falcon → " + nsKind(*memoryNS, *nsDirect) + " namespace",
-			"local":   "QEMU virtio-blk-pci, -drive format=raw,cache=none,aio=native, same file",
-			"size":    strconv.Itoa(*sizeMiB) + " MiB",
-			"runtime": runFor.String() + " per sample (+1 s ramp)",
-			"samples": strconv.Itoa(*samples),
-			"queues":  strconv.Itoa(*queues),
-			"cores":   strconv.Itoa(*cores) + " goroutine(s) for the NICs' Falcon ports",
-			"aio":     *aio,
-			"procs":   strconv.Itoa(runtime.GOMAXPROCS(0)) + " (GOMAXPROCS of the daemon's process)",
-			"guest":   fmt.Sprintf("TCG, %d CPU, %d MiB", max(*cpus, 1), qemu.DefaultMemMiB),
+			"nvme":     "vhost-user-blk (falconnic daemon, in-process) → NVMe-over-Falcon → " + nsKind(*memoryNS, *nsDirect) + " namespace",
+			"local":    "QEMU virtio-blk-pci, -drive format=raw,cache=none,aio=native, same file",
+			"size":     strconv.Itoa(*sizeMiB) + " MiB",
+			"runtime":  runFor.String() + " per sample (+1 s ramp)",
+			"samples":  strconv.Itoa(*samples),
+			"queues":   strconv.Itoa(*queues),
+			"cores":    strconv.Itoa(*cores) + " goroutine(s) for the NICs' Falcon ports",
+			"aio":      *aio,
+			"watchdog": *watchdog,
+			"procs":    strconv.Itoa(runtime.GOMAXPROCS(0)) + " (GOMAXPROCS of the daemon's process)",
+			"guest":    fmt.Sprintf("TCG, %d CPU, %d MiB", max(*cpus, 1), qemu.DefaultMemMiB),
 		},
 		Goal: nvmeBenchGoal, Met: true,
 	}
