@@ -57,7 +57,8 @@ type Daemon struct {
 	fabric *Fabric // nil without a fabric section
 	nics   []*daemonNIC
 	vsocks []*Vsock
-	rdma   rdmaDaemon
+	hub    *RDMAHub // the connection manager and the fabric's Falcon demux
+	ports  daemonPorts
 	nvme   nvmeDaemon
 
 	ctl   *control.Server
@@ -130,6 +131,8 @@ func NewDaemon(cfg *Config, opts DaemonOptions) (_ *Daemon, err error) {
 		up.Connect(d.fabric)
 		d.fabric.SetFrameSink(up)
 	}
+	d.hub = NewRDMAHub(d.fabric)
+	d.addPorts()
 	for _, spec := range cfg.NICs {
 		if !spec.Dial {
 			if err := os.MkdirAll(filepath.Dir(spec.Socket), 0o755); err != nil {
@@ -149,12 +152,18 @@ func NewDaemon(cfg *Config, opts DaemonOptions) (_ *Daemon, err error) {
 			return nil, fmt.Errorf("nic %s: %w", spec.Name, err)
 		}
 		port.Connect(nic)
-		d.attachRDMA(nic)
+		d.attachRDMA(spec.Name, nic)
 		d.nics = append(d.nics, &daemonNIC{spec: spec, port: port, nic: nic})
 	}
 	if err := d.addVsocks(); err != nil {
 		return nil, err
 	}
+	shared := d.addNVMeFuncs()
+	cores := 0
+	if cfg.NVMe != nil {
+		cores = cfg.NVMe.Cores
+	}
+	d.runPorts(shared, cores)
 	if err := d.addNVMe(); err != nil {
 		return nil, err
 	}
@@ -207,7 +216,6 @@ func (d *Daemon) Run(ctx context.Context) error {
 			}
 		}()
 	}
-	d.runRDMA(ctx, &wg)
 	d.runVsocks(ctx, &wg)
 	d.runNVMe(ctx, &wg)
 	sweep := d.startSweeper()
@@ -232,6 +240,7 @@ func (d *Daemon) close() {
 	}
 	d.closeVsocks()
 	d.closeNVMe()
+	d.closePorts()
 	if d.fabric != nil {
 		d.fabric.Close()
 	}
@@ -307,6 +316,9 @@ type NICReport struct {
 	Error      string            `json:"error,omitempty"`
 	Port       map[string]uint64 `json:"port"`
 	Device     json.RawMessage   `json:"device,omitempty"`
+	// Falcon is the NIC's Falcon port: every Falcon ULP's connections
+	// (per protocol) and the endpoint's counters.
+	Falcon *FalconPortStatus `json:"falcon_port,omitempty"`
 }
 
 // Status reports the whole daemon.
@@ -320,7 +332,7 @@ func (d *Daemon) Status() Status {
 		n := d.nics[i]
 		r := NICReport{
 			Name: n.spec.Name, Socket: n.spec.Socket, MAC: n.spec.MAC, QueuePairs: n.spec.QueuePairs,
-			Port: n.port.Counters().Snapshot(),
+			Port: n.port.Counters().Snapshot(), Falcon: d.portStatus(n.spec.Name),
 		}
 		n.mu.Lock()
 		if n.err != nil {

@@ -14,19 +14,15 @@ import (
 	"falconnic/vhostuser"
 )
 
-// nvmeDaemon is the daemon's NVMe side: a Falcon port and NVMe function
-// per NIC that exports namespaces or has disks, and the disks' vhost-user-
-// blk servers. The ports run from NewDaemon (disks need Identify before
-// they serve) until close.
+// nvmeDaemon is the daemon's NVMe side: an NVMe function on the port of
+// each NIC that exports namespaces or has disks, and the disks' vhost-
+// user-blk servers.
 type nvmeDaemon struct {
 	funcs  map[string]*NVMeFunc
 	disks  []*nvmeDisk
-	stop   context.CancelFunc
-	ports  sync.WaitGroup
 	served sync.WaitGroup // the disks' servers
-	nextID uint32
-	cm     *NVMeCM    // with a fabric: paths to other daemons' NICs
-	mu     sync.Mutex // remote disks' blk/srv
+	cm     *NVMeCM        // with a fabric: paths to other daemons' NICs
+	mu     sync.Mutex     // remote disks' blk/srv
 }
 
 type nvmeDisk struct {
@@ -42,51 +38,56 @@ type nvmeDisk struct {
 // nvmeIdentifyTimeout bounds a disk's Identify at start-up.
 const nvmeIdentifyTimeout = 5 * time.Second
 
-// nvmeCIDBase keeps NVMe connections' CIDs apart from the RDMA hub's,
-// which counts up from 1 (CIDs only need to be unique per endpoint today;
-// this keeps them unique in the daemon for a shared fabric demux).
-const nvmeCIDBase = 1 << 23
-
-// addNVMe builds the config's namespaces and disks.
-func (d *Daemon) addNVMe() error {
+// addNVMeFuncs attaches an NVMe function to the port of each NIC that
+// exports namespaces or has disks (before the ports run) and returns
+// those NICs in the order the functions were built: namespaces' NICs,
+// then each disk's initiator and local target.
+func (d *Daemon) addNVMeFuncs() []string {
 	spec := d.cfg.NVMe
 	if spec == nil || (len(spec.Namespaces) == 0 && len(spec.Disks) == 0) {
 		return nil
 	}
-	ctx, cancel := context.WithCancel(context.Background())
 	n := &d.nvme
-	n.funcs, n.stop, n.nextID = map[string]*NVMeFunc{}, cancel, nvmeCIDBase
-	var cores []*FalconPort // the ports whose goroutines run the others (Host)
-	fn := func(nic string) *NVMeFunc {
-		if f := n.funcs[nic]; f != nil {
-			return f
+	n.funcs = map[string]*NVMeFunc{}
+	var order []string
+	add := func(nic string) {
+		if n.funcs[nic] != nil {
+			return
 		}
-		port := NewFalconPort(nil, nil)
-		n.ports.Add(1)
-		f := NewNVMeFunc(port, uint32(len(n.funcs)+1)) // before Run: SetULP
+		f := NewNVMeFunc(d.port(nic), uint32(len(n.funcs)+1))
 		if t := spec.CommandTimeout; t > 0 {
 			f.Engine.SetCommandTimeout(time.Duration(t))
 		}
-		if i := len(n.funcs); i < max(spec.Cores, 1) {
-			cores = append(cores, port)
-		} else {
-			cores[i%len(cores)].Host(port) // set up: it may run now
-		}
-		go func() { defer n.ports.Done(); port.Run(ctx) }()
 		n.funcs[nic] = f
-		if n.cm != nil {
-			n.cm.Add(d.nicMAC(nic), f)
-		}
-		return f
-	}
-	if d.fabric != nil {
-		if d.rdma.hub == nil {
-			d.rdma.hub = NewRDMAHub(d.fabric)
-		}
-		n.cm = NewNVMeCM(d.rdma.hub, d.fabric)
+		order = append(order, nic)
 	}
 	for _, s := range spec.Namespaces {
-		f := fn(s.NIC)
+		add(s.NIC)
+	}
+	for _, ds := range spec.Disks {
+		add(ds.NIC)
+		if d.isNIC(ds.Target) {
+			add(ds.Target)
+		}
+	}
+	return order
+}
+
+// addNVMe builds the config's namespaces and disks (the ports run).
+func (d *Daemon) addNVMe() error {
+	spec := d.cfg.NVMe
+	n := &d.nvme
+	if len(n.funcs) == 0 {
+		return nil
+	}
+	if d.fabric != nil {
+		n.cm = NewNVMeCM(d.hub, d.fabric)
+		for nic, f := range n.funcs {
+			n.cm.Add(d.nicMAC(nic), f)
+		}
+	}
+	for _, s := range spec.Namespaces {
+		f := n.funcs[s.NIC]
 		var err error
 		if !f.Port.Call(func(*falcon.Endpoint) { _, err = f.AddNamespace(s) }) {
 			err = ErrPortStopped
@@ -95,9 +96,8 @@ func (d *Daemon) addNVMe() error {
 			return fmt.Errorf("nic %s: %w", s.NIC, err)
 		}
 	}
-	cid := func() uint32 { n.nextID++; return n.nextID }
 	for _, ds := range spec.Disks {
-		ini := fn(ds.NIC)
+		ini := n.funcs[ds.NIC]
 		if !ds.Dial {
 			if err := os.MkdirAll(filepath.Dir(ds.Socket), 0o755); err != nil {
 				return fmt.Errorf("disk %s: %w", ds.Name, err)
@@ -111,7 +111,7 @@ func (d *Daemon) addNVMe() error {
 			n.disks = append(n.disks, &nvmeDisk{spec: ds, ini: ini})
 			continue
 		}
-		path, _, err := ConnectNVMeLocal(ini, fn(ds.Target), cid)
+		path, _, err := ConnectNVMeLocal(ini, n.funcs[ds.Target], d.hub.AllocCID)
 		if err != nil {
 			return fmt.Errorf("disk %s: %w", ds.Name, err)
 		}
@@ -263,15 +263,9 @@ func (d *Daemon) runNVMe(ctx context.Context, wg *sync.WaitGroup) {
 	}
 }
 
-// closeNVMe stops the ports once the disks' servers returned (their queue
-// workers hand the ports their last requests).
-func (d *Daemon) closeNVMe() {
-	d.nvme.served.Wait()
-	if d.nvme.stop != nil {
-		d.nvme.stop()
-		d.nvme.ports.Wait()
-	}
-}
+// closeNVMe waits for the disks' servers to return (their queue workers
+// hand the ports their last requests; closePorts then stops the ports).
+func (d *Daemon) closeNVMe() { d.nvme.served.Wait() }
 
 // DiskStatus is one disk in the daemon status.
 type DiskStatus struct {
@@ -291,9 +285,7 @@ type NVMeStatus struct {
 	Disks      []DiskStatus                 `json:"disks,omitempty"`
 	Engines    map[string]map[string]uint64 `json:"engines,omitempty"`
 	Namespaces map[string]map[string]uint64 `json:"namespaces,omitempty"`
-	// Ports are the NICs' Falcon endpoints (retransmissions, ACKs, drops).
-	Ports map[string]map[string]uint64 `json:"ports,omitempty"`
-	CM    map[string]uint64            `json:"cm,omitempty"` // the NVMe connection manager
+	CM         map[string]uint64            `json:"cm,omitempty"` // the NVMe connection manager
 }
 
 func (d *Daemon) nvmeStatus() *NVMeStatus {
@@ -314,16 +306,8 @@ func (d *Daemon) nvmeStatus() *NVMeStatus {
 	if d.nvme.cm != nil {
 		st.CM = d.nvme.cm.Stats.Set().Snapshot()
 	}
-	st.Ports = map[string]map[string]uint64{}
 	for name, f := range d.nvme.funcs {
 		st.Engines[name] = f.Engine.Stats.Set().Snapshot()
-		port := f.Port.Stats.Set().Snapshot()
-		f.Port.Call(func(ep *falcon.Endpoint) {
-			for k, v := range ep.Snapshot() {
-				port[k] = v
-			}
-		})
-		st.Ports[name] = port
 	}
 	if d.cfg.NVMe != nil {
 		for _, s := range d.cfg.NVMe.Namespaces {

@@ -16,7 +16,7 @@
 // Data path, per NIC:
 //
 //	guest TX ring ──(TX goroutine: pop, strip hdr)──> uplink.Deliver (switch, or another NIC)
-//	                                 └─ EtherType 0x88B5 to our MAC ──> control hook (RDMA function, later)
+//	                                 └─ EtherType 0x88B5 to our MAC ──> control hook (RDMA function: port work)
 //	Deliver ──(copy into a pooled NIC buffer)──> per-pair RX queue (bounded) ──(RX goroutine)──> guest RX ring
 //
 // Each ring has exactly one goroutine (vhostuser runs Device.RunQueue);
@@ -41,14 +41,16 @@
 // num_buffers (counted as HdrFixups), and vhostuser keeps avail_event
 // armed so such a guest keeps kicking.
 //
-// Falcon ports (falconport.go): each NIC function that speaks Falcon has
-// a FalconPort, its endpoint driven by one goroutine. The daemon's NVMe
-// functions share "nvme.cores" such goroutines (default one): a disk whose
-// initiator and target NICs are in one daemon then passes each burst of
-// frames between them without waking another thread: 13 % less CPU per
-// 128 KiB write than with a goroutine per NIC (BenchmarkBlkSeq128KQD32Cores),
-// and on a 2-core host with a TCG guest the 128 KiB reads of bench nvme
-// went from 180-231 to 241-257 MiB/s (writes: within the host's noise).
+// Falcon port (falconport.go): each NIC has one FalconPort, its one
+// Falcon endpoint driven by one goroutine, carrying every Falcon ULP of the
+// NIC: the RDMA function's verbs engine (protocol 2) and the NVMe
+// function's engine (protocol 3) attach to it by protocol, so the NIC has
+// one CID space, one set of resource pools and one RUE, and the RDMA
+// function's control frames are work items of the port. Connections
+// between two NICs of the daemon hand each burst of frames straight to the
+// other port (portLink). The ports of the NICs with NVMe functions share
+// "nvme.cores" goroutines (default one; FalconPort.Host); every other
+// NIC's port has a goroutine of its own.
 //
 // Namespaces (nvmet*.go): a file or block device namespace's nCMD IOs are
 // cut at the end of each burst into runs of adjacent reads or writes, one

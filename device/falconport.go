@@ -2,6 +2,8 @@ package device
 
 import (
 	"context"
+	crand "crypto/rand"
+	"encoding/binary"
 	"errors"
 	"sync"
 	"time"
@@ -17,9 +19,10 @@ import (
 
 // FalconPort is one NIC's Falcon endpoint with its one owning goroutine
 // (Run): the real clock (or an injected one), a link, and the ULPs
-// attached by protocol type (RDMA = 2, NVMe = 3), so both ULPs can share
-// the NIC's engine. Everything else reaches the endpoint through Do/Call
-// and Receive, which queue work for that goroutine. One goroutine may run
+// attached by protocol type (RDMA = 2, NVMe = 3): every Falcon ULP of the
+// NIC shares its one endpoint, CID space, resource pools and RUE.
+// Everything else reaches the endpoint through Do/Call, Receive and
+// Control, which queue work for that goroutine. One goroutine may run
 // several ports (Host), as one core of a NIC runs several engines.
 type FalconPort struct {
 	ep    *falcon.Endpoint
@@ -27,11 +30,19 @@ type FalconPort struct {
 	bc    *burstClock // the endpoint's view of clk
 	work  chan portWork
 	ulps  [16]falcon.ULP
+	ctl   func(frame []byte) // the control-channel handler (SetControl)
 	timed []ulpTimers
 	idle  []func()      // run at the end of each burst of work (OnIdle)
 	cur   *framebuf.Buf // the pooled frame being handled, unless a ULP kept it (KeepFrame)
 	kept  int           // frames ULPs kept and have not released
 	dead  chan struct{} // closed when Run returns
+	// windows holds the fixed window of each connection opened with an
+	// InitFcwnd (Connect): the port's RUE keeps it there.
+	windows map[uint32]rue.Fixed
+	// links are this port's links to other ports of the daemon, one per
+	// peer port (linkTo), so connections between two ports share one
+	// outbox.
+	links map[*FalconPort]portLink
 	// core lists the ports this port's goroutine runs (itself first; only
 	// on that goroutine). host is the port whose goroutine runs this one
 	// instead, guests how many this one hosts (Host).
@@ -45,6 +56,7 @@ type portWork struct {
 	p     *FalconPort // the port the work is for
 	pkt   []byte
 	buf   *framebuf.Buf // pkt's pooled buffer, if any
+	ctl   bool          // pkt is a control-channel frame (Control), not a Falcon packet
 	burst *portBurst    // a burst of frames from another port (portLink)
 	flow  uint32
 	fn    func(*falcon.Endpoint)
@@ -53,6 +65,7 @@ type portWork struct {
 // FalconPortCounters count the port's queue and demux drops.
 type FalconPortCounters struct {
 	RxPackets, RxQueueFull, RxNoULP, RxByRef, RxShared stats.Counter
+	CtlQueueFull, CtlNoHandler                         stats.Counter
 }
 
 // Set lists the counters with help text.
@@ -63,6 +76,8 @@ func (c *FalconPortCounters) Set() stats.Set {
 		{Name: "port_rx_no_ulp", Help: "requests and completions for a protocol no ULP is attached for", Counter: &c.RxNoULP},
 		{Name: "port_rx_by_ref", Help: "frames from another port of the daemon taken in place, not copied (falcon.RefLink)", Counter: &c.RxByRef},
 		{Name: "port_rx_shared", Help: "frames from another port of the daemon taken over in its shared frame buffer, not copied (falcon.RefLink)", Counter: &c.RxShared},
+		{Name: "port_ctl_queue_full", Help: "control-channel frames dropped: the port's queue was full", Counter: &c.CtlQueueFull},
+		{Name: "port_ctl_no_handler", Help: "control-channel frames dropped: no function handles them", Counter: &c.CtlNoHandler},
 	}
 }
 
@@ -70,7 +85,9 @@ func (c *FalconPortCounters) Set() stats.Set {
 const falconPortQueue = 8192
 
 // NewFalconPort returns a port whose endpoint sends to link (nil: every
-// connection must name its own Peer link). clk nil is the real clock.
+// connection must name its own Peer link). clk nil is the real clock. The
+// endpoint's initial sequence numbers come from crypto/rand, so no two
+// ports (nor two runs of a daemon) start from the same ones.
 func NewFalconPort(clk clock.Clock, link falcon.Link) *FalconPort {
 	if clk == nil {
 		clk = clock.Real
@@ -78,22 +95,43 @@ func NewFalconPort(clk clock.Clock, link falcon.Link) *FalconPort {
 	if link == nil {
 		link = dropLink{}
 	}
-	p := &FalconPort{clk: clk, bc: &burstClock{base: clk}, work: make(chan portWork, falconPortQueue), dead: make(chan struct{})}
+	p := &FalconPort{clk: clk, bc: &burstClock{base: clk}, work: make(chan portWork, falconPortQueue), dead: make(chan struct{}),
+		windows: map[uint32]rue.Fixed{}, links: map[*FalconPort]portLink{}}
 	p.core = []*FalconPort{p}
-	p.ep = falcon.New(falcon.Config{Clock: p.bc, Link: link, ULP: portDemux{p}, RUE: portRUE{p: p, base: firmware.NewFixed(firmware.FixedConfig{})}})
+	p.ep = falcon.New(falcon.Config{Clock: p.bc, Link: link, ULP: portDemux{p}, Rand: cryptoRand{},
+		RUE: portRUE{p: p, base: firmware.NewFixed(firmware.FixedConfig{})}})
 	return p
+}
+
+// dropLink is the endpoint's default link: every connection names its own.
+type dropLink struct{}
+
+func (dropLink) Send([]byte, uint32) {}
+
+// cryptoRand is an endpoint's source of initial sequence numbers:
+// crypto/rand, read at each connection set-up (not a hot path).
+type cryptoRand struct{}
+
+// Uint32 implements falcon.Config's Rand.
+func (cryptoRand) Uint32() uint32 {
+	var b [4]byte
+	if _, err := crand.Read(b[:]); err != nil {
+		panic("device: crypto/rand: " + err.Error()) // crypto/rand.Read does not fail on Linux
+	}
+	return binary.LittleEndian.Uint32(b[:])
 }
 
 // NVMeFcwnd is the fixed window of NVMe connections, in packets: the
 // receiver's data window [S §9] (pdl.RxDataWindow), so that a queue-depth-32
 // stream of 128 KiB commands (1024 nCMDs of 4 KiB) is not held to one
 // command's worth of data per round trip as the port's default of 32
-// packets would (`falconnic bench nvme` write 128 KiB: 0.25 of a local
-// disk). RDMA connections keep the default.
+// packets would. NVMe connections ask for it as their InitFcwnd
+// (nvmeConnConfig); RDMA connections keep the RUE's default.
 const NVMeFcwnd = 128
 
 // portRUE is the port's congestion control: the fixed-window RUE, whose
-// answer for an NVMe connection gets that protocol's wider window.
+// answer keeps a connection opened with an InitFcwnd at that window (a
+// per-connection option, as NVMe's wider window is).
 type portRUE struct {
 	p    *FalconPort
 	base rue.Engine
@@ -103,11 +141,61 @@ type portRUE struct {
 func (r portRUE) Handle(ev *rue.Event) (rue.Response, bool) {
 	resp, ok := r.base.Handle(ev)
 	if ok {
-		if c := r.p.ep.Conn(ev.Conn); c != nil && c.Config().Protocol == wire.ProtoNVMe {
-			resp.Fcwnd = NVMeFcwnd * rue.One
+		if w, fixed := r.p.windows[ev.Conn]; fixed {
+			resp.Fcwnd = w
 		}
 	}
 	return resp, ok
+}
+
+// Connect opens a connection on the port's endpoint (on the port's
+// goroutine). A non-zero cfg.InitFcwnd is the connection's window for
+// good: the port's RUE keeps it there.
+func (p *FalconPort) Connect(cfg falcon.ConnConfig) (*falcon.Conn, error) {
+	c, err := p.ep.Connect(cfg)
+	if err == nil && cfg.InitFcwnd != 0 {
+		p.windows[c.SCID()] = cfg.InitFcwnd
+	}
+	return c, err
+}
+
+// CloseConn closes connection scid (on the port's goroutine); its
+// outstanding transactions fail.
+func (p *FalconPort) CloseConn(scid uint32) error {
+	delete(p.windows, scid)
+	return p.ep.Close(scid)
+}
+
+// linkTo returns the port's link to port q of the same daemon (on p's
+// goroutine): one per pair of ports, whatever protocols connect them.
+func (p *FalconPort) linkTo(q *FalconPort) portLink {
+	l, ok := p.links[q]
+	if !ok {
+		l = newPortLink(p, q)
+		p.links[q] = l
+	}
+	return l
+}
+
+// ConnCounts reports the port's connections per protocol ("rdma",
+// "nvme"; on the port's goroutine).
+func (p *FalconPort) ConnCounts() map[string]int {
+	m := map[string]int{}
+	for _, c := range p.ep.Conns() {
+		m[protoName(c.Config().Protocol)]++
+	}
+	return m
+}
+
+// protoName names a Falcon ULP protocol for status.
+func protoName(t wire.ProtocolType) string {
+	switch t {
+	case wire.ProtoRDMA:
+		return "rdma"
+	case wire.ProtoNVMe:
+		return "nvme"
+	}
+	return "proto_" + itoaU(uint64(t))
 }
 
 // ulpTimers is what a ULP with deadlines of its own (command timeouts)
@@ -188,6 +276,26 @@ func putFrame(b *framebuf.Buf) {
 
 // ReceiveFalcon is Receive for the fabric's Falcon demux (RDMAHub.AllocCID).
 func (p *FalconPort) ReceiveFalcon(pkt []byte, flow uint32) { p.Receive(pkt, flow) }
+
+// SetControl has fn handle the NIC's control-channel frames on the port's
+// goroutine (the RDMA function's driver interface). Call before Run.
+func (p *FalconPort) SetControl(fn func(frame []byte)) { p.ctl = fn }
+
+// Control queues a control-channel frame from the guest driver as port
+// work (copied; never blocks). It reports false, counted, when the
+// port's queue is full.
+func (p *FalconPort) Control(frame []byte) bool {
+	w := portWork{p: p, ctl: true}
+	w.pkt, w.buf = copyFrame(frame)
+	select {
+	case p.work <- w:
+		return true
+	default:
+		p.Stats.CtlQueueFull.Inc()
+		putFrame(w.buf)
+		return false
+	}
+}
 
 // AddTimers drives t's deadlines with the endpoint's (on the port's
 // goroutine: before Run, or through Call).
@@ -370,6 +478,13 @@ func (p *FalconPort) handle(w portWork) {
 	switch {
 	case w.fn != nil:
 		w.fn(p.ep)
+	case w.ctl:
+		if p.ctl == nil {
+			p.Stats.CtlNoHandler.Inc()
+		} else {
+			p.ctl(w.pkt)
+		}
+		putFrame(w.buf)
 	case w.burst != nil:
 		for i, f := range w.burst.frames {
 			if i > 0 {

@@ -40,19 +40,30 @@ func TestPortEndpointReadsTheClockOncePerWorkItem(t *testing.T) {
 	}
 }
 
-// TestPortRUEWidensOnlyNVMeWindows: the port's RUE answers an NVMe
-// connection's events with NVMeFcwnd and an RDMA connection's with the
-// fixed RUE's default.
-func TestPortRUEWidensOnlyNVMeWindows(t *testing.T) {
+// TestPortRUEKeepsEachConnectionsWindow: the port's RUE answers the
+// events of a connection opened with an InitFcwnd (NVMe's, nvmeConnConfig)
+// with that window and an RDMA connection's with the fixed RUE's default;
+// a closed connection's window is forgotten.
+func TestPortRUEKeepsEachConnectionsWindow(t *testing.T) {
 	p := NewFalconPort(clock.NewManual(0), nil)
-	nv, err := p.ep.Connect(falcon.ConnConfig{SCID: 1, DCID: 2, Protocol: wire.ProtoNVMe})
+	nvc := falcon.ConnConfig{SCID: 1, DCID: 2, Protocol: wire.ProtoNVMe}
+	nvmeConnConfig(&nvc)
+	nv, err := p.Connect(nvc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rd, err := p.ep.Connect(falcon.ConnConfig{SCID: 3, DCID: 4, Protocol: wire.ProtoRDMA, Ordered: true})
+	rd, err := p.Connect(falcon.ConnConfig{SCID: 3, DCID: 4, Protocol: wire.ProtoRDMA, Ordered: true})
 	if err != nil {
 		t.Fatal(err)
 	}
+	if got := p.ConnCounts(); got["nvme"] != 1 || got["rdma"] != 1 {
+		t.Errorf("connections per protocol %v, want one each", got)
+	}
+	defer func() {
+		if err := p.CloseConn(nv.SCID()); err != nil || len(p.windows) != 0 {
+			t.Errorf("closing the NVMe connection: %v, windows left %v", err, p.windows)
+		}
+	}()
 	r := portRUE{p: p, base: firmware.NewFixed(firmware.FixedConfig{})}
 	for _, c := range []struct {
 		conn *falcon.Conn

@@ -75,10 +75,10 @@ func (f *NVMeFunc) AddNamespace(s NamespaceSpec) (*nvme.Namespace, error) {
 
 // ConnectNVMeLocal joins two NVMe functions of one daemon with a path
 // (one unordered connection, each end's packets handed straight to the
-// other's port). cid returns CIDs unique in the daemon. It returns ini's
-// path (to submit on) and tgt's (serving it).
-func ConnectNVMeLocal(ini, tgt *NVMeFunc, cid func() uint32) (iniPath, tgtPath *nvme.Path, err error) {
-	c := falcon.ConnConfig{SCID: cid(), DCID: cid(), Protocol: wire.ProtoNVMe}
+// other's port). cid returns CIDs unique in the daemon, owned by the port
+// it names. It returns ini's path (to submit on) and tgt's (serving it).
+func ConnectNVMeLocal(ini, tgt *NVMeFunc, cid func(owner FalconReceiver) uint32) (iniPath, tgtPath *nvme.Path, err error) {
+	c := falcon.ConnConfig{SCID: cid(ini.Port), DCID: cid(tgt.Port), Protocol: wire.ProtoNVMe}
 	nvmeConnConfig(&c)
 	var peer falcon.ConnConfig
 	if !ini.Port.Call(func(ep *falcon.Endpoint) { ep.RandomPSNs(&c) }) ||
@@ -89,9 +89,9 @@ func ConnectNVMeLocal(ini, tgt *NVMeFunc, cid func() uint32) (iniPath, tgtPath *
 	// The target side first, so nothing the initiator sends finds no connection.
 	ok := tgt.Port.Call(func(ep *falcon.Endpoint) {
 		m := falcon.Mirror(c)
-		m.Peer = newPortLink(tgt.Port, ini.Port)
+		m.Peer = tgt.Port.linkTo(ini.Port)
 		var conn *falcon.Conn
-		if conn, err = ep.Connect(m); err == nil {
+		if conn, err = tgt.Port.Connect(m); err == nil {
 			tgtPath, err = tgt.Engine.AddPath(conn)
 		}
 	})
@@ -102,9 +102,9 @@ func ConnectNVMeLocal(ini, tgt *NVMeFunc, cid func() uint32) (iniPath, tgtPath *
 		return nil, nil, err
 	}
 	ok = ini.Port.Call(func(ep *falcon.Endpoint) {
-		c.Peer = newPortLink(ini.Port, tgt.Port)
+		c.Peer = ini.Port.linkTo(tgt.Port)
 		var conn *falcon.Conn
-		if conn, err = ep.Connect(c); err == nil {
+		if conn, err = ini.Port.Connect(c); err == nil {
 			iniPath, err = ini.Engine.AddPath(conn)
 		}
 	})

@@ -294,10 +294,10 @@ func (cm *NVMeCM) install(pr *nvmePair, cfg falcon.ConnConfig, mk func(*falcon.E
 			return
 		}
 		var path *nvme.Path
-		c, err := ep.Connect(cfg)
+		c, err := f.Port.Connect(cfg)
 		if err == nil {
 			if path, err = f.Engine.AddPath(c); err != nil {
-				_ = ep.Close(c.SCID())
+				_ = f.Port.CloseConn(c.SCID())
 			}
 		}
 		if err != nil {
@@ -318,7 +318,7 @@ func (cm *NVMeCM) install(pr *nvmePair, cfg falcon.ConnConfig, mk func(*falcon.E
 			cm.Stats.Replaced.Inc()
 			scid := old.Conn().SCID()
 			f.Engine.RemovePath(old)
-			_ = ep.Close(scid)
+			_ = f.Port.CloseConn(scid)
 			cm.hub.ReleaseCID(scid)
 		}
 	})

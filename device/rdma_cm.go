@@ -93,7 +93,7 @@ func (h *RDMAHub) add(r *RDMAFunc) {
 }
 
 // FalconReceiver takes Falcon packets from the fabric for the CIDs it owns
-// (RDMAFunc; any other endpoint owner of the daemon, e.g. an NVMe port).
+// (a NIC's FalconPort).
 type FalconReceiver interface {
 	ReceiveFalcon(pkt []byte, flow uint32)
 }
@@ -126,11 +126,6 @@ func (h *RDMAHub) allocCID(r FalconReceiver) uint32 {
 	}
 }
 
-// localLink delivers a NIC's Falcon packets to another NIC of the daemon.
-type localLink struct{ to *RDMAFunc }
-
-func (l localLink) Send(pkt []byte, flow uint32) { l.to.ReceiveFalcon(pkt, flow) }
-
 // connect starts setting up r's connection to the NIC with MAC peer. It is
 // called on r's goroutine and never blocks on another NIC's.
 func (h *RDMAHub) connect(r *RDMAFunc, peer verbs.MAC) {
@@ -141,24 +136,25 @@ func (h *RDMAHub) connect(r *RDMAFunc, peer verbs.MAC) {
 		return // set-up under way (maybe started by the peer)
 	}
 	cfg := falcon.ConnConfig{Ordered: true}
-	r.ep.RandomPSNs(&cfg)
+	r.port.ep.RandomPSNs(&cfg)
 	if p := h.funcs[peer]; p != nil {
 		var mirror falcon.ConnConfig
-		r.ep.RandomPSNs(&mirror)
-		cfg.SCID, cfg.DCID = h.allocCID(r), h.allocCID(p)
+		r.port.ep.RandomPSNs(&mirror) // crypto/rand: safe from any goroutine
+		cfg.SCID, cfg.DCID = h.allocCID(r.port), h.allocCID(p.port)
 		cfg.RxReqPSN, cfg.RxDataPSN, cfg.RxRSN = mirror.TxReqPSN, mirror.TxDataPSN, mirror.TxRSN
-		cfg.Peer = localLink{p}
 		pc := falcon.Mirror(cfg)
-		pc.Peer = localLink{r}
 		h.pairs[key] = &cmPair{r: r, peer: peer, cfg: cfg, up: true}
 		h.pairs[[2]verbs.MAC{peer, r.mac}] = &cmPair{r: p, peer: r.mac, cfg: pc, up: true}
 		h.Stats.LocalConns.Inc()
 		// The peer connects first, so nothing we send finds no connection.
+		// Each end's packets go straight to the other's port (linkTo).
 		go p.Do(func(p *RDMAFunc) {
-			cp, _ := p.ep.Connect(pc)
+			pc.Peer = p.port.linkTo(r.port)
+			cp, _ := p.port.Connect(pc)
 			p.connected(r.mac, cp)
 			go r.Do(func(r *RDMAFunc) {
-				c, _ := r.ep.Connect(cfg)
+				cfg.Peer = r.port.linkTo(p.port)
+				c, _ := r.port.Connect(cfg)
 				r.connected(peer, c)
 			})
 		})
@@ -168,7 +164,7 @@ func (h *RDMAHub) connect(r *RDMAFunc, peer verbs.MAC) {
 		go r.Do(func(r *RDMAFunc) { r.connected(peer, nil) })
 		return
 	}
-	cfg.SCID = h.allocCID(r)
+	cfg.SCID = h.allocCID(r.port)
 	pr := &cmPair{r: r, peer: peer, cfg: cfg, remote: true}
 	h.pairs[key] = pr
 	h.sendREQ(pr)
@@ -259,7 +255,7 @@ func (h *RDMAHub) receiveCM(from netip.AddrPort, flow uint32, payload []byte) {
 		pr.cfg = cfg
 		r, peer := pr.r, pr.peer
 		go r.Do(func(r *RDMAFunc) {
-			c, _ := r.ep.Connect(cfg)
+			c, _ := r.port.Connect(cfg)
 			r.connected(peer, c)
 		})
 	case cmREJ:
@@ -310,8 +306,8 @@ func (h *RDMAHub) onREQ(from netip.AddrPort, m cmMsg) {
 		return
 	}
 	cfg := falcon.ConnConfig{Ordered: true}
-	r.ep.RandomPSNs(&cfg)
-	cfg.SCID, cfg.DCID = h.allocCID(r), m.srcCID
+	r.port.ep.RandomPSNs(&cfg) // crypto/rand: safe on the fabric's goroutine
+	cfg.SCID, cfg.DCID = h.allocCID(r.port), m.srcCID
 	cfg.RxReqPSN, cfg.RxDataPSN, cfg.RxRSN = wire.PSN(m.reqPSN), wire.PSN(m.dataPSN), wire.RSN(m.rsn)
 	cfg.Peer = h.fabric.Link(from, KindFalcon)
 	rep := cmMsg{typ: cmREP, src: m.dst, dst: m.src, srcCID: cfg.SCID, dstCID: m.srcCID,
@@ -323,7 +319,7 @@ func (h *RDMAHub) onREQ(from netip.AddrPort, m cmMsg) {
 		if old != 0 {
 			r.dropConn(peer, old)
 		}
-		c, _ := r.ep.Connect(cfg)
+		c, _ := r.port.Connect(cfg)
 		r.connected(peer, c)
 		h.mu.Lock()
 		b := pr.rep

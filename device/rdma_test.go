@@ -40,6 +40,17 @@ type vm struct {
 const vmBase = 0x40000000
 
 func newVM(t *testing.T, mac byte, hub *RDMAHub) *vm {
+	port := NewFalconPort(nil, nil)
+	v := newVMOn(t, mac, hub, port)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go port.Run(ctx)
+	return v
+}
+
+// newVMOn is newVM with the RDMA function on port, which the caller runs
+// (other functions may attach to it first).
+func newVMOn(t *testing.T, mac byte, hub *RDMAHub, port *FalconPort) *vm {
 	fd, err := unix.MemfdCreate("vm", unix.MFD_CLOEXEC)
 	if err != nil {
 		t.Fatal(err)
@@ -59,11 +70,8 @@ func newVM(t *testing.T, mac byte, hub *RDMAHub) *vm {
 	}
 	v := &vm{t: t, mac: [6]byte{0x52, 0x54, 0, 0, 0, mac}, ram: reg.Data, base: vmBase, next: vmBase + 0x1000,
 		frames: make(chan []byte, 64), inst: 0x1234_0000 + uint64(mac)}
-	v.r = NewRDMAFunc(net.HardwareAddr(v.mac[:]), func(f []byte) { v.frames <- append([]byte(nil), f...) }, hub, nil)
-	v.r.SetMemTable(mt)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	go v.r.Run(ctx)
+	v.r = NewRDMAFunc(net.HardwareAddr(v.mac[:]), func(f []byte) { v.frames <- append([]byte(nil), f...) }, hub, port)
+	v.r.mem.set(mt)
 	return v
 }
 
@@ -521,7 +529,7 @@ func FuzzRDMAControl(f *testing.F) {
 			make([]byte, info.ReqSize)))
 	}
 	f.Fuzz(func(t *testing.T, frame []byte) {
-		r := NewRDMAFunc(net.HardwareAddr(mac[:]), func([]byte) {}, nil, nil)
+		r := NewRDMAFunc(net.HardwareAddr(mac[:]), func([]byte) {}, nil, NewFalconPort(nil, nil))
 		open := rdmauapi.AppendFrame(nil, mac, rdmauapi.HdrFields{Opcode: rdmauapi.OpOpen, Instance: 1, ReqID: 1},
 			make([]byte, rdmauapi.OpenReqSize))
 		r.control(open)

@@ -15,11 +15,12 @@ import (
 func vhostVM(t *testing.T, macByte byte, hub *RDMAHub) *vm {
 	mac := []byte{0x52, 0x54, 0, 0, 0, macByte}
 	n := newTestNIC(t, "n"+string('a'+rune(macByte)), mac, 1)
-	r := NewRDMAFunc(mac, n.Deliver, hub, nil)
+	port := NewFalconPort(nil, nil)
+	r := NewRDMAFunc(mac, n.Deliver, hub, port)
 	n.AttachRDMA(r)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	go r.Run(ctx)
+	go port.Run(ctx)
 	g := attach(t, n, acked1)
 	// The vhost-user session's memory table, as vhostuser would hand it to
 	// netDev.SetMemTable (that hook is the coordinator's to add).

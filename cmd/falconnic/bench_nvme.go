@@ -146,7 +146,7 @@ func benchNVMe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	memoryNS := fs.Bool("memory-namespace", false, "diagnosis: back the NVMe namespace with memory instead of the file (the local disk keeps the file), to take the target's file I/O out of the NVMe side")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process (the daemon's data path) to `FILE`")
 	only := fs.String("tests", "", "run only these tests (comma-separated names, e.g. write_128k); default all")
-	statusFile := fs.String("status", "", "diagnosis: write the daemon's NVMe counters (engines, namespaces, Falcon ports) as JSON to `FILE` at the end")
+	statusFile := fs.String("status", "", "diagnosis: write the daemon's status (NICs' Falcon ports, NVMe engines and namespaces) as JSON to `FILE` at the end")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
@@ -322,7 +322,7 @@ func benchNVMe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	rep.Tests = results
 	if *statusFile != "" {
-		b, err := json.MarshalIndent(d.Status().NVMe, "", "  ")
+		b, err := json.MarshalIndent(d.Status(), "", "  ")
 		if err == nil {
 			err = os.WriteFile(*statusFile, b, 0o644)
 		}

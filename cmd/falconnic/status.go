@@ -115,6 +115,9 @@ func printStatus(w io.Writer, st device.Status) error {
 		if len(devs[i].Counters) > 0 {
 			fmt.Fprintf(w, "  %s counters: %s\n", n.Name, nonZero(devs[i].Counters))
 		}
+		if f := n.Falcon; f != nil {
+			fmt.Fprintf(w, "  %s falcon port: rdma conns %d, nvme conns %d; %s\n", n.Name, f.Conns["rdma"], f.Conns["nvme"], nonZero(f.Counters))
+		}
 	}
 
 	fmt.Fprintf(w, "\nswitch: %s\n", nonZero(st.Switch.Counters))
