@@ -57,7 +57,7 @@ type Daemon struct {
 	fabric *Fabric // nil without a fabric section
 	nics   []*daemonNIC
 	vsocks []*Vsock
-	hub    *RDMAHub // the connection manager and the fabric's Falcon demux
+	cm     *ConnManager // connection set-up for every protocol, and the fabric's Falcon demux
 	ports  daemonPorts
 	nvme   nvmeDaemon
 
@@ -131,7 +131,7 @@ func NewDaemon(cfg *Config, opts DaemonOptions) (_ *Daemon, err error) {
 		up.Connect(d.fabric)
 		d.fabric.SetFrameSink(up)
 	}
-	d.hub = NewRDMAHub(d.fabric)
+	d.cm = NewConnManager(d.fabric)
 	d.addPorts()
 	for _, spec := range cfg.NICs {
 		if !spec.Dial {
@@ -249,6 +249,14 @@ func (d *Daemon) close() {
 	}
 }
 
+// after returns a channel closed dur from now on the daemon's clock, and
+// the function that cancels it.
+func (d *Daemon) after(dur time.Duration) (<-chan struct{}, func()) {
+	c := make(chan struct{})
+	t := d.clk.AfterFunc(dur, func() { close(c) })
+	return c, func() { t.Stop() }
+}
+
 func (d *Daemon) fabricAddr() string {
 	if d.fabric == nil {
 		return "none"
@@ -304,6 +312,8 @@ type Status struct {
 	Fabric  *FabricStatus `json:"fabric,omitempty"`
 	Vsock   []any         `json:"vsock,omitempty"`
 	NVMe    *NVMeStatus   `json:"nvme,omitempty"`
+	// CM are the connection manager's counters (every protocol).
+	CM map[string]uint64 `json:"cm,omitempty"`
 }
 
 // NICReport is one NIC in the daemon status: its config, its switch port's
@@ -354,6 +364,7 @@ func (d *Daemon) Status() Status {
 		st.Vsock = append(st.Vsock, v.StatusJSON())
 	}
 	st.NVMe = d.nvmeStatus()
+	st.CM = d.cm.Stats.Set().Snapshot()
 	return st
 }
 

@@ -21,7 +21,6 @@ type nvmeDaemon struct {
 	funcs  map[string]*NVMeFunc
 	disks  []*nvmeDisk
 	served sync.WaitGroup // the disks' servers
-	cm     *NVMeCM        // with a fabric: paths to other daemons' NICs
 	mu     sync.Mutex     // remote disks' blk/srv
 }
 
@@ -55,6 +54,7 @@ func (d *Daemon) addNVMeFuncs() []string {
 			return
 		}
 		f := NewNVMeFunc(d.port(nic), uint32(len(n.funcs)+1))
+		f.AttachCM(d.ports.agents[nic])
 		if t := spec.CommandTimeout; t > 0 {
 			f.Engine.SetCommandTimeout(time.Duration(t))
 		}
@@ -80,12 +80,6 @@ func (d *Daemon) addNVMe() error {
 	if len(n.funcs) == 0 {
 		return nil
 	}
-	if d.fabric != nil {
-		n.cm = NewNVMeCM(d.hub, d.fabric)
-		for nic, f := range n.funcs {
-			n.cm.Add(d.nicMAC(nic), f)
-		}
-	}
 	for _, s := range spec.Namespaces {
 		f := n.funcs[s.NIC]
 		var err error
@@ -105,13 +99,13 @@ func (d *Daemon) addNVMe() error {
 		}
 		if !d.isNIC(ds.Target) {
 			// Set up in Run, once the fabric receives (remoteDisk).
-			if n.cm == nil {
+			if d.fabric == nil {
 				return fmt.Errorf("disk %s: target %s is not a nic of this daemon, and there is no fabric", ds.Name, ds.Target)
 			}
 			n.disks = append(n.disks, &nvmeDisk{spec: ds, ini: ini})
 			continue
 		}
-		path, _, err := ConnectNVMeLocal(ini, n.funcs[ds.Target], d.hub.AllocCID)
+		path, _, err := ConnectNVMeLocal(ini, n.funcs[ds.Target], d.cm.AllocCID)
 		if err != nil {
 			return fmt.Errorf("disk %s: %w", ds.Name, err)
 		}
@@ -152,11 +146,11 @@ func (d *Daemon) nicMAC(name string) [6]byte {
 // diskPaths is a remote disk's view of its NIC's NVMe path to the target
 // NIC (BlkPaths); used on the port's goroutine.
 type diskPaths struct {
-	cm          *NVMeCM
-	local, peer [6]byte
-	blk         *Blk
-	latest      *nvme.Path
-	first       chan *nvme.Path
+	f      *NVMeFunc
+	peer   [6]byte
+	blk    *Blk
+	latest *nvme.Path
+	first  chan *nvme.Path
 }
 
 // use takes a new path from the CM.
@@ -182,7 +176,7 @@ func (p *diskPaths) attach(b *Blk) {
 }
 
 // Broken implements BlkPaths.
-func (p *diskPaths) Broken(path *nvme.Path) { p.cm.Broken(p.local, p.peer, path) }
+func (p *diskPaths) Broken(path *nvme.Path) { p.f.Broken(p.peer, path) }
 
 // remoteRetryEvery paces a remote disk's set-up while its target does
 // not answer (its daemon not up yet).
@@ -197,16 +191,21 @@ func (d *Daemon) remoteDisk(ctx context.Context, k *nvmeDisk) (*vhostuser.Server
 	if err != nil || len(hw) != 6 {
 		return nil, fmt.Errorf("target %q: not a MAC address", ds.Target)
 	}
-	p := &diskPaths{cm: d.nvme.cm, local: d.nicMAC(ds.NIC), first: make(chan *nvme.Path, 1)}
+	p := &diskPaths{f: ini, first: make(chan *nvme.Path, 1)}
 	copy(p.peer[:], hw)
-	d.nvme.cm.Dial(ini, p.local, p.peer, p.use)
+	if !ini.Port.Call(func(*falcon.Endpoint) { ini.Dial(p.peer, p.use) }) {
+		return nil, ErrPortStopped
+	}
 	var path *nvme.Path
 	for {
+		wait, stop := d.after(remoteRetryEvery * 5)
 		select {
 		case path = <-p.first:
+			stop()
 		case <-ctx.Done():
+			stop()
 			return nil, ctx.Err()
-		case <-time.After(remoteRetryEvery * 5):
+		case <-wait:
 			d.log.Warn("disk waiting for its target", "disk", ds.Name, "target", ds.Target)
 			ini.Port.Do(func(*falconEndpoint) { p.Broken(p.latest) })
 			continue
@@ -228,10 +227,12 @@ func (d *Daemon) remoteDisk(ctx context.Context, k *nvmeDisk) (*vhostuser.Server
 			return srv, nil
 		}
 		d.log.Warn("disk identify failed", "disk", ds.Name, "target", ds.Target, "err", err)
+		pause, cancel := d.after(remoteRetryEvery)
 		select {
 		case <-ctx.Done():
+			cancel()
 			return nil, ctx.Err()
-		case <-time.After(remoteRetryEvery):
+		case <-pause:
 		}
 		ini.Port.Do(func(*falconEndpoint) { p.Broken(path) })
 	}
@@ -303,9 +304,6 @@ func (d *Daemon) nvmeStatus() *NVMeStatus {
 		st.Disks = append(st.Disks, ds)
 	}
 	d.nvme.mu.Unlock()
-	if d.nvme.cm != nil {
-		st.CM = d.nvme.cm.Stats.Set().Snapshot()
-	}
 	for name, f := range d.nvme.funcs {
 		st.Engines[name] = f.Engine.Stats.Set().Snapshot()
 	}

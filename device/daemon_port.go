@@ -12,6 +12,7 @@ import (
 // NewDaemon (disks need Identify before they serve) until close.
 type daemonPorts struct {
 	byName map[string]*FalconPort
+	agents map[string]*CMAgent // each NIC's connection-manager agent
 	stop   context.CancelFunc
 	wg     sync.WaitGroup
 }
@@ -19,9 +20,11 @@ type daemonPorts struct {
 // addPorts builds one port per NIC of the config (not running yet: the
 // functions attach first).
 func (d *Daemon) addPorts() {
-	d.ports.byName = map[string]*FalconPort{}
+	d.ports.byName, d.ports.agents = map[string]*FalconPort{}, map[string]*CMAgent{}
 	for _, spec := range d.cfg.NICs {
-		d.ports.byName[spec.Name] = NewFalconPort(nil, nil)
+		p := NewFalconPort(d.clk, nil)
+		d.ports.byName[spec.Name] = p
+		d.ports.agents[spec.Name] = d.cm.Attach(d.nicMAC(spec.Name), p)
 	}
 }
 

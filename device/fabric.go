@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"falconnic/falcon"
 	"falconnic/internal/clock"
 	"falconnic/internal/stats"
 )
@@ -597,3 +598,32 @@ func (f *Fabric) Status() FabricStatus {
 	sort.Slice(st.MACs, func(i, j int) bool { return st.MACs[i].MAC < st.MACs[j].MAC })
 	return st
 }
+
+// SendToMAC sends payload of kind k toward the NIC with MAC mac: to the
+// peer daemon that last showed that MAC, or, when none has, to every peer.
+// It reports an error only when nothing could be sent.
+func (f *Fabric) SendToMAC(mac [6]byte, k FabricKind, payload []byte) error {
+	if p := f.macs.lookup(ethAddr(mac), f.opts.Clock.Now()); p != nil {
+		return f.sendPeer(p, k, 0, payload)
+	}
+	var err error
+	sent := false
+	for _, p := range f.peers.Load().list {
+		if e := f.sendPeer(p, k, 0, payload); e != nil {
+			err = e
+		} else {
+			sent = true
+		}
+	}
+	if sent {
+		return nil
+	}
+	if err == nil {
+		f.c.TxNoPeer.Inc()
+		err = fmt.Errorf("%w: no peer for %x", ErrUnknownPeer, mac)
+	}
+	return err
+}
+
+// FalconLink returns the link carrying Falcon packets to peer.
+func (f *Fabric) FalconLink(peer netip.AddrPort) falcon.Link { return f.Link(peer, KindFalcon) }

@@ -274,7 +274,7 @@ func putFrame(b *framebuf.Buf) {
 	}
 }
 
-// ReceiveFalcon is Receive for the fabric's Falcon demux (RDMAHub.AllocCID).
+// ReceiveFalcon is Receive for the fabric's Falcon demux (ConnManager.AllocCID).
 func (p *FalconPort) ReceiveFalcon(pkt []byte, flow uint32) { p.Receive(pkt, flow) }
 
 // SetControl has fn handle the NIC's control-channel frames on the port's
@@ -317,6 +317,23 @@ func (p *FalconPort) Do(fn func(ep *falcon.Endpoint)) bool {
 	}
 }
 
+// TryDo is Do that never blocks: it reports false, and fn never runs, when
+// the port's queue is full or the port has stopped (for work that is
+// retried anyway: connection-manager messages).
+func (p *FalconPort) TryDo(fn func(ep *falcon.Endpoint)) bool {
+	select {
+	case <-p.dead:
+		return false
+	default:
+	}
+	select {
+	case p.work <- portWork{p: p, fn: fn}:
+		return true
+	default:
+		return false
+	}
+}
+
 // Call runs fn on the owning goroutine and waits for it. It reports
 // false, and fn never runs, once the port has stopped.
 func (p *FalconPort) Call(fn func(ep *falcon.Endpoint)) bool {
@@ -352,8 +369,8 @@ func (p *FalconPort) Run(ctx context.Context) {
 		return
 	}
 	defer close(p.dead)
-	t := time.NewTimer(time.Hour)
-	defer t.Stop()
+	wake := newPortWaker(p.clk)
+	defer wake.stop()
 	// armed is the deadline the timer is set for: it is reset only when
 	// the next deadline moves (each reset may wake the runtime's poller:
 	// 1 % of the daemon's CPU when done every burst).
@@ -365,17 +382,11 @@ func (p *FalconPort) Run(ctx context.Context) {
 			at = none
 		}
 		if at != armed {
-			if !t.Stop() {
-				select {
-				case <-t.C:
-				default:
-				}
-			}
 			d := time.Hour
 			if ok {
 				d = max(at-p.clk.Now(), 0)
 			}
-			t.Reset(d)
+			wake.arm(d)
 			armed = at
 		}
 		select {
@@ -392,13 +403,73 @@ func (p *FalconPort) Run(ctx context.Context) {
 					break drain
 				}
 			}
-		case <-t.C:
+		case <-wake.c:
 			armed = none // fired: the next pass arms it again
 		}
 		now := p.clk.Now()
 		for _, q := range p.core {
 			q.pass(now)
 		}
+	}
+}
+
+// portWaker wakes a port's goroutine when its next deadline is due on the
+// port's clock: on the real clock a runtime timer reset in place (no
+// allocation per re-arm); on any other clock (a test's clock.Manual) one of
+// that clock's timers, so advancing the clock wakes the port.
+type portWaker struct {
+	clk   clock.Clock
+	t     *time.Timer // the real clock's
+	ct    clock.Timer // another clock's
+	c     <-chan time.Time
+	fired chan time.Time
+}
+
+func newPortWaker(clk clock.Clock) *portWaker {
+	w := &portWaker{clk: clk}
+	if clk == clock.Real {
+		w.t = time.NewTimer(time.Hour)
+		w.c = w.t.C
+	} else {
+		w.fired = make(chan time.Time, 1)
+		w.c = w.fired
+	}
+	return w
+}
+
+// arm sets the wake-up d from now, replacing the one set before.
+func (w *portWaker) arm(d time.Duration) {
+	if w.t != nil {
+		if !w.t.Stop() {
+			select {
+			case <-w.t.C:
+			default:
+			}
+		}
+		w.t.Reset(d)
+		return
+	}
+	if w.ct != nil {
+		w.ct.Stop()
+	}
+	select { // a wake-up of the old deadline is stale
+	case <-w.fired:
+	default:
+	}
+	w.ct = w.clk.AfterFunc(d, func() {
+		select {
+		case w.fired <- time.Time{}:
+		default:
+		}
+	})
+}
+
+func (w *portWaker) stop() {
+	if w.t != nil {
+		w.t.Stop()
+	}
+	if w.ct != nil {
+		w.ct.Stop()
 	}
 }
 

@@ -36,7 +36,7 @@ const (
 )
 
 func newFairRig(t *testing.T) *fairRig {
-	hub := NewRDMAHub(nil)
+	hub := NewConnManager(nil)
 	pa, pb := NewFalconPort(nil, nil), NewFalconPort(nil, nil)
 	r := &fairRig{t: t, pa: pa, a: newVMOn(t, 0xa, hub, pa), b: newVMOn(t, 0xb, hub, pb)}
 	ini, tgt := NewNVMeFunc(pa, 1), NewNVMeFunc(pb, 2) // before Run: SetULP

@@ -17,14 +17,81 @@ import (
 type NVMeFunc struct {
 	Port   *FalconPort
 	Engine *nvme.Engine
+	cm     *CMAgent // nil: no paths to other NICs through the connection manager
+
+	// On the port's goroutine: the paths the connection manager set up.
+	paths  map[[6]byte]*nvme.Path // the current path to each peer NIC
+	byConn map[*falcon.Conn]*nvme.Path
+	users  map[[6]byte][]func(*nvme.Path)
 }
 
 // NewNVMeFunc attaches a new NVMe engine to port; function is the
 // Initiator Function put in NBTHs.
 func NewNVMeFunc(port *FalconPort, function uint32) *NVMeFunc {
-	f := &NVMeFunc{Port: port, Engine: nvme.NewEngine(nvme.Config{Function: function & (1<<24 - 1), Clock: port.Clock(), Frames: port})}
+	f := &NVMeFunc{Port: port, Engine: nvme.NewEngine(nvme.Config{Function: function & (1<<24 - 1), Clock: port.Clock(), Frames: port}),
+		paths: map[[6]byte]*nvme.Path{}, byConn: map[*falcon.Conn]*nvme.Path{}, users: map[[6]byte][]func(*nvme.Path){}}
 	port.SetULP(wire.ProtoNVMe, f.Engine)
 	return f
+}
+
+// AttachCM has the NIC's connection-manager agent set up f's paths to
+// NICs of other daemons, and accept theirs (before the port runs).
+func (f *NVMeFunc) AttachCM(a *CMAgent) {
+	f.cm = a
+	a.Register(wire.ProtoNVMe, CMProto{Config: nvmeConnConfig, Up: f.pathUp, Down: f.pathDown})
+}
+
+// pathUp makes connection c the path to NIC peer and hands it to the
+// path's users.
+func (f *NVMeFunc) pathUp(peer [6]byte, c *falcon.Conn) error {
+	p, err := f.Engine.AddPath(c)
+	if err != nil {
+		return err
+	}
+	f.paths[peer], f.byConn[c] = p, p
+	for _, use := range f.users[peer] {
+		use(p)
+	}
+	return nil
+}
+
+// pathDown removes the path over connection c: its commands complete with
+// a path error, which disks resubmit on the path that replaced it.
+func (f *NVMeFunc) pathDown(peer [6]byte, c *falcon.Conn) {
+	p := f.byConn[c]
+	if p == nil {
+		return
+	}
+	delete(f.byConn, c)
+	if f.paths[peer] == p {
+		delete(f.paths, peer)
+	}
+	f.Engine.RemovePath(p)
+}
+
+// Dial asks for f's path to NIC peer (on the port's goroutine); use runs
+// there with that path and with each one replacing it.
+func (f *NVMeFunc) Dial(peer [6]byte, use func(*nvme.Path)) {
+	f.users[peer] = append(f.users[peer], use)
+	if p := f.paths[peer]; p != nil {
+		use(p)
+	}
+	if f.cm != nil {
+		f.cm.Dial(wire.ProtoNVMe, peer)
+	}
+}
+
+// Broken asks for a new connection replacing path p to NIC peer (on the
+// port's goroutine: a disk saw p die or time out); p nil asks again for a
+// path that was never set up.
+func (f *NVMeFunc) Broken(peer [6]byte, p *nvme.Path) {
+	switch {
+	case f.cm == nil:
+	case p == nil:
+		f.cm.Dial(wire.ProtoNVMe, peer)
+	case f.paths[peer] == p:
+		f.cm.Redial(wire.ProtoNVMe, peer, p.Conn())
+	}
 }
 
 // NewBackend opens the backend a namespace spec names: "memory", a file

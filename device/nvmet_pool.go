@@ -278,7 +278,7 @@ func (p *nsPool) submitRing() {
 		return
 	}
 	p.retryArmed = true
-	time.AfterFunc(time.Millisecond, func() {
+	p.port.Clock().AfterFunc(time.Millisecond, func() {
 		p.port.Do(func(*falconEndpoint) {
 			p.retryArmed = false
 			p.submitRing()

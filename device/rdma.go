@@ -12,11 +12,10 @@ package device
 // The NIC's port goroutine owns the verbs engine as it owns the Falcon
 // endpoint (STYLE 8): control frames, Falcon packets and connection-manager
 // work all arrive through the port's one bounded queue; timers are the
-// endpoint's deadlines on the port's clock. The RDMAHub (rdma_cm.go) sets
-// up one ordered Falcon connection per pair of NICs, directly inside a
-// daemon (port to port, FalconPort.linkTo) and with REQ/REP messages
-// (fabric kind KindCM) between daemons, and routes Falcon packets from the
-// fabric to the port owning their destination CID.
+// endpoint's deadlines on the port's clock. The NIC's connection-manager
+// agent (cm.go) sets up one ordered Falcon connection per peer NIC, port to
+// port inside a daemon (FalconPort.linkTo) and over the fabric between
+// daemons.
 //
 // Isolation: each NIC has its own engine, keys and memory; a packet can
 // reach a NIC's guest memory only through an rkey that guest registered,
@@ -64,7 +63,6 @@ func (c *RDMACounters) Set() stats.Set {
 		{Name: "rdma_dma_bad_gpa", Help: "DMA accesses refused: outside guest RAM", Counter: &c.DMABadGPA},
 		{Name: "rdma_dma_no_memory", Help: "DMA accesses refused: no guest memory attached", Counter: &c.DMANoMemory},
 		{Name: "rdma_conns_up", Help: "Falcon connections set up to peer NICs", Counter: &c.ConnsUp},
-		{Name: "rdma_conn_requests", Help: "connection set-ups started", Counter: &c.ConnRequests},
 		{Name: "rdma_resets", Help: "times every RDMA object was reclaimed (driver reset, guest gone)", Counter: &c.Resets},
 	}
 }
@@ -77,7 +75,7 @@ func (c *RDMACounters) Set() stats.Set {
 type RDMAFunc struct {
 	mac     [6]byte
 	deliver func(frame []byte) // toward the guest (the NIC's RX path)
-	hub     *RDMAHub
+	cm      *CMAgent           // nil: no connections
 	port    *FalconPort
 	mem     rdmaMem
 	eng     *verbs.Engine
@@ -86,25 +84,24 @@ type RDMAFunc struct {
 	instance uint64
 	open     bool
 	conns    map[verbs.MAC]*falcon.Conn
-	pending  map[verbs.MAC]bool
 	out      []byte
 	Stats    RDMACounters
 }
 
 // NewRDMAFunc builds the RDMA function of the NIC with MAC mac and
 // attaches it to the NIC's port (before the port runs). deliver sends
-// frames to the guest; hub is the daemon's connection manager.
-func NewRDMAFunc(mac net.HardwareAddr, deliver func([]byte), hub *RDMAHub, port *FalconPort) *RDMAFunc {
-	r := &RDMAFunc{deliver: deliver, hub: hub, port: port,
-		conns: map[verbs.MAC]*falcon.Conn{}, pending: map[verbs.MAC]bool{}}
+// frames to the guest; cm is the NIC's connection-manager agent (nil: no
+// connections to other NICs).
+func NewRDMAFunc(mac net.HardwareAddr, deliver func([]byte), cm *CMAgent, port *FalconPort) *RDMAFunc {
+	r := &RDMAFunc{deliver: deliver, cm: cm, port: port, conns: map[verbs.MAC]*falcon.Conn{}}
 	copy(r.mac[:], mac)
 	r.mem.stats = &r.Stats
 	r.eng = verbs.New(verbs.Config{Mem: &r.mem, Events: r.sendEvent})
 	r.eng.SetConns(rdmaConns{r})
 	port.SetULP(wire.ProtoRDMA, r.eng)
 	port.SetControl(r.control)
-	if hub != nil {
-		hub.add(r)
+	if cm != nil {
+		cm.Register(wire.ProtoRDMA, r.cmProto())
 	}
 	return r
 }
@@ -163,46 +160,37 @@ func (r *RDMAFunc) Status() map[string]uint64 {
 	return m
 }
 
-// rdmaConns is the verbs engine's view of the connection manager.
+// rdmaConns is the verbs engine's view of the NIC's connections.
 type rdmaConns struct{ r *RDMAFunc }
 
-// Lookup returns the connection to peer or starts setting one up. A
-// connection the transport declared dead is torn down and set up anew.
+// Lookup returns the connection to peer, or nil while the connection
+// manager sets one up (a dead one is replaced).
 func (c rdmaConns) Lookup(peer verbs.MAC) *falcon.Conn {
 	r := c.r
-	if cn := r.conns[peer]; cn != nil {
-		if !cn.Dead() {
-			return cn
-		}
-		r.dropConn(peer, cn.SCID())
-		if r.hub != nil {
-			r.hub.forget(r, peer)
-		}
+	if cn := r.conns[peer]; cn != nil && !cn.Dead() {
+		return cn
 	}
-	if !r.pending[peer] && r.hub != nil && peer != r.mac {
-		r.pending[peer] = true
-		r.Stats.ConnRequests.Inc()
-		r.hub.connect(r, peer)
+	if r.cm != nil {
+		r.cm.Dial(wire.ProtoRDMA, peer)
 	}
 	return nil
 }
 
-// dropConn closes r's connection scid to peer, if it is the current one
-// (on the owning goroutine); its outstanding transactions fail.
-func (r *RDMAFunc) dropConn(peer verbs.MAC, scid uint32) {
-	if c := r.conns[peer]; c != nil && c.SCID() == scid {
-		delete(r.conns, peer)
+// cmProto is the RDMA function's part in connection set-up: one ordered
+// connection per peer NIC.
+func (r *RDMAFunc) cmProto() CMProto {
+	return CMProto{
+		Config: func(c *falcon.ConnConfig) { c.Ordered = true },
+		Up: func(peer [6]byte, c *falcon.Conn) error {
+			r.conns[peer] = c
+			r.Stats.ConnsUp.Inc()
+			r.eng.KickAll()
+			return nil
+		},
+		Down: func(peer [6]byte, c *falcon.Conn) {
+			if r.conns[peer] == c {
+				delete(r.conns, peer)
+			}
+		},
 	}
-	_ = r.port.CloseConn(scid)
-}
-
-// connected installs a connection to peer (on the owning goroutine).
-func (r *RDMAFunc) connected(peer verbs.MAC, c *falcon.Conn) {
-	delete(r.pending, peer)
-	if c == nil {
-		return
-	}
-	r.conns[peer] = c
-	r.Stats.ConnsUp.Inc()
-	r.eng.KickAll()
 }

@@ -19,7 +19,7 @@ type benchPair struct {
 }
 
 func newBenchPair(t *testing.T, n int) *benchPair {
-	hub := NewRDMAHub(nil)
+	hub := NewConnManager(nil)
 	p := &benchPair{a: newVM(t, 0xa, hub), b: newVM(t, 0xb, hub)}
 	p.qa, p.qb = p.a.setupRC(16), p.b.setupRC(17)
 	p.a.connect(16, p.b.mac, 17)

@@ -38,5 +38,5 @@ func (d *Daemon) attachRDMA(name string, nic DaemonNIC) {
 	if !ok {
 		return
 	}
-	n.AttachRDMA(NewRDMAFunc(n.MAC(), n.Deliver, d.hub, d.port(name)))
+	n.AttachRDMA(NewRDMAFunc(n.MAC(), n.Deliver, d.ports.agents[name], d.port(name)))
 }

@@ -5,12 +5,14 @@ import (
 	"context"
 	"encoding/binary"
 	"net"
+	"net/netip"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"falconnic/device/rdmauapi"
+	"falconnic/internal/clock"
 	"falconnic/verbs"
 	"falconnic/vhostuser"
 )
@@ -39,9 +41,9 @@ type vm struct {
 
 const vmBase = 0x40000000
 
-func newVM(t *testing.T, mac byte, hub *RDMAHub) *vm {
+func newVM(t *testing.T, mac byte, cm *ConnManager) *vm {
 	port := NewFalconPort(nil, nil)
-	v := newVMOn(t, mac, hub, port)
+	v := newVMOn(t, mac, cm, port)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	go port.Run(ctx)
@@ -50,7 +52,7 @@ func newVM(t *testing.T, mac byte, hub *RDMAHub) *vm {
 
 // newVMOn is newVM with the RDMA function on port, which the caller runs
 // (other functions may attach to it first).
-func newVMOn(t *testing.T, mac byte, hub *RDMAHub, port *FalconPort) *vm {
+func newVMOn(t *testing.T, mac byte, cm *ConnManager, port *FalconPort) *vm {
 	fd, err := unix.MemfdCreate("vm", unix.MFD_CLOEXEC)
 	if err != nil {
 		t.Fatal(err)
@@ -70,7 +72,11 @@ func newVMOn(t *testing.T, mac byte, hub *RDMAHub, port *FalconPort) *vm {
 	}
 	v := &vm{t: t, mac: [6]byte{0x52, 0x54, 0, 0, 0, mac}, ram: reg.Data, base: vmBase, next: vmBase + 0x1000,
 		frames: make(chan []byte, 64), inst: 0x1234_0000 + uint64(mac)}
-	v.r = NewRDMAFunc(net.HardwareAddr(v.mac[:]), func(f []byte) { v.frames <- append([]byte(nil), f...) }, hub, port)
+	var agent *CMAgent
+	if cm != nil {
+		agent = cm.Attach(v.mac, port)
+	}
+	v.r = NewRDMAFunc(net.HardwareAddr(v.mac[:]), func(f []byte) { v.frames <- append([]byte(nil), f...) }, agent, port)
 	v.r.mem.set(mt)
 	return v
 }
@@ -309,10 +315,10 @@ func (v *vm) pollCQ(gpa uint64) verbs.WC {
 }
 
 func TestRDMAControlChannelWriteBetweenTwoNICs(t *testing.T) {
-	hub := NewRDMAHub(nil)
+	hub := NewConnManager(nil)
 	writeBetween(t, newVM(t, 0xa, hub), newVM(t, 0xb, hub))
-	if hub.Stats.LocalConns.Load() != 1 {
-		t.Fatalf("local connections %d", hub.Stats.LocalConns.Load())
+	if n := hub.Stats.ConnsUp.Load(); n != 2 {
+		t.Fatalf("connections up %d, want one at each NIC", n)
 	}
 }
 
@@ -334,7 +340,7 @@ func TestRDMAWriteOverTheFabric(t *testing.T) {
 	defer cancel()
 	go f1.Run(ctx)
 	go f2.Run(ctx)
-	h1, h2 := NewRDMAHub(f1), NewRDMAHub(f2)
+	h1, h2 := NewConnManager(f1), NewConnManager(f2)
 	writeBetween(t, newVM(t, 0xa, h1), newVM(t, 0xb, h2))
 	if h1.Stats.REPRecv.Load() != 1 || h2.Stats.REQRecv.Load() == 0 {
 		t.Fatalf("REQ %d REP %d", h2.Stats.REQRecv.Load(), h1.Stats.REPRecv.Load())
@@ -360,13 +366,13 @@ func TestRDMAPeerRestartReplacesConnection(t *testing.T) {
 	for _, f := range fabs {
 		go f.Run(ctx)
 	}
-	h1 := NewRDMAHub(fabs[0])
+	h1 := NewConnManager(fabs[0])
 	a := newVM(t, 0xa, h1)
-	writeBetween(t, a, newVM(t, 0xb, NewRDMAHub(fabs[1])))
+	writeBetween(t, a, newVM(t, 0xb, NewConnManager(fabs[1])))
 	// B's daemon restarts on another address; B's guest sends first.
 	fabs[0].AddPeer(fabs[2].LocalAddr())
 	fabs[2].AddPeer(fabs[0].LocalAddr())
-	b2 := newVM(t, 0xb, NewRDMAHub(fabs[2]))
+	b2 := newVM(t, 0xb, NewConnManager(fabs[2]))
 	a.inst++ // A's application starts over too (OPEN by a new instance reclaims)
 	writeBetween(t, b2, a)
 	if h1.Stats.Replaced.Load() != 1 {
@@ -408,7 +414,7 @@ func writeBetween(t *testing.T, a, b *vm) {
 }
 
 func TestRDMAControlChannelStatuses(t *testing.T) {
-	v := newVM(t, 1, NewRDMAHub(nil))
+	v := newVM(t, 1, NewConnManager(nil))
 	// Before OPEN, only PROBE/OPEN/CLOSE are accepted.
 	if st, _ := v.send(rdmauapi.OpCreatePD, v.inst, handle(1)); st != rdmauapi.StatusBadInstance {
 		t.Fatalf("create before open: %d", st)
@@ -457,7 +463,7 @@ func TestRDMAControlChannelStatuses(t *testing.T) {
 }
 
 func TestRDMAOpenByNewInstanceReclaims(t *testing.T) {
-	v := newVM(t, 2, NewRDMAHub(nil))
+	v := newVM(t, 2, NewConnManager(nil))
 	v.setupRC(16)
 	v.regMR(1, 4096, verbs.AccessLocalWrite)
 	v.inst++ // a reloaded module
@@ -505,11 +511,13 @@ func FuzzCMMessage(f *testing.F) {
 		if err != nil || again != m {
 			t.Fatalf("round trip: %v %+v %+v", err, m, again)
 		}
-		h := NewRDMAHub(nil)
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		if m.typ == cmREQ {
-			return // onREQ needs a fabric to answer on
+		cm := newConnManager(nil)
+		port := NewFalconPort(clock.NewManual(0), nil)
+		NewRDMAFunc(net.HardwareAddr{0x52, 0x54, 0, 0, 0, 1}, func([]byte) {}, cm.Attach([6]byte{0x52, 0x54, 0, 0, 0, 1}, port), port)
+		cm.ReceiveCM(netip.MustParseAddrPort("192.0.2.1:7"), 0, b)
+		for len(port.work) > 0 { // what reached the NIC's agent
+			w := <-port.work
+			port.handle(w)
 		}
 	})
 }
@@ -551,7 +559,7 @@ func TestEveryRequestOpcodeHasAHandler(t *testing.T) {
 }
 
 func TestRDMAControlSRQAHQueries(t *testing.T) {
-	v := newVM(t, 4, NewRDMAHub(nil))
+	v := newVM(t, 4, NewConnManager(nil))
 	v.setupRC(16)
 	// SRQ: create, query, modify the limit, destroy.
 	b := make([]byte, rdmauapi.CreateSRQSize)
@@ -608,7 +616,7 @@ func TestRDMAControlSRQAHQueries(t *testing.T) {
 // When a guest dies its NIC drops every RDMA object; the peer's next WRITE
 // completes in error at the peer and touches nothing.
 func TestRDMAPeerGuestDiesMidTraffic(t *testing.T) {
-	hub := NewRDMAHub(nil)
+	hub := NewConnManager(nil)
 	a, b := newVM(t, 0xa, hub), newVM(t, 0xb, hub)
 	writeBetween(t, a, b)
 	b.r.SetMemTable(nil)
