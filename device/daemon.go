@@ -8,8 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -54,8 +52,8 @@ type Daemon struct {
 	started clock.Time
 
 	sw     *Switch
-	fabric *Fabric // nil without a fabric section
-	nics   []*daemonNIC
+	fabric *Fabric      // nil without a fabric section
+	nics   []*daemonNIC // each with the functions it owns (daemon_nic.go)
 	vsocks []*Vsock
 	cm     *ConnManager // connection set-up for every protocol, and the fabric's Falcon demux
 	ports  daemonPorts
@@ -63,14 +61,6 @@ type Daemon struct {
 
 	ctl   *control.Server
 	ctlLn net.Listener
-}
-
-type daemonNIC struct {
-	spec NICSpec
-	port *SwitchPort
-	nic  DaemonNIC
-	err  error // why Serve stopped early, if it did
-	mu   sync.Mutex
 }
 
 // NewDaemon builds a daemon from cfg (as checked by ParseConfig). On error,
@@ -132,28 +122,12 @@ func NewDaemon(cfg *Config, opts DaemonOptions) (_ *Daemon, err error) {
 		d.fabric.SetFrameSink(up)
 	}
 	d.cm = NewConnManager(d.fabric)
-	d.addPorts()
 	for _, spec := range cfg.NICs {
-		if !spec.Dial {
-			if err := os.MkdirAll(filepath.Dir(spec.Socket), 0o755); err != nil {
-				return nil, fmt.Errorf("nic %s: %w", spec.Name, err)
-			}
-		}
-		port := d.sw.AddPort(spec.Name)
-		if !spec.AnySourceMAC {
-			if err := port.LockSource(spec.hwAddr()); err != nil {
-				d.sw.RemovePort(port)
-				return nil, err
-			}
-		}
-		nic, err := opts.NewNIC(spec, port)
+		n, err := d.newNIC(spec, opts.NewNIC)
 		if err != nil {
-			d.sw.RemovePort(port)
-			return nil, fmt.Errorf("nic %s: %w", spec.Name, err)
+			return nil, err
 		}
-		port.Connect(nic)
-		d.attachRDMA(spec.Name, nic)
-		d.nics = append(d.nics, &daemonNIC{spec: spec, port: port, nic: nic})
+		d.nics = append(d.nics, n)
 	}
 	if err := d.addVsocks(); err != nil {
 		return nil, err
@@ -207,7 +181,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := n.nic.Serve(ctx)
+			err := n.eth.Serve(ctx)
 			if err != nil && ctx.Err() == nil {
 				n.mu.Lock()
 				n.err = err
@@ -233,10 +207,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 // close releases everything; it is safe after a partial NewDaemon.
 func (d *Daemon) close() {
 	for _, n := range d.nics {
-		if err := n.nic.Close(); err != nil {
+		if err := n.eth.Close(); err != nil {
 			d.log.Warn("closing nic", "nic", n.spec.Name, "err", err)
 		}
-		d.sw.RemovePort(n.port)
+		d.sw.RemovePort(n.sw)
 	}
 	d.closeVsocks()
 	d.closeNVMe()
@@ -338,23 +312,8 @@ func (d *Daemon) Status() Status {
 		Control: d.cfg.Control,
 		Switch:  d.sw.Status(),
 	}
-	for i := range d.nics {
-		n := d.nics[i]
-		r := NICReport{
-			Name: n.spec.Name, Socket: n.spec.Socket, MAC: n.spec.MAC, QueuePairs: n.spec.QueuePairs,
-			Port: n.port.Counters().Snapshot(), Falcon: d.portStatus(n.spec.Name),
-		}
-		n.mu.Lock()
-		if n.err != nil {
-			r.Error = n.err.Error()
-		}
-		n.mu.Unlock()
-		if raw, err := json.Marshal(n.nic.StatusJSON()); err == nil {
-			r.Device = raw
-		} else if r.Error == "" {
-			r.Error = "status: " + err.Error()
-		}
-		st.NICs = append(st.NICs, r)
+	for _, n := range d.nics {
+		st.NICs = append(st.NICs, n.report())
 	}
 	if d.fabric != nil {
 		fs := d.fabric.Status()

@@ -14,12 +14,9 @@ import (
 	"falconnic/vhostuser"
 )
 
-// nvmeDaemon is the daemon's NVMe side: an NVMe function on the port of
-// each NIC that exports namespaces or has disks, and the disks' vhost-
-// user-blk servers.
+// nvmeDaemon is what the daemon's NVMe side shares between NICs (each
+// NIC owns its NVMe function and disks: daemonNIC).
 type nvmeDaemon struct {
-	funcs  map[string]*NVMeFunc
-	disks  []*nvmeDisk
 	served sync.WaitGroup // the disks' servers
 	mu     sync.Mutex     // remote disks' blk/srv
 }
@@ -41,34 +38,30 @@ const nvmeIdentifyTimeout = 5 * time.Second
 // exports namespaces or has disks (before the ports run) and returns
 // those NICs in the order the functions were built: namespaces' NICs,
 // then each disk's initiator and local target.
-func (d *Daemon) addNVMeFuncs() []string {
+func (d *Daemon) addNVMeFuncs() []*daemonNIC {
 	spec := d.cfg.NVMe
-	if spec == nil || (len(spec.Namespaces) == 0 && len(spec.Disks) == 0) {
+	if spec == nil {
 		return nil
 	}
-	n := &d.nvme
-	n.funcs = map[string]*NVMeFunc{}
-	var order []string
-	add := func(nic string) {
-		if n.funcs[nic] != nil {
+	var order []*daemonNIC
+	add := func(name string) {
+		n := d.nic(name)
+		if n == nil || n.nvme != nil {
 			return
 		}
-		f := NewNVMeFunc(d.port(nic), uint32(len(n.funcs)+1))
-		f.AttachCM(d.ports.agents[nic])
+		n.nvme = NewNVMeFunc(n.falcon, uint32(len(order)+1))
+		n.nvme.AttachCM(n.cm)
 		if t := spec.CommandTimeout; t > 0 {
-			f.Engine.SetCommandTimeout(time.Duration(t))
+			n.nvme.Engine.SetCommandTimeout(time.Duration(t))
 		}
-		n.funcs[nic] = f
-		order = append(order, nic)
+		order = append(order, n)
 	}
 	for _, s := range spec.Namespaces {
 		add(s.NIC)
 	}
 	for _, ds := range spec.Disks {
 		add(ds.NIC)
-		if d.isNIC(ds.Target) {
-			add(ds.Target)
-		}
+		add(ds.Target) // when it is a NIC of this daemon
 	}
 	return order
 }
@@ -76,12 +69,11 @@ func (d *Daemon) addNVMeFuncs() []string {
 // addNVMe builds the config's namespaces and disks (the ports run).
 func (d *Daemon) addNVMe() error {
 	spec := d.cfg.NVMe
-	n := &d.nvme
-	if len(n.funcs) == 0 {
+	if spec == nil {
 		return nil
 	}
 	for _, s := range spec.Namespaces {
-		f := n.funcs[s.NIC]
+		f := d.nic(s.NIC).nvme
 		var err error
 		if !f.Port.Call(func(*falcon.Endpoint) { _, err = f.AddNamespace(s) }) {
 			err = ErrPortStopped
@@ -91,13 +83,15 @@ func (d *Daemon) addNVMe() error {
 		}
 	}
 	for _, ds := range spec.Disks {
-		ini := n.funcs[ds.NIC]
+		n := d.nic(ds.NIC)
+		ini := n.nvme
 		if !ds.Dial {
 			if err := os.MkdirAll(filepath.Dir(ds.Socket), 0o755); err != nil {
 				return fmt.Errorf("disk %s: %w", ds.Name, err)
 			}
 		}
-		if !d.isNIC(ds.Target) {
+		tgt := d.nic(ds.Target)
+		if tgt == nil {
 			// Set up in Run, once the fabric receives (remoteDisk).
 			if d.fabric == nil {
 				return fmt.Errorf("disk %s: target %s is not a nic of this daemon, and there is no fabric", ds.Name, ds.Target)
@@ -105,7 +99,7 @@ func (d *Daemon) addNVMe() error {
 			n.disks = append(n.disks, &nvmeDisk{spec: ds, ini: ini})
 			continue
 		}
-		path, _, err := ConnectNVMeLocal(ini, n.funcs[ds.Target], d.cm.AllocCID)
+		path, _, err := ConnectNVMeLocal(ini, tgt.nvme, d.cm.AllocCID)
 		if err != nil {
 			return fmt.Errorf("disk %s: %w", ds.Name, err)
 		}
@@ -117,30 +111,9 @@ func (d *Daemon) addNVMe() error {
 		if err != nil {
 			return fmt.Errorf("disk %s: %w", ds.Name, err)
 		}
-		n.disks = append(n.disks, &nvmeDisk{spec: ds, blk: blk, srv: &vhostuser.Server{Path: ds.Socket, Dial: ds.Dial, Device: blk}})
+		n.disks = append(n.disks, &nvmeDisk{spec: ds, ini: ini, blk: blk, srv: &vhostuser.Server{Path: ds.Socket, Dial: ds.Dial, Device: blk}})
 	}
 	return nil
-}
-
-// isNIC reports whether name is a NIC of this daemon.
-func (d *Daemon) isNIC(name string) bool {
-	for _, n := range d.cfg.NICs {
-		if n.Name == name {
-			return true
-		}
-	}
-	return false
-}
-
-// nicMAC returns the MAC of this daemon's NIC name.
-func (d *Daemon) nicMAC(name string) [6]byte {
-	var m [6]byte
-	for _, n := range d.cfg.NICs {
-		if n.Name == name {
-			copy(m[:], n.hwAddr())
-		}
-	}
-	return m
 }
 
 // diskPaths is a remote disk's view of its NIC's NVMe path to the target
@@ -239,7 +212,7 @@ func (d *Daemon) remoteDisk(ctx context.Context, k *nvmeDisk) (*vhostuser.Server
 }
 
 func (d *Daemon) runNVMe(ctx context.Context, wg *sync.WaitGroup) {
-	for _, k := range d.nvme.disks {
+	for _, k := range d.disks() {
 		wg.Add(1)
 		d.nvme.served.Add(1)
 		go func() {
@@ -289,13 +262,22 @@ type NVMeStatus struct {
 	CM         map[string]uint64            `json:"cm,omitempty"` // the NVMe connection manager
 }
 
+// disks lists the daemon's disks, NIC by NIC.
+func (d *Daemon) disks() []*nvmeDisk {
+	var all []*nvmeDisk
+	for _, n := range d.nics {
+		all = append(all, n.disks...)
+	}
+	return all
+}
+
 func (d *Daemon) nvmeStatus() *NVMeStatus {
-	if len(d.nvme.funcs) == 0 {
+	if d.cfg.NVMe == nil || len(d.cfg.NVMe.Namespaces) == 0 && len(d.cfg.NVMe.Disks) == 0 {
 		return nil
 	}
 	st := &NVMeStatus{Engines: map[string]map[string]uint64{}, Namespaces: map[string]map[string]uint64{}}
 	d.nvme.mu.Lock()
-	for _, k := range d.nvme.disks {
+	for _, k := range d.disks() {
 		ds := DiskStatus{Name: k.spec.Name, Socket: k.spec.Socket, Target: k.spec.Target, NSID: k.spec.NSID}
 		if k.blk != nil {
 			ds.Blocks, ds.Session, ds.Counters = k.blk.cfg.Info.Blocks, k.srv.Status(), k.blk.Stats.Set().Snapshot()
@@ -304,13 +286,15 @@ func (d *Daemon) nvmeStatus() *NVMeStatus {
 		st.Disks = append(st.Disks, ds)
 	}
 	d.nvme.mu.Unlock()
-	for name, f := range d.nvme.funcs {
-		st.Engines[name] = f.Engine.Stats.Set().Snapshot()
+	for _, n := range d.nics {
+		if n.nvme != nil {
+			st.Engines[n.spec.Name] = n.nvme.Engine.Stats.Set().Snapshot()
+		}
 	}
 	if d.cfg.NVMe != nil {
 		for _, s := range d.cfg.NVMe.Namespaces {
-			if f := d.nvme.funcs[s.NIC]; f != nil {
-				if ns := f.Engine.Namespace(s.NSID); ns != nil {
+			if n := d.nic(s.NIC); n != nil && n.nvme != nil {
+				if ns := n.nvme.Engine.Namespace(s.NSID); ns != nil {
 					set := ns.Stats.Set()
 					if p, ok := ns.Config().Backend.(*nsPool); ok {
 						set = append(set, p.Stats.Set()...)

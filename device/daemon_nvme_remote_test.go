@@ -90,7 +90,7 @@ func remoteDisk(t testing.TB, host *testDaemon) *blkRig {
 	}
 	host.nvme.mu.Lock()
 	defer host.nvme.mu.Unlock()
-	return &blkRig{t: t, q: q, gm: gm, blk: host.nvme.disks[0].blk}
+	return &blkRig{t: t, q: q, gm: gm, blk: host.disks()[0].blk}
 }
 
 // writeRead writes n 4 KiB requests at sector base with a pattern of seed

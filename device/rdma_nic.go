@@ -31,12 +31,3 @@ func (d *netDev) SetMemTable(t *vhostuser.MemTable) {
 		r.SetMemTable(t)
 	}
 }
-
-// attachRDMA gives a vhost-user NIC its RDMA function on the NIC's port.
-func (d *Daemon) attachRDMA(name string, nic DaemonNIC) {
-	n, ok := nic.(*NIC)
-	if !ok {
-		return
-	}
-	n.AttachRDMA(NewRDMAFunc(n.MAC(), n.Deliver, d.ports.agents[name], d.port(name)))
-}
