@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"falconnic/device/port"
 	"falconnic/falcon"
 	"falconnic/falcon/wire"
 	"falconnic/internal/clock"
@@ -120,7 +121,7 @@ func NewConnManager(f *Fabric) *ConnManager {
 }
 
 func newConnManager(n CMNet) *ConnManager {
-	return &ConnManager{net: n, agents: map[[6]byte]*CMAgent{}, cids: map[uint32]FalconReceiver{}, rand: cryptoRand{}}
+	return &ConnManager{net: n, agents: map[[6]byte]*CMAgent{}, cids: map[uint32]FalconReceiver{}, rand: port.CryptoRand{}}
 }
 
 // Attach gives the NIC with MAC mac, whose Falcon port is port, its agent.
@@ -349,14 +350,14 @@ func (a *CMAgent) dial(proto wire.ProtocolType, peer [6]byte, c *cmConn) {
 	a.cm.Stats.Dials.Inc()
 	cfg := falcon.ConnConfig{SCID: a.cm.AllocCID(a.port), Protocol: proto}
 	p.Config(&cfg)
-	a.port.ep.RandomPSNs(&cfg)
+	a.port.RandomPSNs(&cfg)
 	c.cfg, c.dialing, c.tries = cfg, true, 0
 	a.sendREQ(key, c)
 }
 
 func (a *CMAgent) sendREQ(key cmKey, c *cmConn) {
 	c.tries++
-	c.retryAt = a.port.clk.Now() + cmRetryEvery
+	c.retryAt = a.port.Clock().Now() + cmRetryEvery
 	a.setDue(c.retryAt)
 	a.cm.Stats.REQSent.Inc()
 	a.cm.send(cmMsg{typ: cmREQ, proto: cmProtoByte(key.proto), src: a.mac, dst: key.peer, srcCID: c.cfg.SCID,
@@ -420,7 +421,7 @@ func (a *CMAgent) onREQ(key cmKey, c *cmConn, m cmMsg, r cmRoute) {
 	}
 	cfg := falcon.ConnConfig{SCID: a.cm.AllocCID(a.port), DCID: m.srcCID, Protocol: key.proto}
 	a.protos[key.proto&15].Config(&cfg)
-	a.port.ep.RandomPSNs(&cfg)
+	a.port.RandomPSNs(&cfg)
 	cfg.RxReqPSN, cfg.RxDataPSN, cfg.RxRSN = wire.PSN(m.reqPSN), wire.PSN(m.dataPSN), wire.RSN(m.rsn)
 	if !a.install(key, c, cfg, r) {
 		return
@@ -449,7 +450,7 @@ func (a *CMAgent) sendREP(b []byte, r cmRoute) {
 func (a *CMAgent) install(key cmKey, c *cmConn, cfg falcon.ConnConfig, r cmRoute) bool {
 	switch {
 	case r.local != nil:
-		cfg.Peer = a.port.linkTo(r.local.port)
+		cfg.Peer = a.port.LinkTo(r.local.port)
 	case a.cm.net != nil:
 		cfg.Peer = a.cm.net.FalconLink(r.addr)
 	}

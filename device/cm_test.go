@@ -229,7 +229,7 @@ func TestCMSetsUpAConnectionInsideADaemon(t *testing.T) {
 	paired(t, d.nics[0xa], d.nics[0xb])
 	if _, cfg := d.nics[0xa].conn(0xb); cfg.Peer == nil {
 		t.Fatal("no peer link")
-	} else if _, ok := cfg.Peer.(portLink); !ok {
+	} else if _, ok := cfg.Peer.(falcon.InProcessLink); !ok {
 		t.Fatalf("peer link %T, want the port link", cfg.Peer)
 	}
 	if len(w.queue) != 0 {
@@ -428,7 +428,7 @@ func TestCMRestartedPeerReplacesTheConnection(t *testing.T) {
 		t.Errorf("A saw %s, want the new connection up before the old one down", h)
 	}
 	var gone bool
-	a.on(func() { gone = a.port.ep.Conn(oldCfg.SCID) == nil })
+	a.port.Call(func(ep *falcon.Endpoint) { gone = ep.Conn(oldCfg.SCID) == nil })
 	if !gone || d1.cm.Stats.Replaced.Load() != 1 {
 		t.Errorf("old connection closed %v, replaced %d", gone, d1.cm.Stats.Replaced.Load())
 	}
@@ -449,7 +449,7 @@ func TestCMDeadConnectionIsReplacedOnDial(t *testing.T) {
 	w.settle()
 	// A's connection dies (as of retries exhausted; the test closes it).
 	old, _ := a.conn(0xb)
-	a.on(func() { _ = a.port.ep.Close(old.SCID()) })
+	a.port.Call(func(ep *falcon.Endpoint) { _ = ep.Close(old.SCID()) })
 	if !old.Dead() {
 		t.Fatal("a closed connection is not dead")
 	}

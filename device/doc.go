@@ -41,14 +41,14 @@
 // num_buffers (counted as HdrFixups), and vhostuser keeps avail_event
 // armed so such a guest keeps kicking.
 //
-// Falcon port (falconport.go): each NIC has one FalconPort, its one
+// Falcon port (package device/port): each NIC has one FalconPort, its one
 // Falcon endpoint driven by one goroutine, carrying every Falcon ULP of the
 // NIC: the RDMA function's verbs engine (protocol 2) and the NVMe
 // function's engine (protocol 3) attach to it by protocol, so the NIC has
 // one CID space, one set of resource pools and one RUE, and the RDMA
 // function's control frames are work items of the port. Connections
 // between two NICs of the daemon hand each burst of frames straight to the
-// other port (portLink). The ports of the NICs with NVMe functions share
+// other port (FalconPort.LinkTo). The ports of the NICs with NVMe functions share
 // "nvme.cores" goroutines (default one; FalconPort.Host); every other
 // NIC's port has a goroutine of its own.
 //

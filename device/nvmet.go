@@ -156,7 +156,7 @@ func ConnectNVMeLocal(ini, tgt *NVMeFunc, cid func(owner FalconReceiver) uint32)
 	// The target side first, so nothing the initiator sends finds no connection.
 	ok := tgt.Port.Call(func(ep *falcon.Endpoint) {
 		m := falcon.Mirror(c)
-		m.Peer = tgt.Port.linkTo(ini.Port)
+		m.Peer = tgt.Port.LinkTo(ini.Port)
 		var conn *falcon.Conn
 		if conn, err = tgt.Port.Connect(m); err == nil {
 			tgtPath, err = tgt.Engine.AddPath(conn)
@@ -169,7 +169,7 @@ func ConnectNVMeLocal(ini, tgt *NVMeFunc, cid func(owner FalconReceiver) uint32)
 		return nil, nil, err
 	}
 	ok = ini.Port.Call(func(ep *falcon.Endpoint) {
-		c.Peer = ini.Port.linkTo(tgt.Port)
+		c.Peer = ini.Port.LinkTo(tgt.Port)
 		var conn *falcon.Conn
 		if conn, err = ini.Port.Connect(c); err == nil {
 			iniPath, err = ini.Engine.AddPath(conn)
@@ -180,6 +180,14 @@ func ConnectNVMeLocal(ini, tgt *NVMeFunc, cid func(owner FalconReceiver) uint32)
 	}
 	return iniPath, tgtPath, err
 }
+
+// NVMeFcwnd is the fixed window of NVMe connections, in packets: the
+// receiver's data window [S §9] (pdl.RxDataWindow), so that a queue-depth-32
+// stream of 128 KiB commands (1024 nCMDs of 4 KiB) is not held to one
+// command's worth of data per round trip as the port RUE's default of 32
+// packets would. NVMe connections ask for it as their InitFcwnd
+// (nvmeConnConfig), which the port's RUE keeps.
+const NVMeFcwnd = 128
 
 // NVMeMinRTO is the retransmission timeout floor of NVMe connections. The
 // RUE's (twice the smoothed delay, at least 250 µs) suits a NIC; a daemon

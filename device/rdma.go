@@ -14,7 +14,7 @@ package device
 // work all arrive through the port's one bounded queue; timers are the
 // endpoint's deadlines on the port's clock. The NIC's connection-manager
 // agent (cm.go) sets up one ordered Falcon connection per peer NIC, port to
-// port inside a daemon (FalconPort.linkTo) and over the fabric between
+// port inside a daemon (FalconPort.LinkTo) and over the fabric between
 // daemons.
 //
 // Isolation: each NIC has its own engine, keys and memory; a packet can

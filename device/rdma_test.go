@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"falconnic/device/rdmauapi"
+	"falconnic/falcon"
 	"falconnic/internal/clock"
 	"falconnic/verbs"
 	"falconnic/vhostuser"
@@ -514,11 +515,11 @@ func FuzzCMMessage(f *testing.F) {
 		cm := newConnManager(nil)
 		port := NewFalconPort(clock.NewManual(0), nil)
 		NewRDMAFunc(net.HardwareAddr{0x52, 0x54, 0, 0, 0, 1}, func([]byte) {}, cm.Attach([6]byte{0x52, 0x54, 0, 0, 0, 1}, port), port)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go port.Run(ctx)
 		cm.ReceiveCM(netip.MustParseAddrPort("192.0.2.1:7"), 0, b)
-		for len(port.work) > 0 { // what reached the NIC's agent
-			w := <-port.work
-			port.handle(w)
-		}
+		port.Call(func(*falcon.Endpoint) {}) // what reached the NIC's agent is handled
 	})
 }
 

@@ -1,4 +1,4 @@
-package device
+package port
 
 import (
 	"bytes"
@@ -20,7 +20,7 @@ import (
 // items it sees the clock.
 func TestPortEndpointReadsTheClockOncePerWorkItem(t *testing.T) {
 	clk := clock.NewManual(time.Second)
-	p := NewFalconPort(clk, nil)
+	p := New(clk, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go p.Run(ctx)
@@ -41,14 +41,12 @@ func TestPortEndpointReadsTheClockOncePerWorkItem(t *testing.T) {
 }
 
 // TestPortRUEKeepsEachConnectionsWindow: the port's RUE answers the
-// events of a connection opened with an InitFcwnd (NVMe's, nvmeConnConfig)
-// with that window and an RDMA connection's with the fixed RUE's default;
+// events of a connection opened with an InitFcwnd (as NVMe's are) with
+// that window and an RDMA connection's with the fixed RUE's default;
 // a closed connection's window is forgotten.
 func TestPortRUEKeepsEachConnectionsWindow(t *testing.T) {
-	p := NewFalconPort(clock.NewManual(0), nil)
-	nvc := falcon.ConnConfig{SCID: 1, DCID: 2, Protocol: wire.ProtoNVMe}
-	nvmeConnConfig(&nvc)
-	nv, err := p.Connect(nvc)
+	p := New(clock.NewManual(0), nil)
+	nv, err := p.Connect(falcon.ConnConfig{SCID: 1, DCID: 2, Protocol: wire.ProtoNVMe, InitFcwnd: 128 * rue.One})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +66,7 @@ func TestPortRUEKeepsEachConnectionsWindow(t *testing.T) {
 	for _, c := range []struct {
 		conn *falcon.Conn
 		want rue.Fixed
-	}{{nv, NVMeFcwnd * rue.One}, {rd, 32 * rue.One}} {
+	}{{nv, 128 * rue.One}, {rd, 32 * rue.One}} {
 		resp, ok := r.Handle(&rue.Event{Conn: c.conn.SCID(), Type: rue.EventACK})
 		if !ok || resp.Fcwnd != c.want {
 			t.Errorf("conn %d: fcwnd %v (ok %v), want %v", c.conn.SCID(), resp.Fcwnd, ok, c.want)
@@ -82,8 +80,8 @@ func TestPortRUEKeepsEachConnectionsWindow(t *testing.T) {
 // portBurstMax or at the end of the item; a full queue drops the burst
 // and counts every frame.
 func TestPortLinkHandsOverABurstAtATime(t *testing.T) {
-	from := NewFalconPort(clock.NewManual(0), nil)
-	to := &FalconPort{work: make(chan portWork, 3)} // not running: we look at its queue
+	from := New(clock.NewManual(0), nil)
+	to := &Port{work: make(chan portWork, 3)} // not running: we look at its queue
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go from.Run(ctx)
@@ -169,7 +167,7 @@ func TestCopyFrameEndsThePacketOnAPage(t *testing.T) {
 		if end%framebuf.Page != 0 {
 			t.Errorf("payload %d: packet ends at %#x, not on a page", payload, end)
 		}
-		p := &FalconPort{cur: buf}
+		p := &Port{cur: buf}
 		if p.KeepFrame(append([]byte(nil), frame...)) != nil {
 			t.Fatalf("payload %d: kept a frame for data outside it", payload)
 		}
@@ -193,7 +191,7 @@ func TestCopyFrameEndsThePacketOnAPage(t *testing.T) {
 // stops neither takes work and the hosted port's Run returns.
 func TestHostedPortRunsOnItsHost(t *testing.T) {
 	clk := clock.NewManual(time.Second)
-	host, guest := NewFalconPort(clk, nil), NewFalconPort(clk, nil)
+	host, guest := New(clk, nil), New(clk, nil)
 	host.Host(guest)
 	idle := make(chan struct{}, 1)
 	guest.OnIdle(func() {
@@ -255,7 +253,7 @@ func TestHostedPortRunsOnItsHost(t *testing.T) {
 
 // TestHostRejectsChains: a hosted port cannot host, nor a host be hosted.
 func TestHostRejectsChains(t *testing.T) {
-	a, b, c := NewFalconPort(clock.NewManual(0), nil), NewFalconPort(clock.NewManual(0), nil), NewFalconPort(clock.NewManual(0), nil)
+	a, b, c := New(clock.NewManual(0), nil), New(clock.NewManual(0), nil), New(clock.NewManual(0), nil)
 	a.Host(b)
 	for name, f := range map[string]func(){"hosted hosts": func() { b.Host(c) }, "host hosted": func() { c.Host(a) }, "itself": func() { c.Host(c) }} {
 		func() {
