@@ -75,7 +75,7 @@ func TestBlkQemuFioVerify(t *testing.T) {
 		})
 		vsMust(t, err)
 		var cids atomic.Uint32
-		path, _, err := ConnectNVMeLocal(fi, ft, func(FalconReceiver) uint32 { return cids.Add(1) })
+		path, _, err := ConnectNVMeLocal(fi, ft, func() uint32 { return cids.Add(1) })
 		vsMust(t, err)
 		info, err := IdentifyRemote(a, path, 1, 5*time.Second)
 		vsMust(t, err)

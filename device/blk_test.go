@@ -64,7 +64,7 @@ func newBlkRigCores(t testing.TB, ns NamespaceSpec, queues, cores int) *blkRig {
 		t.Fatal(err)
 	}
 	var next atomic.Uint32
-	path, _, err := ConnectNVMeLocal(ini, tgt, func(FalconReceiver) uint32 { return next.Add(1) })
+	path, _, err := ConnectNVMeLocal(ini, tgt, func() uint32 { return next.Add(1) })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"falconnic/device/cm"
 	"falconnic/internal/clock"
 	"falconnic/internal/control"
 )
@@ -55,7 +56,7 @@ type Daemon struct {
 	fabric *Fabric      // nil without a fabric section
 	nics   []*daemonNIC // each with the functions it owns (daemon_nic.go)
 	vsocks []*Vsock
-	cm     *ConnManager // connection set-up for every protocol, and the fabric's Falcon demux
+	cm     *cm.Manager // connection set-up for every protocol, and the fabric's Falcon demux
 	ports  daemonPorts
 	nvme   nvmeDaemon
 

@@ -2,6 +2,7 @@ package device
 
 import (
 	"encoding/json"
+	"falconnic/device/cm"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -19,7 +20,7 @@ type daemonNIC struct {
 	eth    DaemonNIC
 	sw     *SwitchPort
 	falcon *FalconPort
-	cm     *CMAgent
+	cm     *cm.Agent
 	rdma   *RDMAFunc   // nil unless eth is a vhost-user NIC
 	nvme   *NVMeFunc   // nil without namespaces or disks
 	disks  []*nvmeDisk // the disks whose initiator this NIC is

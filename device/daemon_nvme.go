@@ -99,7 +99,7 @@ func (d *Daemon) addNVMe() error {
 			n.disks = append(n.disks, &nvmeDisk{spec: ds, ini: ini})
 			continue
 		}
-		path, _, err := ConnectNVMeLocal(ini, tgt.nvme, d.cm.AllocCID)
+		path, _, err := ConnectNVMeLocal(ini, tgt.nvme, LocalCIDs(d.cm, ini, tgt.nvme))
 		if err != nil {
 			return fmt.Errorf("disk %s: %w", ds.Name, err)
 		}

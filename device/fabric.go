@@ -12,7 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"falconnic/falcon"
 	"falconnic/internal/clock"
 	"falconnic/internal/stats"
 )
@@ -624,6 +623,3 @@ func (f *Fabric) SendToMAC(mac [6]byte, k FabricKind, payload []byte) error {
 	}
 	return err
 }
-
-// FalconLink returns the link carrying Falcon packets to peer.
-func (f *Fabric) FalconLink(peer netip.AddrPort) falcon.Link { return f.Link(peer, KindFalcon) }

@@ -51,7 +51,7 @@ func newFairRig(t *testing.T) *fairRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.path, _, err = ConnectNVMeLocal(ini, tgt, hub.AllocCID); err != nil {
+	if r.path, _, err = ConnectNVMeLocal(ini, tgt, LocalCIDs(hub, ini, tgt)); err != nil {
 		t.Fatal(err)
 	}
 	r.qa = r.a.setupRC(16)

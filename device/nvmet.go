@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"falconnic/device/cm"
 	"falconnic/falcon"
 	"falconnic/falcon/rue"
 	"falconnic/falcon/wire"
@@ -17,7 +18,7 @@ import (
 type NVMeFunc struct {
 	Port   *FalconPort
 	Engine *nvme.Engine
-	cm     *CMAgent // nil: no paths to other NICs through the connection manager
+	cm     *cm.Agent // nil: no paths to other NICs through the connection manager
 
 	// On the port's goroutine: the paths the connection manager set up.
 	paths  map[[6]byte]*nvme.Path // the current path to each peer NIC
@@ -36,9 +37,9 @@ func NewNVMeFunc(port *FalconPort, function uint32) *NVMeFunc {
 
 // AttachCM has the NIC's connection-manager agent set up f's paths to
 // NICs of other daemons, and accept theirs (before the port runs).
-func (f *NVMeFunc) AttachCM(a *CMAgent) {
+func (f *NVMeFunc) AttachCM(a *cm.Agent) {
 	f.cm = a
-	a.Register(wire.ProtoNVMe, CMProto{Config: nvmeConnConfig, Up: f.pathUp, Down: f.pathDown})
+	a.Register(wire.ProtoNVMe, cm.Proto{Config: nvmeConnConfig, Up: f.pathUp, Down: f.pathDown})
 }
 
 // pathUp makes connection c the path to NIC peer and hands it to the
@@ -140,12 +141,26 @@ func (f *NVMeFunc) AddNamespace(s NamespaceSpec) (*nvme.Namespace, error) {
 	return ns, f.Engine.AddNamespace(ns)
 }
 
+// LocalCIDs returns the cid function of ConnectNVMeLocal for ini and tgt
+// from the connection manager m: each CID owned by its end's port.
+func LocalCIDs(m *cm.Manager, ini, tgt *NVMeFunc) func() uint32 {
+	owners := []cm.FalconReceiver{ini.Port, tgt.Port}
+	n := 0
+	return func() uint32 {
+		o := owners[n%2]
+		n++
+		return m.AllocCID(o)
+	}
+}
+
 // ConnectNVMeLocal joins two NVMe functions of one daemon with a path
 // (one unordered connection, each end's packets handed straight to the
-// other's port). cid returns CIDs unique in the daemon, owned by the port
-// it names. It returns ini's path (to submit on) and tgt's (serving it).
-func ConnectNVMeLocal(ini, tgt *NVMeFunc, cid func(owner FalconReceiver) uint32) (iniPath, tgtPath *nvme.Path, err error) {
-	c := falcon.ConnConfig{SCID: cid(ini.Port), DCID: cid(tgt.Port), Protocol: wire.ProtoNVMe}
+// other's port). cid returns CIDs unique in the daemon: it is called for
+// ini's CID, then for tgt's. It returns ini's path (to submit on) and
+// tgt's (serving it).
+func ConnectNVMeLocal(ini, tgt *NVMeFunc, cid func() uint32) (iniPath, tgtPath *nvme.Path, err error) {
+	c := falcon.ConnConfig{SCID: cid(), Protocol: wire.ProtoNVMe}
+	c.DCID = cid()
 	nvmeConnConfig(&c)
 	var peer falcon.ConnConfig
 	if !ini.Port.Call(func(ep *falcon.Endpoint) { ep.RandomPSNs(&c) }) ||

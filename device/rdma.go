@@ -27,6 +27,7 @@ package device
 import (
 	"net"
 
+	"falconnic/device/cm"
 	"falconnic/falcon"
 	"falconnic/falcon/wire"
 	"falconnic/internal/stats"
@@ -75,7 +76,7 @@ func (c *RDMACounters) Set() stats.Set {
 type RDMAFunc struct {
 	mac     [6]byte
 	deliver func(frame []byte) // toward the guest (the NIC's RX path)
-	cm      *CMAgent           // nil: no connections
+	cm      *cm.Agent          // nil: no connections
 	port    *FalconPort
 	mem     rdmaMem
 	eng     *verbs.Engine
@@ -92,16 +93,16 @@ type RDMAFunc struct {
 // attaches it to the NIC's port (before the port runs). deliver sends
 // frames to the guest; cm is the NIC's connection-manager agent (nil: no
 // connections to other NICs).
-func NewRDMAFunc(mac net.HardwareAddr, deliver func([]byte), cm *CMAgent, port *FalconPort) *RDMAFunc {
-	r := &RDMAFunc{deliver: deliver, cm: cm, port: port, conns: map[verbs.MAC]*falcon.Conn{}}
+func NewRDMAFunc(mac net.HardwareAddr, deliver func([]byte), agent *cm.Agent, port *FalconPort) *RDMAFunc {
+	r := &RDMAFunc{deliver: deliver, cm: agent, port: port, conns: map[verbs.MAC]*falcon.Conn{}}
 	copy(r.mac[:], mac)
 	r.mem.stats = &r.Stats
 	r.eng = verbs.New(verbs.Config{Mem: &r.mem, Events: r.sendEvent})
 	r.eng.SetConns(rdmaConns{r})
 	port.SetULP(wire.ProtoRDMA, r.eng)
 	port.SetControl(r.control)
-	if cm != nil {
-		cm.Register(wire.ProtoRDMA, r.cmProto())
+	if agent != nil {
+		agent.Register(wire.ProtoRDMA, r.cmProto())
 	}
 	return r
 }
@@ -178,8 +179,8 @@ func (c rdmaConns) Lookup(peer verbs.MAC) *falcon.Conn {
 
 // cmProto is the RDMA function's part in connection set-up: one ordered
 // connection per peer NIC.
-func (r *RDMAFunc) cmProto() CMProto {
-	return CMProto{
+func (r *RDMAFunc) cmProto() cm.Proto {
+	return cm.Proto{
 		Config: func(c *falcon.ConnConfig) { c.Ordered = true },
 		Up: func(peer [6]byte, c *falcon.Conn) error {
 			r.conns[peer] = c

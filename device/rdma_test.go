@@ -5,15 +5,13 @@ import (
 	"context"
 	"encoding/binary"
 	"net"
-	"net/netip"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"falconnic/device/cm"
 	"falconnic/device/rdmauapi"
-	"falconnic/falcon"
-	"falconnic/internal/clock"
 	"falconnic/verbs"
 	"falconnic/vhostuser"
 )
@@ -42,9 +40,9 @@ type vm struct {
 
 const vmBase = 0x40000000
 
-func newVM(t *testing.T, mac byte, cm *ConnManager) *vm {
+func newVM(t *testing.T, mac byte, mgr *cm.Manager) *vm {
 	port := NewFalconPort(nil, nil)
-	v := newVMOn(t, mac, cm, port)
+	v := newVMOn(t, mac, mgr, port)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	go port.Run(ctx)
@@ -53,7 +51,7 @@ func newVM(t *testing.T, mac byte, cm *ConnManager) *vm {
 
 // newVMOn is newVM with the RDMA function on port, which the caller runs
 // (other functions may attach to it first).
-func newVMOn(t *testing.T, mac byte, cm *ConnManager, port *FalconPort) *vm {
+func newVMOn(t *testing.T, mac byte, mgr *cm.Manager, port *FalconPort) *vm {
 	fd, err := unix.MemfdCreate("vm", unix.MFD_CLOEXEC)
 	if err != nil {
 		t.Fatal(err)
@@ -73,9 +71,9 @@ func newVMOn(t *testing.T, mac byte, cm *ConnManager, port *FalconPort) *vm {
 	}
 	v := &vm{t: t, mac: [6]byte{0x52, 0x54, 0, 0, 0, mac}, ram: reg.Data, base: vmBase, next: vmBase + 0x1000,
 		frames: make(chan []byte, 64), inst: 0x1234_0000 + uint64(mac)}
-	var agent *CMAgent
-	if cm != nil {
-		agent = cm.Attach(v.mac, port)
+	var agent *cm.Agent
+	if mgr != nil {
+		agent = mgr.Attach(v.mac, port)
 	}
 	v.r = NewRDMAFunc(net.HardwareAddr(v.mac[:]), func(f []byte) { v.frames <- append([]byte(nil), f...) }, agent, port)
 	v.r.mem.set(mt)
@@ -496,31 +494,6 @@ func TestRDMAMemRejectsOutsideRAM(t *testing.T) {
 	if err := m.Write(vmBase+100, []byte{9}); err != nil || v.at(vmBase+100, 1)[0] != 9 {
 		t.Fatalf("write inside RAM: %v", err)
 	}
-}
-
-func FuzzCMMessage(f *testing.F) {
-	f.Add((&cmMsg{typ: cmREQ, srcCID: 1, reqPSN: 5}).append(nil))
-	f.Add((&cmMsg{typ: cmREP, srcCID: 2, dstCID: 1}).append(nil))
-	f.Add((&cmMsg{typ: cmREJ, dstCID: 1}).append(nil))
-	f.Add((&cmMsg{typ: cmREQ, proto: 3, srcCID: 7, rsn: 9}).append(nil))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		m, err := decodeCM(b)
-		if err != nil {
-			return
-		}
-		again, err := decodeCM(m.append(nil))
-		if err != nil || again != m {
-			t.Fatalf("round trip: %v %+v %+v", err, m, again)
-		}
-		cm := newConnManager(nil)
-		port := NewFalconPort(clock.NewManual(0), nil)
-		NewRDMAFunc(net.HardwareAddr{0x52, 0x54, 0, 0, 0, 1}, func([]byte) {}, cm.Attach([6]byte{0x52, 0x54, 0, 0, 0, 1}, port), port)
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		go port.Run(ctx)
-		cm.ReceiveCM(netip.MustParseAddrPort("192.0.2.1:7"), 0, b)
-		port.Call(func(*falcon.Endpoint) {}) // what reached the NIC's agent is handled
-	})
 }
 
 // FuzzRDMAControl feeds arbitrary control frames to an RDMA function.

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"falconnic/device/cm"
 	"falconnic/vhostuser"
 )
 
@@ -12,11 +13,11 @@ import (
 // TX ring and whose replies come back on the RX ring, as falconnic.ko's
 // do; the rings, MRs and page lists live in the front-end simulator's
 // guest RAM.
-func vhostVM(t *testing.T, macByte byte, cm *ConnManager) *vm {
+func vhostVM(t *testing.T, macByte byte, mgr *cm.Manager) *vm {
 	mac := []byte{0x52, 0x54, 0, 0, 0, macByte}
 	n := newTestNIC(t, "n"+string('a'+rune(macByte)), mac, 1)
 	port := NewFalconPort(nil, nil)
-	r := NewRDMAFunc(mac, n.Deliver, cm.Attach([6]byte(mac), port), port)
+	r := NewRDMAFunc(mac, n.Deliver, mgr.Attach([6]byte(mac), port), port)
 	n.AttachRDMA(r)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)

@@ -25,6 +25,7 @@ var rules = map[string][]string{
 	// The function rooms under device/ reach each other only through the
 	// port (and the daemon, at device/, assembles them).
 	"device/port":     {"falcon", "firmware", "internal/"},
+	"device/cm":       {"device/port", "falcon", "internal/"},
 	"device/rdmauapi": {"internal/"},
 	"qemu":            {"qemu", "internal/"},
 	"guest":           {"guest", "internal/"},
@@ -114,6 +115,9 @@ func TestRuleMatching(t *testing.T) {
 		{"device", "vhostuser", true},
 		{"device/port", "device", false},
 		{"device/port", "vhostuser", false},
+		{"device/cm", "device/port", true},
+		{"device/cm", "device", false},
+		{"device/cm", "verbs", false},
 		{"device", "device/port", true},
 		{"falconx", "falcon", false},
 		{"cmd/falconnic", "device", true},

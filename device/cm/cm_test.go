@@ -1,4 +1,4 @@
-package device
+package cm
 
 import (
 	"bytes"
@@ -9,13 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"falconnic/device/port"
 	"falconnic/falcon"
 	"falconnic/falcon/wire"
 	"falconnic/internal/clock"
 )
 
 // cmWorld is the connection manager's test peer: daemons (each a
-// ConnManager with NICs, their ports on one manual clock) joined by a
+// Manager with NICs, their ports on one manual clock) joined by a
 // fabric whose CM messages wait until the test delivers them, so a test
 // chooses their order, drops or repeats them, and moves time itself.
 type cmWorld struct {
@@ -25,7 +26,7 @@ type cmWorld struct {
 	mu      sync.Mutex
 	queue   []cmInFlight
 	daemons map[netip.AddrPort]*cmDaemon
-	ports   []*FalconPort
+	ports   []*port.Port
 }
 
 type cmInFlight struct {
@@ -37,7 +38,7 @@ type cmInFlight struct {
 type cmDaemon struct {
 	w    *cmWorld
 	addr netip.AddrPort
-	cm   *ConnManager
+	cm   *Manager
 	nics map[byte]*cmNIC
 }
 
@@ -45,8 +46,8 @@ type cmDaemon struct {
 // what the agent hands it.
 type cmNIC struct {
 	mac   [6]byte
-	port  *FalconPort
-	agent *CMAgent
+	port  *port.Port
+	agent *Agent
 	conns map[[6]byte]*falcon.Conn // up, per peer (on the port's goroutine)
 	log   []string
 }
@@ -62,12 +63,12 @@ func cmMAC(b byte) [6]byte { return [6]byte{0x52, 0x54, 0, 0, 0, b} }
 // daemon adds a daemon at 192.0.2.n with NICs of the given MAC bytes.
 func (w *cmWorld) daemon(n byte, macs ...byte) *cmDaemon {
 	d := &cmDaemon{w: w, addr: netip.AddrPortFrom(netip.AddrFrom4([4]byte{192, 0, 2, n}), 4791), nics: map[byte]*cmNIC{}}
-	d.cm = newConnManager(d)
+	d.cm = New(d)
 	w.daemons[d.addr] = d
 	for _, b := range macs {
-		nic := &cmNIC{mac: cmMAC(b), port: NewFalconPort(w.clk, nil), conns: map[[6]byte]*falcon.Conn{}}
+		nic := &cmNIC{mac: cmMAC(b), port: port.New(w.clk, nil), conns: map[[6]byte]*falcon.Conn{}}
 		nic.agent = d.cm.Attach(nic.mac, nic.port)
-		nic.agent.Register(wire.ProtoRDMA, CMProto{
+		nic.agent.Register(wire.ProtoRDMA, Proto{
 			Config: func(c *falcon.ConnConfig) { c.Ordered = true },
 			Up: func(peer [6]byte, c *falcon.Conn) error {
 				nic.conns[peer] = c
@@ -89,25 +90,25 @@ func (w *cmWorld) daemon(n byte, macs ...byte) *cmDaemon {
 	return d
 }
 
-// SendToMAC implements CMNet: to every other daemon (no MAC learning).
-func (d *cmDaemon) SendToMAC(mac [6]byte, k FabricKind, payload []byte) error {
+// SendToMAC implements Net: to every other daemon (no MAC learning).
+func (d *cmDaemon) SendToMAC(mac [6]byte, payload []byte) error {
 	for addr := range d.w.daemons {
 		if addr != d.addr {
-			d.Send(k, addr, 0, payload)
+			d.Send(addr, payload)
 		}
 	}
 	return nil
 }
 
-// Send implements CMNet: the message waits for the test (deliver).
-func (d *cmDaemon) Send(k FabricKind, dst netip.AddrPort, flow uint32, payload []byte) error {
+// Send implements Net: the message waits for the test (deliver).
+func (d *cmDaemon) Send(dst netip.AddrPort, payload []byte) error {
 	d.w.mu.Lock()
 	d.w.queue = append(d.w.queue, cmInFlight{from: d.addr, to: dst, b: append([]byte(nil), payload...)})
 	d.w.mu.Unlock()
 	return nil
 }
 
-// FalconLink implements CMNet: packets go straight to the peer's demux.
+// FalconLink implements Net: packets go straight to the peer's demux.
 func (d *cmDaemon) FalconLink(peer netip.AddrPort) falcon.Link {
 	return linkFunc(func(pkt []byte, flow uint32) {
 		if p := d.w.daemons[peer]; p != nil {

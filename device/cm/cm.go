@@ -1,4 +1,7 @@
-package device
+// Package cm is the daemon's connection manager [ARCHITECTURE §5 CM]: one
+// for every Falcon protocol (RDMA, NVMe), each NIC's part of it owned by
+// the NIC's port goroutine. See Manager.
+package cm
 
 import (
 	"net/netip"
@@ -12,16 +15,16 @@ import (
 	"falconnic/internal/stats"
 )
 
-// ConnManager is the daemon's connection manager [ARCHITECTURE §5 CM]: it
+// Manager is the daemon's connection manager: it
 // sets up one Falcon connection per protocol and pair of NICs, for RDMA
 // (ordered) and NVMe (unordered) alike, with REQ/REP/REJ messages
-// (cm_wire.go) — over the fabric (KindCM) to another daemon's NIC, or
+// (wire.go) — over the fabric to another daemon's NIC, or
 // handed to the peer NIC's port when it is in this daemon. It also gives
 // out the daemon's CIDs (random, unique in the daemon) and is the fabric's
 // Falcon demux: a packet from the fabric goes to the port owning its
 // destination CID.
 //
-// Each NIC has a CMAgent owned by the NIC's port goroutine: all set-up
+// Each NIC has a Agent owned by the NIC's port goroutine: all set-up
 // state of the NIC's connections lives there, messages for it arrive as
 // port work, its REQ retries are deadlines the port drives on its clock,
 // and it opens and closes connections on its own endpoint. The manager
@@ -38,31 +41,33 @@ import (
 // repeated REQ (our REP was lost) gets the same REP again; a new REQ for a
 // connection that is up (the peer restarted, or found ours dead) replaces
 // it: the protocol gets the new connection, then the old one is closed.
-type ConnManager struct {
-	net CMNet // nil: no fabric
+type Manager struct {
+	net Net // nil: no fabric
 
 	mu     sync.RWMutex
-	agents map[[6]byte]*CMAgent
+	agents map[[6]byte]*Agent
 	cids   map[uint32]FalconReceiver
 	rand   interface{ Uint32() uint32 }
 
-	Stats CMCounters
+	Stats Counters
 }
 
-// CMNet is what the connection manager needs of the fabric (*Fabric).
-type CMNet interface {
-	// SendToMAC sends toward the daemon that has NIC mac (every peer when
-	// that is not known yet).
-	SendToMAC(mac [6]byte, k FabricKind, payload []byte) error
-	// Send sends to the daemon at dst.
-	Send(k FabricKind, dst netip.AddrPort, flow uint32, payload []byte) error
+// Net is what the connection manager needs of the fabric to other
+// daemons; the daemon hands it the fabric's CM messages (ReceiveCM) and
+// Falcon packets (ReceiveFalcon).
+type Net interface {
+	// SendToMAC sends a CM message toward the daemon that has NIC mac
+	// (every peer daemon when that is not known yet).
+	SendToMAC(mac [6]byte, msg []byte) error
+	// Send sends a CM message to the daemon at dst.
+	Send(dst netip.AddrPort, msg []byte) error
 	// FalconLink is the link carrying Falcon packets to the daemon at peer.
 	FalconLink(peer netip.AddrPort) falcon.Link
 }
 
-// CMCounters count the connection manager's work and drops, for every
+// Counters count the connection manager's work and drops, for every
 // protocol.
-type CMCounters struct {
+type Counters struct {
 	Dials, REQSent, REQRecv, REPSent, REPRecv, REJSent, REJRecv stats.Counter
 	ConnsUp, Replaced, RepeatedREQ, RaceWon, GaveUp             stats.Counter
 	DecodeErr, NoNIC, NoULP, Stale, TooMany, Spoofed            stats.Counter
@@ -70,7 +75,7 @@ type CMCounters struct {
 }
 
 // Set lists the counters with help text.
-func (c *CMCounters) Set() stats.Set {
+func (c *Counters) Set() stats.Set {
 	return stats.Set{
 		{Name: "cm_dials", Help: "connection set-ups started by this daemon's NICs", Counter: &c.Dials},
 		{Name: "cm_req_sent", Help: "REQs sent (retries included)", Counter: &c.REQSent},
@@ -107,27 +112,16 @@ const (
 // setting up; each costs a Falcon connection's state.
 const maxPeersPerNIC = 1024
 
-// NewConnManager returns the connection manager of a daemon whose fabric is
-// f (nil: NICs of this daemon only). With a fabric it receives KindFalcon
-// and KindCM.
-func NewConnManager(f *Fabric) *ConnManager {
-	if f == nil {
-		return newConnManager(nil)
-	}
-	cm := newConnManager(f)
-	_ = f.Handle(KindFalcon, FabricReceiverFunc(cm.ReceiveFalcon))
-	_ = f.Handle(KindCM, FabricReceiverFunc(cm.ReceiveCM))
-	return cm
-}
-
-func newConnManager(n CMNet) *ConnManager {
-	return &ConnManager{net: n, agents: map[[6]byte]*CMAgent{}, cids: map[uint32]FalconReceiver{}, rand: port.CryptoRand{}}
+// New returns a daemon's connection manager whose messages to other
+// daemons go over n (nil: NICs of this daemon only).
+func New(n Net) *Manager {
+	return &Manager{net: n, agents: map[[6]byte]*Agent{}, cids: map[uint32]FalconReceiver{}, rand: port.CryptoRand{}}
 }
 
 // Attach gives the NIC with MAC mac, whose Falcon port is port, its agent.
 // Call before the port runs; the protocols then register (Register).
-func (cm *ConnManager) Attach(mac [6]byte, port *FalconPort) *CMAgent {
-	a := &CMAgent{cm: cm, mac: mac, port: port, conns: map[cmKey]*cmConn{}}
+func (cm *Manager) Attach(mac [6]byte, port *port.Port) *Agent {
+	a := &Agent{cm: cm, mac: mac, port: port, conns: map[cmKey]*cmConn{}}
 	port.AddTimers(a)
 	cm.mu.Lock()
 	cm.agents[mac] = a
@@ -135,7 +129,7 @@ func (cm *ConnManager) Attach(mac [6]byte, port *FalconPort) *CMAgent {
 	return a
 }
 
-func (cm *ConnManager) agent(mac [6]byte) *CMAgent {
+func (cm *Manager) agent(mac [6]byte) *Agent {
 	cm.mu.RLock()
 	defer cm.mu.RUnlock()
 	return cm.agents[mac]
@@ -143,7 +137,7 @@ func (cm *ConnManager) agent(mac [6]byte) *CMAgent {
 
 // AllocCID reserves a random CID (24 bits, non-zero) unique in the daemon
 // for owner: Falcon packets from the fabric with that DCID go to it.
-func (cm *ConnManager) AllocCID(owner FalconReceiver) uint32 {
+func (cm *Manager) AllocCID(owner FalconReceiver) uint32 {
 	cm.mu.Lock()
 	defer cm.mu.Unlock()
 	for {
@@ -156,21 +150,21 @@ func (cm *ConnManager) AllocCID(owner FalconReceiver) uint32 {
 }
 
 // ReleaseCID frees a CID from AllocCID.
-func (cm *ConnManager) ReleaseCID(cid uint32) {
+func (cm *Manager) ReleaseCID(cid uint32) {
 	cm.mu.Lock()
 	delete(cm.cids, cid)
 	cm.mu.Unlock()
 }
 
 // FalconReceiver takes Falcon packets from the fabric for the CIDs it owns
-// (a NIC's FalconPort).
+// (a NIC's port).
 type FalconReceiver interface {
 	ReceiveFalcon(pkt []byte, flow uint32)
 }
 
 // ReceiveFalcon hands a Falcon packet from the fabric to the port owning
 // its destination CID (on the fabric's goroutine).
-func (cm *ConnManager) ReceiveFalcon(from netip.AddrPort, flow uint32, payload []byte) {
+func (cm *Manager) ReceiveFalcon(from netip.AddrPort, flow uint32, payload []byte) {
 	if len(payload) < 4 {
 		cm.Stats.FalconShort.Inc()
 		return
@@ -189,7 +183,7 @@ func (cm *ConnManager) ReceiveFalcon(from netip.AddrPort, flow uint32, payload [
 // ReceiveCM takes a CM message from the fabric (on the fabric's
 // goroutine): it is checked here and handed to the destination NIC's
 // agent as port work.
-func (cm *ConnManager) ReceiveCM(from netip.AddrPort, flow uint32, payload []byte) {
+func (cm *Manager) ReceiveCM(from netip.AddrPort, flow uint32, payload []byte) {
 	m, err := decodeCM(payload)
 	if err != nil {
 		cm.Stats.DecodeErr.Inc()
@@ -204,7 +198,7 @@ func (cm *ConnManager) ReceiveCM(from netip.AddrPort, flow uint32, payload []byt
 
 // deliver hands m to the agent of NIC m.dst as work for its port; a REQ
 // that no agent can take is answered with a REJ along r.
-func (cm *ConnManager) deliver(m cmMsg, r cmRoute) {
+func (cm *Manager) deliver(m cmMsg, r cmRoute) {
 	a := cm.agent(m.dst)
 	switch {
 	case a == nil:
@@ -219,7 +213,7 @@ func (cm *ConnManager) deliver(m cmMsg, r cmRoute) {
 }
 
 // reject answers a REQ with a REJ (other messages get none).
-func (cm *ConnManager) reject(m cmMsg, r cmRoute) {
+func (cm *Manager) reject(m cmMsg, r cmRoute) {
 	if m.typ != cmREQ {
 		return
 	}
@@ -230,31 +224,31 @@ func (cm *ConnManager) reject(m cmMsg, r cmRoute) {
 
 // send sends m along r: to a NIC of this daemon (as work for its port),
 // to the daemon at r.addr, or, r zero, toward the daemon that has m.dst.
-func (cm *ConnManager) send(m cmMsg, r cmRoute) {
+func (cm *Manager) send(m cmMsg, r cmRoute) {
 	switch {
 	case r.local != nil:
 		cm.deliver(m, cmRoute{local: cm.agent(m.src)})
 	case r.addr.IsValid():
 		if cm.net != nil {
-			_ = cm.net.Send(KindCM, r.addr, 0, m.append(nil))
+			_ = cm.net.Send(r.addr, m.append(nil))
 		}
 	case cm.agent(m.dst) != nil:
 		cm.deliver(m, cmRoute{local: cm.agent(m.src)})
 	case cm.net != nil:
-		_ = cm.net.SendToMAC(m.dst, KindCM, m.append(nil))
+		_ = cm.net.SendToMAC(m.dst, m.append(nil))
 	}
 }
 
 // cmRoute is where a CM message came from, and where answers go: the
 // agent of a NIC of this daemon, or another daemon's fabric address.
 type cmRoute struct {
-	local *CMAgent
+	local *Agent
 	addr  netip.AddrPort
 }
 
-// CMProto is a protocol's part in its connections' set-up; its functions
+// Proto is a protocol's part in its connections' set-up; its functions
 // run on the port's goroutine.
-type CMProto struct {
+type Proto struct {
 	// Config sets the protocol's connection options (ordering, windows,
 	// timeouts) on a new connection's config.
 	Config func(c *falcon.ConnConfig)
@@ -269,13 +263,13 @@ type CMProto struct {
 	Failed func(peer [6]byte)
 }
 
-// CMAgent is one NIC's part of the connection manager, owned by the NIC's
+// Agent is one NIC's part of the connection manager, owned by the NIC's
 // port goroutine (every method but Register runs there).
-type CMAgent struct {
-	cm     *ConnManager
+type Agent struct {
+	cm     *Manager
 	mac    [6]byte
-	port   *FalconPort
-	protos [16]*CMProto
+	port   *port.Port
+	protos [16]*Proto
 	conns  map[cmKey]*cmConn
 	// due is the earliest REQ retry (NextDeadline), has whether any.
 	due clock.Time
@@ -301,14 +295,14 @@ type cmConn struct {
 
 // Register has the agent set up connections of protocol proto for p
 // (before the port runs).
-func (a *CMAgent) Register(proto wire.ProtocolType, p CMProto) { a.protos[proto&15] = &p }
+func (a *Agent) Register(proto wire.ProtocolType, p Proto) { a.protos[proto&15] = &p }
 
 // MAC returns the agent's NIC's MAC.
-func (a *CMAgent) MAC() [6]byte { return a.mac }
+func (a *Agent) MAC() [6]byte { return a.mac }
 
 // Dial makes sure a connection of proto to NIC peer is up or being set
 // up: a dead one is closed and replaced.
-func (a *CMAgent) Dial(proto wire.ProtocolType, peer [6]byte) {
+func (a *Agent) Dial(proto wire.ProtocolType, peer [6]byte) {
 	c := a.conns[cmKey{proto, peer}]
 	if c != nil && c.conn != nil && c.conn.Dead() {
 		a.down(cmKey{proto, peer}, c)
@@ -323,7 +317,7 @@ func (a *CMAgent) Dial(proto wire.ProtocolType, peer [6]byte) {
 // Redial starts setting up a new connection of proto to peer replacing
 // conn (a protocol found it broken), unless one is already under way or
 // conn is not the current one.
-func (a *CMAgent) Redial(proto wire.ProtocolType, peer [6]byte, conn *falcon.Conn) {
+func (a *Agent) Redial(proto wire.ProtocolType, peer [6]byte, conn *falcon.Conn) {
 	c := a.conns[cmKey{proto, peer}]
 	if c == nil || c.dialing || c.conn != conn {
 		return
@@ -333,7 +327,7 @@ func (a *CMAgent) Redial(proto wire.ProtocolType, peer [6]byte, conn *falcon.Con
 
 // dial starts a set-up: a new CID and sequence numbers, then REQs until a
 // REP.
-func (a *CMAgent) dial(proto wire.ProtocolType, peer [6]byte, c *cmConn) {
+func (a *Agent) dial(proto wire.ProtocolType, peer [6]byte, c *cmConn) {
 	p := a.protos[proto&15]
 	if p == nil || peer == a.mac {
 		return
@@ -355,7 +349,7 @@ func (a *CMAgent) dial(proto wire.ProtocolType, peer [6]byte, c *cmConn) {
 	a.sendREQ(key, c)
 }
 
-func (a *CMAgent) sendREQ(key cmKey, c *cmConn) {
+func (a *Agent) sendREQ(key cmKey, c *cmConn) {
 	c.tries++
 	c.retryAt = a.port.Clock().Now() + cmRetryEvery
 	a.setDue(c.retryAt)
@@ -365,7 +359,7 @@ func (a *CMAgent) sendREQ(key cmKey, c *cmConn) {
 }
 
 // receive handles a CM message for this NIC (on the port's goroutine).
-func (a *CMAgent) receive(m cmMsg, r cmRoute) {
+func (a *Agent) receive(m cmMsg, r cmRoute) {
 	key := cmKey{m.protocol(), m.src}
 	c := a.conns[key]
 	switch m.typ {
@@ -395,7 +389,7 @@ func (a *CMAgent) receive(m cmMsg, r cmRoute) {
 }
 
 // onREQ answers a REQ from NIC key.peer.
-func (a *CMAgent) onREQ(key cmKey, c *cmConn, m cmMsg, r cmRoute) {
+func (a *Agent) onREQ(key cmKey, c *cmConn, m cmMsg, r cmRoute) {
 	switch {
 	case c == nil && len(a.conns) >= maxPeersPerNIC:
 		a.cm.Stats.TooMany.Inc()
@@ -432,7 +426,7 @@ func (a *CMAgent) onREQ(key cmKey, c *cmConn, m cmMsg, r cmRoute) {
 	a.sendREP(c.rep, r)
 }
 
-func (a *CMAgent) sendREP(b []byte, r cmRoute) {
+func (a *Agent) sendREP(b []byte, r cmRoute) {
 	a.cm.Stats.REPSent.Inc()
 	if r.local != nil {
 		m, _ := decodeCM(b)
@@ -440,14 +434,14 @@ func (a *CMAgent) sendREP(b []byte, r cmRoute) {
 		return
 	}
 	if r.addr.IsValid() && a.cm.net != nil {
-		_ = a.cm.net.Send(KindCM, r.addr, 0, b)
+		_ = a.cm.net.Send(r.addr, b)
 	}
 }
 
 // install connects cfg toward the peer along r, hands the connection to
 // its protocol and then closes the one it replaces. It reports whether the
 // connection is up.
-func (a *CMAgent) install(key cmKey, c *cmConn, cfg falcon.ConnConfig, r cmRoute) bool {
+func (a *Agent) install(key cmKey, c *cmConn, cfg falcon.ConnConfig, r cmRoute) bool {
 	switch {
 	case r.local != nil:
 		cfg.Peer = a.port.LinkTo(r.local.port)
@@ -479,7 +473,7 @@ func (a *CMAgent) install(key cmKey, c *cmConn, cfg falcon.ConnConfig, r cmRoute
 }
 
 // down closes c's connection after telling its protocol.
-func (a *CMAgent) down(key cmKey, c *cmConn) {
+func (a *Agent) down(key cmKey, c *cmConn) {
 	old := c.conn
 	a.protos[key.proto&15].Down(key.peer, old)
 	_ = a.port.CloseConn(old.SCID())
@@ -487,14 +481,14 @@ func (a *CMAgent) down(key cmKey, c *cmConn) {
 }
 
 // setDue moves the agent's next deadline to at if that is earlier.
-func (a *CMAgent) setDue(at clock.Time) {
+func (a *Agent) setDue(at clock.Time) {
 	if !a.has || at < a.due {
 		a.due, a.has = at, true
 	}
 }
 
 // rearm recomputes the next deadline from the set-ups under way.
-func (a *CMAgent) rearm() {
+func (a *Agent) rearm() {
 	a.has = false
 	for _, c := range a.conns {
 		if c.dialing {
@@ -504,11 +498,11 @@ func (a *CMAgent) rearm() {
 }
 
 // NextDeadline implements the port's ULP timers: the next REQ retry.
-func (a *CMAgent) NextDeadline() (time.Duration, bool) { return a.due, a.has }
+func (a *Agent) NextDeadline() (time.Duration, bool) { return a.due, a.has }
 
 // OnTimer resends the REQs that are due, and gives up on set-ups that have
 // had every retry.
-func (a *CMAgent) OnTimer(now time.Duration) {
+func (a *Agent) OnTimer(now time.Duration) {
 	for key, c := range a.conns {
 		if !c.dialing || c.retryAt > now {
 			continue

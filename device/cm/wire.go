@@ -1,4 +1,4 @@
-package device
+package cm
 
 import (
 	"encoding/binary"
@@ -7,7 +7,7 @@ import (
 	"falconnic/falcon/wire"
 )
 
-// Connection-manager messages (fabric kind KindCM, or handed between two
+// Connection-manager messages (over the fabric, or handed between two
 // NICs' ports in one daemon) set up one Falcon connection of a protocol
 // between two NICs [ARCHITECTURE §5 CM; cm.go]. The initiator sends REQ
 // with its CID and initial sequence numbers; the NIC with the destination
