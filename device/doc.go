@@ -2,9 +2,13 @@
 // its functions, the switch between a daemon's NICs, the fabric port to
 // other daemons, and the daemon that builds them from a config.
 //
-// The NIC (nic.go, net*.go, frame.go) today carries the Ethernet function:
-// virtio-net over vhost-user (package vhostuser), as QEMU 7.2 drives it
-// (notes/qemu-vhost-user.md). Queue 2k is the RX ring of pair k and 2k+1
+// Rooms: each NIC's Falcon port is package device/port, the connection
+// manager of every protocol package device/cm, the RDMA control channel's
+// wire format package device/rdmauapi; the daemon (daemon*.go) assembles
+// each NIC (daemonNIC) with the functions it owns.
+//
+// The Ethernet function (nic.go, net*.go, frame.go) is virtio-net over
+// vhost-user (package vhostuser), as QEMU 7.2 drives it. Queue 2k is the RX ring of pair k and 2k+1
 // its TX ring; the control queue stays in QEMU, which also emulates the
 // config space (MAC, status), so the back-end offers no CONFIG.
 //
@@ -58,10 +62,8 @@
 // port's goroutine submits a burst's runs in one io_uring_enter and reaps
 // the completions when the ring's eventfd wakes it (internal/uring); with
 // "threads", or where the kernel refuses io_uring, a pool of worker
-// goroutines makes blocking preadv/pwritev calls. In-process
-// (BenchmarkBlkSeq128KQD32AIO) io_uring took 0-10 % less CPU per 128 KiB
-// command; in bench nvme the daemon's CPU per MiB written went from
-// 2.62/2.98 ms (threads) to 2.20/2.82 (reads: within the noise).
+// goroutines makes blocking preadv/pwritev calls
+// (BenchmarkBlkSeq128KQD32AIO compares the two).
 //
 // Invariants: every drop has a counter (NetCounters, plus the back-end's
 // vhostuser.Counters); frames and descriptors from a guest never reach
