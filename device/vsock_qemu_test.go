@@ -188,7 +188,7 @@ func vsockQemuAgentCheck(t *testing.T, imgDir string, dial bool) {
 	var one [64]byte
 	n, err := c2.Read(one[:])
 	st = v.Status()
-	if n != 0 || err == nil || st.Counters["ConnectTimeout"] != 1 || st.Counters["SessionResets"] != 0 {
+	if n != 0 || err == nil || st.Counters["connect_timeout"] != 1 || st.Counters["session_resets"] != 0 {
 		t.Fatalf("after the drop: read %q %v; session %+v; counters %v", one[:n], err, st.Session, vsNonZero(st.Counters))
 	}
 	t.Logf("after the drop: session %q (no messages from QEMU), CONNECT timed out", st.Session.State)

@@ -442,7 +442,7 @@ func TestVsockQemu72NegotiationAndCallSwapMidRun(t *testing.T) {
 		t.Fatal("TX not completed")
 	}
 	st := r.v.Status()
-	if st.Session.State != "running" || st.Counters["DialFailed"] != 2 || st.Backend["CallFDSwaps"] == 0 {
+	if st.Session.State != "running" || st.Counters["dial_failed"] != 2 || st.Backend["CallFDSwaps"] == 0 {
 		t.Fatalf("status %+v", st)
 	}
 }
@@ -518,11 +518,11 @@ func TestVsockHostInitiatedEchoWithCreditBothWays(t *testing.T) {
 		t.Fatalf("echo: guest got %d bytes, host got %d of %d back", len(c.received), len(got), len(data))
 	}
 	st := r.v.Status()
-	if len(st.Connections) != 0 || st.Counters["Closed"] != 1 || st.Counters["TxNoCredit"] == 0 {
+	if len(st.Connections) != 0 || st.Counters["closed"] != 1 || st.Counters["tx_no_credit"] == 0 {
 		t.Fatalf("status %+v", st)
 	}
-	if st.Counters["BytesToHost"] != 1<<20 || st.Counters["BytesToGuest"] != 1<<20 {
-		t.Fatalf("byte counters %d %d", st.Counters["BytesToHost"], st.Counters["BytesToGuest"])
+	if st.Counters["bytes_to_host"] != 1<<20 || st.Counters["bytes_to_guest"] != 1<<20 {
+		t.Fatalf("byte counters %d %d", st.Counters["bytes_to_host"], st.Counters["bytes_to_guest"])
 	}
 	client.Close()
 }
@@ -573,7 +573,7 @@ func TestVsockGuestConnectsToHostPortBridgedToUDSPort(t *testing.T) {
 	for !c.rst {
 		c.handle(r.g.recv())
 	}
-	if st := r.v.Status(); len(st.Connections) != 0 || st.Counters["Closed"] != 1 {
+	if st := r.v.Status(); len(st.Connections) != 0 || st.Counters["closed"] != 1 {
 		t.Fatalf("status %+v", st)
 	}
 }
@@ -585,7 +585,7 @@ func TestVsockGuestRequestToUnservedPortGetsRst(t *testing.T) {
 	if p := r.g.recv(); p.String() != "RST 7777->6000" {
 		t.Fatalf("got %v", p)
 	}
-	if n := r.v.Status().Counters["DialFailed"]; n != 1 {
+	if n := r.v.Status().Counters["dial_failed"]; n != 1 {
 		t.Fatalf("DialFailed=%d", n)
 	}
 }
@@ -599,7 +599,7 @@ func TestVsockGuestRstClosesHostClient(t *testing.T) {
 	if b, err := io.ReadAll(client); err != nil || len(b) != 0 {
 		t.Fatalf("client read %q, %v; want EOF", b, err)
 	}
-	if st := r.v.Status(); len(st.Connections) != 0 || st.Counters["RstReceived"] != 1 {
+	if st := r.v.Status(); len(st.Connections) != 0 || st.Counters["rst_received"] != 1 {
 		t.Fatalf("status %+v", st)
 	}
 }
@@ -619,7 +619,7 @@ func TestVsockMalformedTxPacketsAreCountedAndServiceContinues(t *testing.T) {
 		t.Fatalf("got %v", p)
 	}
 	c := r.v.Status().Counters
-	if c["HdrShort"] != 1 || c["HdrType"] != 1 || c["HdrSrcCID"] != 1 || c["PktsFromGuest"] != 0 {
+	if c["hdr_short"] != 1 || c["hdr_type"] != 1 || c["hdr_src_cid"] != 1 || c["pkts_from_guest"] != 0 {
 		t.Fatalf("counters %v", c)
 	}
 	// Still serving.
@@ -646,7 +646,7 @@ func TestVsockSessionLossResetsConnectionsAndReconnectServesAgain(t *testing.T) 
 		t.Fatalf("client read %q, %v; want EOF", b, err)
 	}
 	st := r.v.Status()
-	if len(st.Connections) != 0 || st.Counters["SessionResets"] != 1 {
+	if len(st.Connections) != 0 || st.Counters["session_resets"] != 1 {
 		t.Fatalf("status %+v", st)
 	}
 	// QEMU reconnects (chardev reconnect=1): full init, rings resumed at
@@ -813,7 +813,7 @@ func TestVsockMalformedChainsAreCounted(t *testing.T) {
 		t.Fatalf("got %v", p)
 	}
 	c := r.v.Status().Counters
-	if c["TxChainWritable"] != 1 || c["RxBufTooSmall"] != 1 || c["RxChainReadable"] != 1 || c["PktsFromGuest"] != 1 {
+	if c["tx_chain_writable"] != 1 || c["rx_buf_too_small"] != 1 || c["rx_chain_readable"] != 1 || c["pkts_from_guest"] != 1 {
 		t.Fatalf("counters %v", c)
 	}
 }
