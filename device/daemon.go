@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"falconnic/device/cm"
+	"falconnic/device/vsock"
 	"falconnic/internal/clock"
 	"falconnic/internal/control"
 )
@@ -55,7 +56,7 @@ type Daemon struct {
 	sw     *Switch
 	fabric *Fabric      // nil without a fabric section
 	nics   []*daemonNIC // each with the functions it owns (daemon_nic.go)
-	vsocks []*Vsock
+	vsocks []*vsock.Device
 	cm     *cm.Manager // connection set-up for every protocol, and the fabric's Falcon demux
 	ports  daemonPorts
 	nvme   nvmeDaemon

@@ -26,6 +26,7 @@ var rules = map[string][]string{
 	// port (and the daemon, at device/, assembles them).
 	"device/port":     {"falcon", "firmware", "internal/"},
 	"device/cm":       {"device/port", "falcon", "internal/"},
+	"device/vsock":    {"vhostuser", "internal/"},
 	"device/rdmauapi": {"internal/"},
 	"qemu":            {"qemu", "internal/"},
 	"guest":           {"guest", "internal/"},
@@ -118,6 +119,8 @@ func TestRuleMatching(t *testing.T) {
 		{"device/cm", "device/port", true},
 		{"device/cm", "device", false},
 		{"device/cm", "verbs", false},
+		{"device/vsock", "device", false},
+		{"device/vsock", "vhostuser", true},
 		{"device", "device/port", true},
 		{"falconx", "falcon", false},
 		{"cmd/falconnic", "device", true},

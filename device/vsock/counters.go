@@ -1,10 +1,10 @@
-package device
+package vsock
 
 import "falconnic/internal/stats"
 
-// VsockCounters counts every vsock event, drop and error by cause. They
+// Counters counts every vsock event, drop and error by cause. They
 // are free-running and survive vhost-user sessions.
-type VsockCounters struct {
+type Counters struct {
 	PktsFromGuest stats.Counter
 	PktsToGuest   stats.Counter
 	BytesToHost   stats.Counter
@@ -50,7 +50,7 @@ type VsockCounters struct {
 }
 
 // Set lists the counters with their help text.
-func (c *VsockCounters) Set() stats.Set {
+func (c *Counters) Set() stats.Set {
 	return stats.Set{
 		{Name: "pkts_from_guest", Help: "valid packets from the guest's TX queue", Counter: &c.PktsFromGuest},
 		{Name: "pkts_to_guest", Help: "packets written to the guest's RX queue", Counter: &c.PktsToGuest},
@@ -95,8 +95,8 @@ func (c *VsockCounters) Set() stats.Set {
 	}
 }
 
-// parseCounter maps a ParseVsockHdr error to its counter.
-func (c *VsockCounters) parseCounter(err error) *stats.Counter {
+// parseCounter maps a ParseHdr error to its counter.
+func (c *Counters) parseCounter(err error) *stats.Counter {
 	for _, r := range []struct {
 		err error
 		c   *stats.Counter
