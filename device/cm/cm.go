@@ -204,7 +204,7 @@ func (cm *Manager) deliver(m cmMsg, r cmRoute) {
 	case a == nil:
 		cm.Stats.NoNIC.Inc()
 		cm.reject(m, r)
-	case a.protos[m.protocol()&15] == nil:
+	case a.proto(m.protocol()) == nil:
 		cm.Stats.NoULP.Inc()
 		cm.reject(m, r)
 	case !a.port.TryDo(func(*falcon.Endpoint) { a.receive(m, r) }):
@@ -295,7 +295,16 @@ type cmConn struct {
 
 // Register has the agent set up connections of protocol proto for p
 // (before the port runs).
-func (a *Agent) Register(proto wire.ProtocolType, p Proto) { a.protos[proto&15] = &p }
+func (a *Agent) Register(proto wire.ProtocolType, p Proto) { a.protos[proto] = &p }
+
+// proto returns the part of protocol t, nil if none is registered (any
+// value: t may come from a message).
+func (a *Agent) proto(t wire.ProtocolType) *Proto {
+	if int(t) >= len(a.protos) {
+		return nil
+	}
+	return a.protos[t]
+}
 
 // MAC returns the agent's NIC's MAC.
 func (a *Agent) MAC() [6]byte { return a.mac }
@@ -328,7 +337,7 @@ func (a *Agent) Redial(proto wire.ProtocolType, peer [6]byte, conn *falcon.Conn)
 // dial starts a set-up: a new CID and sequence numbers, then REQs until a
 // REP.
 func (a *Agent) dial(proto wire.ProtocolType, peer [6]byte, c *cmConn) {
-	p := a.protos[proto&15]
+	p := a.proto(proto)
 	if p == nil || peer == a.mac {
 		return
 	}
@@ -414,7 +423,7 @@ func (a *Agent) onREQ(key cmKey, c *cmConn, m cmMsg, r cmRoute) {
 		a.rearm()
 	}
 	cfg := falcon.ConnConfig{SCID: a.cm.AllocCID(a.port), DCID: m.srcCID, Protocol: key.proto}
-	a.protos[key.proto&15].Config(&cfg)
+	a.proto(key.proto).Config(&cfg)
 	a.port.RandomPSNs(&cfg)
 	cfg.RxReqPSN, cfg.RxDataPSN, cfg.RxRSN = wire.PSN(m.reqPSN), wire.PSN(m.dataPSN), wire.RSN(m.rsn)
 	if !a.install(key, c, cfg, r) {
@@ -448,7 +457,7 @@ func (a *Agent) install(key cmKey, c *cmConn, cfg falcon.ConnConfig, r cmRoute) 
 	case a.cm.net != nil:
 		cfg.Peer = a.cm.net.FalconLink(r.addr)
 	}
-	p := a.protos[key.proto&15]
+	p := a.proto(key.proto)
 	conn, err := a.port.Connect(cfg)
 	if err == nil {
 		if err = p.Up(key.peer, conn); err != nil {
@@ -475,7 +484,7 @@ func (a *Agent) install(key cmKey, c *cmConn, cfg falcon.ConnConfig, r cmRoute) 
 // down closes c's connection after telling its protocol.
 func (a *Agent) down(key cmKey, c *cmConn) {
 	old := c.conn
-	a.protos[key.proto&15].Down(key.peer, old)
+	a.proto(key.proto).Down(key.peer, old)
 	_ = a.port.CloseConn(old.SCID())
 	a.cm.ReleaseCID(old.SCID())
 }
@@ -517,7 +526,7 @@ func (a *Agent) OnTimer(now time.Duration) {
 		if c.conn == nil {
 			delete(a.conns, key)
 		}
-		if p := a.protos[key.proto&15]; p.Failed != nil {
+		if p := a.proto(key.proto); p.Failed != nil {
 			p.Failed(key.peer)
 		}
 	}

@@ -339,7 +339,7 @@ func TestCMRepeatedREQGetsTheSameREP(t *testing.T) {
 }
 
 // TestCMRejectsWhatItCannotServe: REQs for a MAC the daemon lacks, for a
-// protocol the NIC has no function for, and from a source claiming one
+// protocol the NIC has no function for (or no protocol at all), and from a source claiming one
 // of the daemon's own NICs are refused, each counted; the dialer keeps
 // retrying on the clock and gives up after cmMaxTries.
 func TestCMRejectsWhatItCannotServe(t *testing.T) {
@@ -349,18 +349,19 @@ func TestCMRejectsWhatItCannotServe(t *testing.T) {
 	to(cmMsg{typ: cmREQ, src: cmMAC(0xa), dst: cmMAC(0xc), srcCID: 5})
 	to(cmMsg{typ: cmREQ, proto: uint8(wire.ProtoNVMe), src: cmMAC(0xa), dst: cmMAC(0xb), srcCID: 6})
 	to(cmMsg{typ: cmREQ, src: cmMAC(0xb), dst: cmMAC(0xb), srcCID: 7})
+	to(cmMsg{typ: cmREQ, proto: 16 + uint8(wire.ProtoRDMA), src: cmMAC(0xa), dst: cmMAC(0xb), srcCID: 8})
 	w.deliver(cmInFlight{from: d1.addr, to: d2.addr, b: []byte("FNCM but short")})
 	rejs := w.take()
-	if len(rejs) != 2 {
-		t.Fatalf("%d answers, want two REJs", len(rejs))
+	if len(rejs) != 3 {
+		t.Fatalf("%d answers, want three REJs", len(rejs))
 	}
-	for i, want := range []uint32{5, 6} {
+	for i, want := range []uint32{5, 6, 8} {
 		if m, err := decodeCM(rejs[i].b); err != nil || m.typ != cmREJ || m.dstCID != want {
 			t.Errorf("answer %d: %+v %v", i, m, err)
 		}
 	}
 	st := &d2.cm.Stats
-	if st.NoNIC.Load() != 1 || st.NoULP.Load() != 1 || st.Spoofed.Load() != 1 || st.DecodeErr.Load() != 1 || st.REJSent.Load() != 2 {
+	if st.NoNIC.Load() != 1 || st.NoULP.Load() != 2 || st.Spoofed.Load() != 1 || st.DecodeErr.Load() != 1 || st.REJSent.Load() != 3 {
 		t.Fatalf("counters %v", st.Set().NonZero())
 	}
 
