@@ -199,12 +199,15 @@ func (cm *Manager) ReceiveCM(from netip.AddrPort, flow uint32, payload []byte) {
 // deliver hands m to the agent of NIC m.dst as work for its port; a REQ
 // that no agent can take is answered with a REJ along r.
 func (cm *Manager) deliver(m cmMsg, r cmRoute) {
-	a := cm.agent(m.dst)
+	cm.mu.RLock()
+	a := cm.agents[m.dst]
+	served := a != nil && a.proto(m.protocol()) != nil
+	cm.mu.RUnlock()
 	switch {
 	case a == nil:
 		cm.Stats.NoNIC.Inc()
 		cm.reject(m, r)
-	case a.proto(m.protocol()) == nil:
+	case !served:
 		cm.Stats.NoULP.Inc()
 		cm.reject(m, r)
 	case !a.port.TryDo(func(*falcon.Endpoint) { a.receive(m, r) }):
@@ -295,7 +298,11 @@ type cmConn struct {
 
 // Register has the agent set up connections of protocol proto for p
 // (before the port runs).
-func (a *Agent) Register(proto wire.ProtocolType, p Proto) { a.protos[proto] = &p }
+func (a *Agent) Register(proto wire.ProtocolType, p Proto) {
+	a.cm.mu.Lock() // the fabric's goroutine may look already (deliver)
+	a.protos[proto] = &p
+	a.cm.mu.Unlock()
+}
 
 // proto returns the part of protocol t, nil if none is registered (any
 // value: t may come from a message).
