@@ -36,9 +36,9 @@ const (
 )
 
 func newFairRig(t *testing.T) *fairRig {
-	hub := NewConnManager(nil)
+	mgr := NewConnManager(nil)
 	pa, pb := NewFalconPort(nil, nil), NewFalconPort(nil, nil)
-	r := &fairRig{t: t, pa: pa, a: newVMOn(t, 0xa, hub, pa), b: newVMOn(t, 0xb, hub, pb)}
+	r := &fairRig{t: t, pa: pa, a: newVMOn(t, 0xa, mgr, pa), b: newVMOn(t, 0xb, mgr, pb)}
 	ini, tgt := NewNVMeFunc(pa, 1), NewNVMeFunc(pb, 2) // before Run: SetULP
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -51,7 +51,7 @@ func newFairRig(t *testing.T) *fairRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.path, _, err = ConnectNVMeLocal(ini, tgt, LocalCIDs(hub, ini, tgt)); err != nil {
+	if r.path, _, err = ConnectNVMeLocal(ini, tgt, LocalCIDs(mgr, ini, tgt)); err != nil {
 		t.Fatal(err)
 	}
 	r.qa = r.a.setupRC(16)

@@ -314,9 +314,9 @@ func (v *vm) pollCQ(gpa uint64) verbs.WC {
 }
 
 func TestRDMAControlChannelWriteBetweenTwoNICs(t *testing.T) {
-	hub := NewConnManager(nil)
-	writeBetween(t, newVM(t, 0xa, hub), newVM(t, 0xb, hub))
-	if n := hub.Stats.ConnsUp.Load(); n != 2 {
+	mgr := NewConnManager(nil)
+	writeBetween(t, newVM(t, 0xa, mgr), newVM(t, 0xb, mgr))
+	if n := mgr.Stats.ConnsUp.Load(); n != 2 {
 		t.Fatalf("connections up %d, want one at each NIC", n)
 	}
 }
@@ -590,8 +590,8 @@ func TestRDMAControlSRQAHQueries(t *testing.T) {
 // When a guest dies its NIC drops every RDMA object; the peer's next WRITE
 // completes in error at the peer and touches nothing.
 func TestRDMAPeerGuestDiesMidTraffic(t *testing.T) {
-	hub := NewConnManager(nil)
-	a, b := newVM(t, 0xa, hub), newVM(t, 0xb, hub)
+	mgr := NewConnManager(nil)
+	a, b := newVM(t, 0xa, mgr), newVM(t, 0xb, mgr)
 	writeBetween(t, a, b)
 	b.r.SetMemTable(nil)
 	// A's application starts over (a new instance) and writes again.
