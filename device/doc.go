@@ -56,9 +56,10 @@
 // "nvme.cores" goroutines (default one; FalconPort.Host); every other
 // NIC's port has a goroutine of its own.
 //
-// Namespaces (nvmet*.go): a file or block device namespace's nCMD IOs are
-// cut at the end of each burst into runs of adjacent reads or writes, one
-// vectored call each (nvmet_pool.go). By default ("aio": "io_uring") the
+// NVMe function (nvme_*.go, daemon_nvme.go; the disks are blk*.go): a
+// file or block device namespace's nCMD IOs are cut at the end of each
+// burst into runs of adjacent reads or writes, one vectored call each
+// (nvme_pool.go). By default ("aio": "io_uring") the
 // port's goroutine submits a burst's runs in one io_uring_enter and reaps
 // the completions when the ring's eventfd wakes it (internal/uring); with
 // "threads", or where the kernel refuses io_uring, a pool of worker

@@ -113,7 +113,7 @@ func NewBackend(s NamespaceSpec) (nvme.Backend, int64, error) {
 
 // AddNamespace exports the namespace spec describes (before Run, or
 // through Port.Call). A file or block device is served by an nsPool
-// (nvmet_pool.go: io_uring or worker goroutines); memory on the port's
+// (nvme_pool.go: io_uring or worker goroutines); memory on the port's
 // goroutine.
 func (f *NVMeFunc) AddNamespace(s NamespaceSpec) (*nvme.Namespace, error) {
 	be, size, err := NewBackend(s)
