@@ -112,7 +112,7 @@ func TestBlkQemuFioVerify(t *testing.T) {
 		"-smp", "1", "-cpu", "qemu64", "-nographic", "-nodefaults", "-no-reboot",
 		"-kernel", filepath.Join(imgDir, man.Kernel), "-initrd", filepath.Join(imgDir, man.Initrd),
 		"-serial", "file:"+console,
-		"-chardev", "socket,id=vs,path="+v.cfg.Socket+",server=on",
+		"-chardev", "socket,id=vs,path="+filepath.Join(dir, "vs.sock")+",server=on",
 		"-device", "vhost-user-vsock-pci,chardev=vs",
 		"-chardev", "socket,id=d0,path="+blkSock+",reconnect=1",
 		"-device", "vhost-user-blk-pci,chardev=d0",
@@ -152,7 +152,7 @@ func TestBlkQemuFioVerify(t *testing.T) {
 			t.Fatalf("guest not ready\n%s", report())
 		}
 	}
-	conn, err := net.Dial("unix", v.cfg.UDS)
+	conn, err := net.Dial("unix", filepath.Join(dir, "v"))
 	vsMust(t, err)
 	defer conn.Close()
 	fmt.Fprintf(conn, "CONNECT 1024\n")

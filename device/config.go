@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"falconnic/device/vsock"
 	"fmt"
 	"net"
 	"net/netip"
@@ -69,7 +70,7 @@ type Config struct {
 	Fabric  *FabricSpec `json:"fabric,omitempty"`
 	// Vsock lists vhost-user-vsock devices (one per VM that wants the guest
 	// agent over vsock), each bridged to host unix sockets.
-	Vsock []VsockConfig `json:"vsock,omitempty"`
+	Vsock []vsock.Config `json:"vsock,omitempty"`
 	// NVMe declares exported namespaces and vhost-user-blk disks (NVMeSpec).
 	NVMe *NVMeSpec `json:"nvme,omitempty"`
 }

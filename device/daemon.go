@@ -8,11 +8,11 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
+	"falconnic/device/cm"
+	"falconnic/device/vsock"
 	"falconnic/internal/clock"
 	"falconnic/internal/control"
 )
@@ -60,22 +60,15 @@ type Daemon struct {
 	watchObserve bool
 
 	sw     *Switch
-	fabric *Fabric // nil without a fabric section
-	nics   []*daemonNIC
-	vsocks []*Vsock
-	rdma   rdmaDaemon
+	fabric *Fabric      // nil without a fabric section
+	nics   []*daemonNIC // each with the functions it owns (daemon_nic.go)
+	vsocks []*vsock.Device
+	cm     *cm.Manager // connection set-up for every protocol, and the fabric's Falcon demux
+	ports  daemonPorts
 	nvme   nvmeDaemon
 
 	ctl   *control.Server
 	ctlLn net.Listener
-}
-
-type daemonNIC struct {
-	spec NICSpec
-	port *SwitchPort
-	nic  DaemonNIC
-	err  error // why Serve stopped early, if it did
-	mu   sync.Mutex
 }
 
 // NewDaemon builds a daemon from cfg (as checked by ParseConfig). On error,
@@ -136,31 +129,23 @@ func NewDaemon(cfg *Config, opts DaemonOptions) (_ *Daemon, err error) {
 		up.Connect(d.fabric)
 		d.fabric.SetFrameSink(up)
 	}
+	d.cm = NewConnManager(d.fabric)
 	for _, spec := range cfg.NICs {
-		if !spec.Dial {
-			if err := os.MkdirAll(filepath.Dir(spec.Socket), 0o755); err != nil {
-				return nil, fmt.Errorf("nic %s: %w", spec.Name, err)
-			}
-		}
-		port := d.sw.AddPort(spec.Name)
-		if !spec.AnySourceMAC {
-			if err := port.LockSource(spec.hwAddr()); err != nil {
-				d.sw.RemovePort(port)
-				return nil, err
-			}
-		}
-		nic, err := opts.NewNIC(spec, port)
+		n, err := d.newNIC(spec, opts.NewNIC)
 		if err != nil {
-			d.sw.RemovePort(port)
-			return nil, fmt.Errorf("nic %s: %w", spec.Name, err)
+			return nil, err
 		}
-		port.Connect(nic)
-		d.attachRDMA(nic)
-		d.nics = append(d.nics, &daemonNIC{spec: spec, port: port, nic: nic})
+		d.nics = append(d.nics, n)
 	}
 	if err := d.addVsocks(); err != nil {
 		return nil, err
 	}
+	shared := d.addNVMeFuncs()
+	cores := 0
+	if cfg.NVMe != nil {
+		cores = cfg.NVMe.Cores
+	}
+	d.runPorts(shared, cores)
 	if err := d.addNVMe(); err != nil {
 		return nil, err
 	}
@@ -204,7 +189,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := n.nic.Serve(ctx)
+			err := n.eth.Serve(ctx)
 			if err != nil && ctx.Err() == nil {
 				n.mu.Lock()
 				n.err = err
@@ -213,7 +198,6 @@ func (d *Daemon) Run(ctx context.Context) error {
 			}
 		}()
 	}
-	d.runRDMA(ctx, &wg)
 	d.runVsocks(ctx, &wg)
 	d.runNVMe(ctx, &wg)
 	sweep := d.startSweeper()
@@ -231,19 +215,28 @@ func (d *Daemon) Run(ctx context.Context) error {
 // close releases everything; it is safe after a partial NewDaemon.
 func (d *Daemon) close() {
 	for _, n := range d.nics {
-		if err := n.nic.Close(); err != nil {
+		if err := n.eth.Close(); err != nil {
 			d.log.Warn("closing nic", "nic", n.spec.Name, "err", err)
 		}
-		d.sw.RemovePort(n.port)
+		d.sw.RemovePort(n.sw)
 	}
 	d.closeVsocks()
 	d.closeNVMe()
+	d.closePorts()
 	if d.fabric != nil {
 		d.fabric.Close()
 	}
 	if d.ctlLn != nil {
 		d.ctlLn.Close() // removes the socket file
 	}
+}
+
+// after returns a channel closed dur from now on the daemon's clock, and
+// the function that cancels it.
+func (d *Daemon) after(dur time.Duration) (<-chan struct{}, func()) {
+	c := make(chan struct{})
+	t := d.clk.AfterFunc(dur, func() { close(c) })
+	return c, func() { t.Stop() }
 }
 
 func (d *Daemon) fabricAddr() string {
@@ -301,6 +294,8 @@ type Status struct {
 	Fabric  *FabricStatus `json:"fabric,omitempty"`
 	Vsock   []any         `json:"vsock,omitempty"`
 	NVMe    *NVMeStatus   `json:"nvme,omitempty"`
+	// CM are the connection manager's counters (every protocol).
+	CM map[string]uint64 `json:"cm,omitempty"`
 }
 
 // NICReport is one NIC in the daemon status: its config, its switch port's
@@ -313,6 +308,9 @@ type NICReport struct {
 	Error      string            `json:"error,omitempty"`
 	Port       map[string]uint64 `json:"port"`
 	Device     json.RawMessage   `json:"device,omitempty"`
+	// Falcon is the NIC's Falcon port: every Falcon ULP's connections
+	// (per protocol) and the endpoint's counters.
+	Falcon *FalconPortStatus `json:"falcon_port,omitempty"`
 }
 
 // Status reports the whole daemon.
@@ -322,23 +320,8 @@ func (d *Daemon) Status() Status {
 		Control: d.cfg.Control,
 		Switch:  d.sw.Status(),
 	}
-	for i := range d.nics {
-		n := d.nics[i]
-		r := NICReport{
-			Name: n.spec.Name, Socket: n.spec.Socket, MAC: n.spec.MAC, QueuePairs: n.spec.QueuePairs,
-			Port: n.port.Counters().Snapshot(),
-		}
-		n.mu.Lock()
-		if n.err != nil {
-			r.Error = n.err.Error()
-		}
-		n.mu.Unlock()
-		if raw, err := json.Marshal(n.nic.StatusJSON()); err == nil {
-			r.Device = raw
-		} else if r.Error == "" {
-			r.Error = "status: " + err.Error()
-		}
-		st.NICs = append(st.NICs, r)
+	for _, n := range d.nics {
+		st.NICs = append(st.NICs, n.report())
 	}
 	if d.fabric != nil {
 		fs := d.fabric.Status()
@@ -348,6 +331,7 @@ func (d *Daemon) Status() Status {
 		st.Vsock = append(st.Vsock, v.StatusJSON())
 	}
 	st.NVMe = d.nvmeStatus()
+	st.CM = d.cm.Stats.Set().Snapshot()
 	return st
 }
 

@@ -139,7 +139,7 @@ func TestDaemonSwitchesGuestsOverVhostUser(t *testing.T) {
 	if len(st.NICs) != 2 || !strings.Contains(string(st.NICs[0].Device), `"session":`) || !strings.Contains(string(st.NICs[0].Device), `"role":"rx0"`) {
 		t.Errorf("NIC status lacks the device's session and queues: %s", st.NICs[0].Device)
 	}
-	if st.NICs[1].Port["TxFrames"] != 2 || st.NICs[0].Port["TxFrames"] != 1 {
+	if st.NICs[1].Port["tx_frames"] != 2 || st.NICs[0].Port["tx_frames"] != 1 {
 		t.Errorf("port counters a=%v b=%v", st.NICs[0].Port, st.NICs[1].Port)
 	}
 }
@@ -168,7 +168,7 @@ func TestDaemonsConnectGuestsOverTheFabric(t *testing.T) {
 	if got := ga.recvN(0, 1)[0]; !bytes.Equal(got, big) {
 		t.Fatalf("guest A got %d bytes, want the 1500-byte reply", len(got))
 	}
-	if got := db.Fabric().Status().Counters["TxFlooded"]; got != 0 {
+	if got := db.Fabric().Status().Counters["tx_flooded"]; got != 0 {
 		t.Errorf("daemon B flooded %d frames; the reply's destination was learned", got)
 	}
 }

@@ -14,19 +14,11 @@ import (
 	"falconnic/vhostuser"
 )
 
-// nvmeDaemon is the daemon's NVMe side: a Falcon port and NVMe function
-// per NIC that exports namespaces or has disks, and the disks' vhost-user-
-// blk servers. The ports run from NewDaemon (disks need Identify before
-// they serve) until close.
+// nvmeDaemon is what the daemon's NVMe side shares between NICs (each
+// NIC owns its NVMe function and disks: daemonNIC).
 type nvmeDaemon struct {
-	funcs  map[string]*NVMeFunc
-	disks  []*nvmeDisk
-	stop   context.CancelFunc
-	ports  sync.WaitGroup
 	served sync.WaitGroup // the disks' servers
-	nextID uint32
-	cm     *NVMeCM    // with a fabric: paths to other daemons' NICs
-	mu     sync.Mutex // remote disks' blk/srv
+	mu     sync.Mutex     // remote disks' blk/srv
 }
 
 type nvmeDisk struct {
@@ -42,51 +34,46 @@ type nvmeDisk struct {
 // nvmeIdentifyTimeout bounds a disk's Identify at start-up.
 const nvmeIdentifyTimeout = 5 * time.Second
 
-// nvmeCIDBase keeps NVMe connections' CIDs apart from the RDMA hub's,
-// which counts up from 1 (CIDs only need to be unique per endpoint today;
-// this keeps them unique in the daemon for a shared fabric demux).
-const nvmeCIDBase = 1 << 23
-
-// addNVMe builds the config's namespaces and disks.
-func (d *Daemon) addNVMe() error {
+// addNVMeFuncs attaches an NVMe function to the port of each NIC that
+// exports namespaces or has disks (before the ports run) and returns
+// those NICs in the order the functions were built: namespaces' NICs,
+// then each disk's initiator and local target.
+func (d *Daemon) addNVMeFuncs() []*daemonNIC {
 	spec := d.cfg.NVMe
-	if spec == nil || (len(spec.Namespaces) == 0 && len(spec.Disks) == 0) {
+	if spec == nil {
 		return nil
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	n := &d.nvme
-	n.funcs, n.stop, n.nextID = map[string]*NVMeFunc{}, cancel, nvmeCIDBase
-	var cores []*FalconPort // the ports whose goroutines run the others (Host)
-	fn := func(nic string) *NVMeFunc {
-		if f := n.funcs[nic]; f != nil {
-			return f
+	var order []*daemonNIC
+	add := func(name string) {
+		n := d.nic(name)
+		if n == nil || n.nvme != nil {
+			return
 		}
-		port := NewFalconPort(nil, nil)
-		n.ports.Add(1)
-		f := NewNVMeFunc(port, uint32(len(n.funcs)+1)) // before Run: SetULP
+		n.nvme = NewNVMeFunc(n.falcon, uint32(len(order)+1))
+		n.nvme.AttachCM(n.cm)
 		if t := spec.CommandTimeout; t > 0 {
-			f.Engine.SetCommandTimeout(time.Duration(t))
+			n.nvme.Engine.SetCommandTimeout(time.Duration(t))
 		}
-		if i := len(n.funcs); i < max(spec.Cores, 1) {
-			cores = append(cores, port)
-		} else {
-			cores[i%len(cores)].Host(port) // set up: it may run now
-		}
-		go func() { defer n.ports.Done(); port.Run(ctx) }()
-		n.funcs[nic] = f
-		if n.cm != nil {
-			n.cm.Add(d.nicMAC(nic), f)
-		}
-		return f
-	}
-	if d.fabric != nil {
-		if d.rdma.hub == nil {
-			d.rdma.hub = NewRDMAHub(d.fabric)
-		}
-		n.cm = NewNVMeCM(d.rdma.hub, d.fabric)
+		order = append(order, n)
 	}
 	for _, s := range spec.Namespaces {
-		f := fn(s.NIC)
+		add(s.NIC)
+	}
+	for _, ds := range spec.Disks {
+		add(ds.NIC)
+		add(ds.Target) // when it is a NIC of this daemon
+	}
+	return order
+}
+
+// addNVMe builds the config's namespaces and disks (the ports run).
+func (d *Daemon) addNVMe() error {
+	spec := d.cfg.NVMe
+	if spec == nil {
+		return nil
+	}
+	for _, s := range spec.Namespaces {
+		f := d.nic(s.NIC).nvme
 		var err error
 		if !f.Port.Call(func(*falcon.Endpoint) { _, err = f.AddNamespace(s) }) {
 			err = ErrPortStopped
@@ -95,23 +82,24 @@ func (d *Daemon) addNVMe() error {
 			return fmt.Errorf("nic %s: %w", s.NIC, err)
 		}
 	}
-	cid := func() uint32 { n.nextID++; return n.nextID }
 	for _, ds := range spec.Disks {
-		ini := fn(ds.NIC)
+		n := d.nic(ds.NIC)
+		ini := n.nvme
 		if !ds.Dial {
 			if err := os.MkdirAll(filepath.Dir(ds.Socket), 0o755); err != nil {
 				return fmt.Errorf("disk %s: %w", ds.Name, err)
 			}
 		}
-		if !d.isNIC(ds.Target) {
+		tgt := d.nic(ds.Target)
+		if tgt == nil {
 			// Set up in Run, once the fabric receives (remoteDisk).
-			if n.cm == nil {
+			if d.fabric == nil {
 				return fmt.Errorf("disk %s: target %s is not a nic of this daemon, and there is no fabric", ds.Name, ds.Target)
 			}
 			n.disks = append(n.disks, &nvmeDisk{spec: ds, ini: ini})
 			continue
 		}
-		path, _, err := ConnectNVMeLocal(ini, fn(ds.Target), cid)
+		path, _, err := ConnectNVMeLocal(ini, tgt.nvme, LocalCIDs(d.cm, ini, tgt.nvme))
 		if err != nil {
 			return fmt.Errorf("disk %s: %w", ds.Name, err)
 		}
@@ -123,40 +111,20 @@ func (d *Daemon) addNVMe() error {
 		if err != nil {
 			return fmt.Errorf("disk %s: %w", ds.Name, err)
 		}
-		n.disks = append(n.disks, &nvmeDisk{spec: ds, blk: blk, srv: &vhostuser.Server{Path: ds.Socket, Dial: ds.Dial, Device: blk, Log: d.log.With("disk", ds.Name), WatchdogObserve: d.watchObserve}})
+		n.disks = append(n.disks, &nvmeDisk{spec: ds, ini: ini, blk: blk, srv: &vhostuser.Server{Path: ds.Socket, Dial: ds.Dial, Device: blk,
+			Log: d.log.With("disk", ds.Name), WatchdogObserve: d.watchObserve}})
 	}
 	return nil
-}
-
-// isNIC reports whether name is a NIC of this daemon.
-func (d *Daemon) isNIC(name string) bool {
-	for _, n := range d.cfg.NICs {
-		if n.Name == name {
-			return true
-		}
-	}
-	return false
-}
-
-// nicMAC returns the MAC of this daemon's NIC name.
-func (d *Daemon) nicMAC(name string) [6]byte {
-	var m [6]byte
-	for _, n := range d.cfg.NICs {
-		if n.Name == name {
-			copy(m[:], n.hwAddr())
-		}
-	}
-	return m
 }
 
 // diskPaths is a remote disk's view of its NIC's NVMe path to the target
 // NIC (BlkPaths); used on the port's goroutine.
 type diskPaths struct {
-	cm          *NVMeCM
-	local, peer [6]byte
-	blk         *Blk
-	latest      *nvme.Path
-	first       chan *nvme.Path
+	f      *NVMeFunc
+	peer   [6]byte
+	blk    *Blk
+	latest *nvme.Path
+	first  chan *nvme.Path
 }
 
 // use takes a new path from the CM.
@@ -182,7 +150,7 @@ func (p *diskPaths) attach(b *Blk) {
 }
 
 // Broken implements BlkPaths.
-func (p *diskPaths) Broken(path *nvme.Path) { p.cm.Broken(p.local, p.peer, path) }
+func (p *diskPaths) Broken(path *nvme.Path) { p.f.Broken(p.peer, path) }
 
 // remoteRetryEvery paces a remote disk's set-up while its target does
 // not answer (its daemon not up yet).
@@ -197,16 +165,21 @@ func (d *Daemon) remoteDisk(ctx context.Context, k *nvmeDisk) (*vhostuser.Server
 	if err != nil || len(hw) != 6 {
 		return nil, fmt.Errorf("target %q: not a MAC address", ds.Target)
 	}
-	p := &diskPaths{cm: d.nvme.cm, local: d.nicMAC(ds.NIC), first: make(chan *nvme.Path, 1)}
+	p := &diskPaths{f: ini, first: make(chan *nvme.Path, 1)}
 	copy(p.peer[:], hw)
-	d.nvme.cm.Dial(ini, p.local, p.peer, p.use)
+	if !ini.Port.Call(func(*falcon.Endpoint) { ini.Dial(p.peer, p.use) }) {
+		return nil, ErrPortStopped
+	}
 	var path *nvme.Path
 	for {
+		wait, stop := d.after(remoteRetryEvery * 5)
 		select {
 		case path = <-p.first:
+			stop()
 		case <-ctx.Done():
+			stop()
 			return nil, ctx.Err()
-		case <-time.After(remoteRetryEvery * 5):
+		case <-wait:
 			d.log.Warn("disk waiting for its target", "disk", ds.Name, "target", ds.Target)
 			ini.Port.Do(func(*falconEndpoint) { p.Broken(p.latest) })
 			continue
@@ -228,17 +201,19 @@ func (d *Daemon) remoteDisk(ctx context.Context, k *nvmeDisk) (*vhostuser.Server
 			return srv, nil
 		}
 		d.log.Warn("disk identify failed", "disk", ds.Name, "target", ds.Target, "err", err)
+		pause, cancel := d.after(remoteRetryEvery)
 		select {
 		case <-ctx.Done():
+			cancel()
 			return nil, ctx.Err()
-		case <-time.After(remoteRetryEvery):
+		case <-pause:
 		}
 		ini.Port.Do(func(*falconEndpoint) { p.Broken(path) })
 	}
 }
 
 func (d *Daemon) runNVMe(ctx context.Context, wg *sync.WaitGroup) {
-	for _, k := range d.nvme.disks {
+	for _, k := range d.disks() {
 		wg.Add(1)
 		d.nvme.served.Add(1)
 		go func() {
@@ -263,15 +238,9 @@ func (d *Daemon) runNVMe(ctx context.Context, wg *sync.WaitGroup) {
 	}
 }
 
-// closeNVMe stops the ports once the disks' servers returned (their queue
-// workers hand the ports their last requests).
-func (d *Daemon) closeNVMe() {
-	d.nvme.served.Wait()
-	if d.nvme.stop != nil {
-		d.nvme.stop()
-		d.nvme.ports.Wait()
-	}
-}
+// closeNVMe waits for the disks' servers to return (their queue workers
+// hand the ports their last requests; closePorts then stops the ports).
+func (d *Daemon) closeNVMe() { d.nvme.served.Wait() }
 
 // DiskStatus is one disk in the daemon status.
 type DiskStatus struct {
@@ -291,18 +260,25 @@ type NVMeStatus struct {
 	Disks      []DiskStatus                 `json:"disks,omitempty"`
 	Engines    map[string]map[string]uint64 `json:"engines,omitempty"`
 	Namespaces map[string]map[string]uint64 `json:"namespaces,omitempty"`
-	// Ports are the NICs' Falcon endpoints (retransmissions, ACKs, drops).
-	Ports map[string]map[string]uint64 `json:"ports,omitempty"`
-	CM    map[string]uint64            `json:"cm,omitempty"` // the NVMe connection manager
+	CM         map[string]uint64            `json:"cm,omitempty"` // the NVMe connection manager
+}
+
+// disks lists the daemon's disks, NIC by NIC.
+func (d *Daemon) disks() []*nvmeDisk {
+	var all []*nvmeDisk
+	for _, n := range d.nics {
+		all = append(all, n.disks...)
+	}
+	return all
 }
 
 func (d *Daemon) nvmeStatus() *NVMeStatus {
-	if len(d.nvme.funcs) == 0 {
+	if d.cfg.NVMe == nil || len(d.cfg.NVMe.Namespaces) == 0 && len(d.cfg.NVMe.Disks) == 0 {
 		return nil
 	}
 	st := &NVMeStatus{Engines: map[string]map[string]uint64{}, Namespaces: map[string]map[string]uint64{}}
 	d.nvme.mu.Lock()
-	for _, k := range d.nvme.disks {
+	for _, k := range d.disks() {
 		ds := DiskStatus{Name: k.spec.Name, Socket: k.spec.Socket, Target: k.spec.Target, NSID: k.spec.NSID}
 		if k.blk != nil {
 			ds.Blocks, ds.Session, ds.Counters = k.blk.cfg.Info.Blocks, k.srv.Status(), k.blk.Stats.Set().Snapshot()
@@ -311,24 +287,15 @@ func (d *Daemon) nvmeStatus() *NVMeStatus {
 		st.Disks = append(st.Disks, ds)
 	}
 	d.nvme.mu.Unlock()
-	if d.nvme.cm != nil {
-		st.CM = d.nvme.cm.Stats.Set().Snapshot()
-	}
-	st.Ports = map[string]map[string]uint64{}
-	for name, f := range d.nvme.funcs {
-		st.Engines[name] = f.Engine.Stats.Set().Snapshot()
-		port := f.Port.Stats.Set().Snapshot()
-		f.Port.Call(func(ep *falcon.Endpoint) {
-			for k, v := range ep.Snapshot() {
-				port[k] = v
-			}
-		})
-		st.Ports[name] = port
+	for _, n := range d.nics {
+		if n.nvme != nil {
+			st.Engines[n.spec.Name] = n.nvme.Engine.Stats.Set().Snapshot()
+		}
 	}
 	if d.cfg.NVMe != nil {
 		for _, s := range d.cfg.NVMe.Namespaces {
-			if f := d.nvme.funcs[s.NIC]; f != nil {
-				if ns := f.Engine.Namespace(s.NSID); ns != nil {
+			if n := d.nic(s.NIC); n != nil && n.nvme != nil {
+				if ns := n.nvme.Engine.Namespace(s.NSID); ns != nil {
 					set := ns.Stats.Set()
 					if p, ok := ns.Config().Backend.(*nsPool); ok {
 						set = append(set, p.Stats.Set()...)

@@ -90,7 +90,7 @@ func remoteDisk(t testing.TB, host *testDaemon) *blkRig {
 	}
 	host.nvme.mu.Lock()
 	defer host.nvme.mu.Unlock()
-	return &blkRig{t: t, q: q, gm: gm, blk: host.nvme.disks[0].blk}
+	return &blkRig{t: t, q: q, gm: gm, blk: host.disks()[0].blk}
 }
 
 // writeRead writes n 4 KiB requests at sector base with a pattern of seed
@@ -141,7 +141,7 @@ func TestDiskReachesANamespaceOnAnotherDaemon(t *testing.T) {
 			if hs.NVMe.Engines["host"]["Completed"] < 8*32 || hs.NVMe.Engines["host"]["CompletedInError"] != 0 {
 				t.Errorf("host engine %v", hs.NVMe.Engines["host"])
 			}
-			if cm := host.nvme.cm.Stats.PathsUp.Load(); cm != 1 {
+			if cm := host.cm.Stats.ConnsUp.Load(); cm != 1 {
 				t.Errorf("%d paths set up, want 1", cm)
 			}
 			if c.impair != "" && host.Fabric().c.TxImpairDrop.Load()+store.Fabric().c.TxImpairDrop.Load() == 0 {
@@ -205,7 +205,7 @@ func targetRestart(t *testing.T, timeout string) {
 		}
 	}
 	t.Logf("%d of %d in-flight writes completed OK; blk %v; cm %v", ok, len(ws), r.blk.Stats.Set().NonZero(),
-		host.nvme.cm.Stats.Set().NonZero())
+		host.cm.Stats.Set().NonZero())
 	// What completed OK is in the namespace the new daemon serves.
 	var rs []*blkReqBuilder
 	for i := range ws {
@@ -221,8 +221,8 @@ func targetRestart(t *testing.T, timeout string) {
 		t.Error("no command was retried: the restart did not catch any in flight")
 	}
 	r.writeRead(2048, 8, 2)
-	if host.nvme.cm.Stats.PathsUp.Load() < 2 {
-		t.Errorf("no new path after the restart: %v", host.nvme.cm.Stats.Set().NonZero())
+	if host.cm.Stats.ConnsUp.Load() < 2 {
+		t.Errorf("no new path after the restart: %v", host.cm.Stats.Set().NonZero())
 	}
 }
 
@@ -251,8 +251,8 @@ func TestRestartedInitiatorDaemonReplacesItsPath(t *testing.T) {
 			t.Fatalf("read %d after the restart: status %d, data equal %v", i, rd.status(), bytes.Equal(rd.data(4096), want))
 		}
 	}
-	if n := store.nvme.cm.Stats.Replaced.Load(); n != 1 {
-		t.Errorf("store replaced %d paths, want 1: %v", n, store.nvme.cm.Stats.Set().NonZero())
+	if n := store.cm.Stats.Replaced.Load(); n != 1 {
+		t.Errorf("store replaced %d paths, want 1: %v", n, store.cm.Stats.Set().NonZero())
 	}
 }
 

@@ -112,7 +112,7 @@ func TestDaemonStatusOverControlSocket(t *testing.T) {
 	if len(st.NICs) != 2 || st.NICs[0].Name != "a" || st.NICs[1].MAC != "52:54:00:00:00:02" {
 		t.Fatalf("nics = %+v", st.NICs)
 	}
-	if st.NICs[0].Port["RxFrames"] != 1 || st.NICs[1].Port["TxFrames"] != 1 {
+	if st.NICs[0].Port["rx_frames"] != 1 || st.NICs[1].Port["tx_frames"] != 1 {
 		t.Errorf("port counters a=%v b=%v", st.NICs[0].Port, st.NICs[1].Port)
 	}
 	if string(st.NICs[0].Device) != `{"session":"none"}` {
@@ -153,7 +153,7 @@ func TestDaemonLocksNICPortsToTheirMAC(t *testing.T) {
 	}
 	d.nics["b"].none(t, "b")
 	st := d.status(t)
-	if st.NICs[0].Port["RxSpoofed"] != 1 || st.NICs[1].Port["RxSpoofed"] != 1 || st.NICs[2].Port["RxPinnedSource"] != 1 {
+	if st.NICs[0].Port["rx_spoofed"] != 1 || st.NICs[1].Port["rx_spoofed"] != 1 || st.NICs[2].Port["rx_pinned_source"] != 1 {
 		t.Errorf("a %v\nb %v\nc %v", st.NICs[0].Port, st.NICs[1].Port, st.NICs[2].Port)
 	}
 }
@@ -249,7 +249,7 @@ func TestDaemonsExchangeFramesOverTheFabric(t *testing.T) {
 		t.Fatalf("a got % x", got)
 	}
 	st := a.status(t)
-	if st.Fabric == nil || st.Fabric.Paths != 2 || st.Fabric.Counters["RxDelivered"] != 1 || len(st.Fabric.Peers) != 1 {
+	if st.Fabric == nil || st.Fabric.Paths != 2 || st.Fabric.Counters["rx_delivered"] != 1 || len(st.Fabric.Peers) != 1 {
 		t.Errorf("fabric status = %+v", st.Fabric)
 	}
 	var sw map[string]uint64
@@ -258,7 +258,7 @@ func TestDaemonsExchangeFramesOverTheFabric(t *testing.T) {
 			sw = p.Counters
 		}
 	}
-	if sw["RxFrames"] != 1 || sw["TxFrames"] != 1 {
+	if sw["rx_frames"] != 1 || sw["tx_frames"] != 1 {
 		t.Errorf("fabric switch port counters = %v", sw)
 	}
 }

@@ -2,6 +2,7 @@ package device
 
 import (
 	"context"
+	"falconnic/device/vsock"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -49,7 +50,7 @@ func (d *Daemon) addVsocks() error {
 				}
 			}
 		}
-		v, err := NewVsock(vc)
+		v, err := vsock.New(vc)
 		if err != nil {
 			return fmt.Errorf("vsock %s: %w", vc.Name, err)
 		}

@@ -2,9 +2,13 @@
 // its functions, the switch between a daemon's NICs, the fabric port to
 // other daemons, and the daemon that builds them from a config.
 //
-// The NIC (nic.go, net*.go, frame.go) today carries the Ethernet function:
-// virtio-net over vhost-user (package vhostuser), as QEMU 7.2 drives it
-// (notes/qemu-vhost-user.md). Queue 2k is the RX ring of pair k and 2k+1
+// Rooms: each NIC's Falcon port is package device/port, the connection
+// manager of every protocol package device/cm, the RDMA control channel's
+// wire format package device/rdmauapi; the daemon (daemon*.go) assembles
+// each NIC (daemonNIC) with the functions it owns.
+//
+// The Ethernet function (nic.go, net*.go, frame.go) is virtio-net over
+// vhost-user (package vhostuser), as QEMU 7.2 drives it. Queue 2k is the RX ring of pair k and 2k+1
 // its TX ring; the control queue stays in QEMU, which also emulates the
 // config space (MAC, status), so the back-end offers no CONFIG.
 //
@@ -16,7 +20,7 @@
 // Data path, per NIC:
 //
 //	guest TX ring ──(TX goroutine: pop, strip hdr)──> uplink.Deliver (switch, or another NIC)
-//	                                 └─ EtherType 0x88B5 to our MAC ──> control hook (RDMA function, later)
+//	                                 └─ EtherType 0x88B5 to our MAC ──> control hook (RDMA function: port work)
 //	Deliver ──(copy into a pooled NIC buffer)──> per-pair RX queue (bounded) ──(RX goroutine)──> guest RX ring
 //
 // Each ring has exactly one goroutine (vhostuser runs Device.RunQueue);
@@ -41,25 +45,26 @@
 // num_buffers (counted as HdrFixups), and vhostuser keeps avail_event
 // armed so such a guest keeps kicking.
 //
-// Falcon ports (falconport.go): each NIC function that speaks Falcon has
-// a FalconPort, its endpoint driven by one goroutine. The daemon's NVMe
-// functions share "nvme.cores" such goroutines (default one): a disk whose
-// initiator and target NICs are in one daemon then passes each burst of
-// frames between them without waking another thread: 13 % less CPU per
-// 128 KiB write than with a goroutine per NIC (BenchmarkBlkSeq128KQD32Cores),
-// and on a 2-core host with a TCG guest the 128 KiB reads of bench nvme
-// went from 180-231 to 241-257 MiB/s (writes: within the host's noise).
+// Falcon port (package device/port): each NIC has one FalconPort, its one
+// Falcon endpoint driven by one goroutine, carrying every Falcon ULP of the
+// NIC: the RDMA function's verbs engine (protocol 2) and the NVMe
+// function's engine (protocol 3) attach to it by protocol, so the NIC has
+// one CID space, one set of resource pools and one RUE, and the RDMA
+// function's control frames are work items of the port. Connections
+// between two NICs of the daemon hand each burst of frames straight to the
+// other port (FalconPort.LinkTo). The ports of the NICs with NVMe functions share
+// "nvme.cores" goroutines (default one; FalconPort.Host); every other
+// NIC's port has a goroutine of its own.
 //
-// Namespaces (nvmet*.go): a file or block device namespace's nCMD IOs are
-// cut at the end of each burst into runs of adjacent reads or writes, one
-// vectored call each (nvmet_pool.go). By default ("aio": "io_uring") the
+// NVMe function (nvme_*.go, daemon_nvme.go; the disks are blk*.go): a
+// file or block device namespace's nCMD IOs are cut at the end of each
+// burst into runs of adjacent reads or writes, one vectored call each
+// (nvme_pool.go). By default ("aio": "io_uring") the
 // port's goroutine submits a burst's runs in one io_uring_enter and reaps
 // the completions when the ring's eventfd wakes it (internal/uring); with
 // "threads", or where the kernel refuses io_uring, a pool of worker
-// goroutines makes blocking preadv/pwritev calls. In-process
-// (BenchmarkBlkSeq128KQD32AIO) io_uring took 0-10 % less CPU per 128 KiB
-// command; in bench nvme the daemon's CPU per MiB written went from
-// 2.62/2.98 ms (threads) to 2.20/2.82 (reads: within the noise).
+// goroutines makes blocking preadv/pwritev calls
+// (BenchmarkBlkSeq128KQD32AIO compares the two).
 //
 // Invariants: every drop has a counter (NetCounters, plus the back-end's
 // vhostuser.Counters); frames and descriptors from a guest never reach

@@ -194,20 +194,20 @@ func NewFabric(opts FabricOptions) (*Fabric, error) {
 func (f *Fabric) counterSet() stats.Set {
 	c := &f.c
 	set := stats.Set{
-		{Name: "RxDatagrams", Help: "datagrams read from the fabric sockets", Counter: &c.RxDatagrams},
-		{Name: "RxBytes", Help: "bytes read from the fabric sockets", Counter: &c.RxBytes},
-		{Name: "RxReadError", Help: "socket read errors", Counter: &c.RxReadError},
-		{Name: "TxDatagrams", Help: "datagrams written to the fabric", Counter: &c.TxDatagrams},
-		{Name: "TxBytes", Help: "bytes written to the fabric", Counter: &c.TxBytes},
-		{Name: "TxFlooded", Help: "Ethernet frames sent to every peer (group or unknown destination)", Counter: &c.TxFlooded},
-		{Name: "TxTooBig", Help: "sends refused: payload larger than one datagram", Counter: &c.TxTooBig},
-		{Name: "TxNoPeer", Help: "sends refused: destination is not a configured peer", Counter: &c.TxNoPeer},
-		{Name: "TxBadKind", Help: "sends refused: invalid payload kind", Counter: &c.TxBadKind},
-		{Name: "TxControl", Help: "Ethernet frames not sent: control-channel EtherType never crosses the fabric", Counter: &c.TxControl},
-		{Name: "TxRunt", Help: "Ethernet frames not sent: shorter than an Ethernet header", Counter: &c.TxRunt},
-		{Name: "TxError", Help: "socket write errors", Counter: &c.TxError},
-		{Name: "TxImpairDrop", Help: "datagrams dropped on purpose by the loss impairment", Counter: &c.TxImpairDrop},
-		{Name: "TxImpairReorder", Help: "datagrams held back by the reorder impairment", Counter: &c.TxImpairReorder},
+		{Name: "rx_datagrams", Help: "datagrams read from the fabric sockets", Counter: &c.RxDatagrams},
+		{Name: "rx_bytes", Help: "bytes read from the fabric sockets", Counter: &c.RxBytes},
+		{Name: "rx_read_error", Help: "socket read errors", Counter: &c.RxReadError},
+		{Name: "tx_datagrams", Help: "datagrams written to the fabric", Counter: &c.TxDatagrams},
+		{Name: "tx_bytes", Help: "bytes written to the fabric", Counter: &c.TxBytes},
+		{Name: "tx_flooded", Help: "Ethernet frames sent to every peer (group or unknown destination)", Counter: &c.TxFlooded},
+		{Name: "tx_too_big", Help: "sends refused: payload larger than one datagram", Counter: &c.TxTooBig},
+		{Name: "tx_no_peer", Help: "sends refused: destination is not a configured peer", Counter: &c.TxNoPeer},
+		{Name: "tx_bad_kind", Help: "sends refused: invalid payload kind", Counter: &c.TxBadKind},
+		{Name: "tx_control", Help: "Ethernet frames not sent: control-channel EtherType never crosses the fabric", Counter: &c.TxControl},
+		{Name: "tx_runt", Help: "Ethernet frames not sent: shorter than an Ethernet header", Counter: &c.TxRunt},
+		{Name: "tx_error", Help: "socket write errors", Counter: &c.TxError},
+		{Name: "tx_impair_drop", Help: "datagrams dropped on purpose by the loss impairment", Counter: &c.TxImpairDrop},
+		{Name: "tx_impair_reorder", Help: "datagrams held back by the reorder impairment", Counter: &c.TxImpairReorder},
 	}
 	for i := range f.drops {
 		set = append(set, stats.Desc{Name: fabricDrops[i].name, Help: fabricDrops[i].help, Counter: &f.drops[i]})
@@ -582,8 +582,8 @@ func (f *Fabric) Status() FabricStatus {
 	now := f.opts.Clock.Now()
 	for _, p := range f.peers.Load().list {
 		ps := PeerStatus{Addr: p.addr.String(), Counters: map[string]uint64{
-			"RxDatagrams": p.c.RxDatagrams.Load(), "RxBytes": p.c.RxBytes.Load(),
-			"TxDatagrams": p.c.TxDatagrams.Load(), "TxBytes": p.c.TxBytes.Load(),
+			"rx_datagrams": p.c.RxDatagrams.Load(), "rx_bytes": p.c.RxBytes.Load(),
+			"tx_datagrams": p.c.TxDatagrams.Load(), "tx_bytes": p.c.TxBytes.Load(),
 		}}
 		if p.heard.Load() {
 			ago := now - clock.Time(p.lastRx.Load())
@@ -596,4 +596,30 @@ func (f *Fabric) Status() FabricStatus {
 	}
 	sort.Slice(st.MACs, func(i, j int) bool { return st.MACs[i].MAC < st.MACs[j].MAC })
 	return st
+}
+
+// SendToMAC sends payload of kind k toward the NIC with MAC mac: to the
+// peer daemon that last showed that MAC, or, when none has, to every peer.
+// It reports an error only when nothing could be sent.
+func (f *Fabric) SendToMAC(mac [6]byte, k FabricKind, payload []byte) error {
+	if p := f.macs.lookup(ethAddr(mac), f.opts.Clock.Now()); p != nil {
+		return f.sendPeer(p, k, 0, payload)
+	}
+	var err error
+	sent := false
+	for _, p := range f.peers.Load().list {
+		if e := f.sendPeer(p, k, 0, payload); e != nil {
+			err = e
+		} else {
+			sent = true
+		}
+	}
+	if sent {
+		return nil
+	}
+	if err == nil {
+		f.c.TxNoPeer.Inc()
+		err = fmt.Errorf("%w: no peer for %x", ErrUnknownPeer, mac)
+	}
+	return err
 }

@@ -209,7 +209,7 @@ func TestFabricCountsBadDatagrams(t *testing.T) {
 	// Loopback queues datagrams at the receiving socket in send order, so
 	// everything sent before the good datagram has been handled by now.
 	for name, want := range map[string]uint64{
-		"RxUnknownPeer": 1, "RxShort": 1, "RxBadMagic": 1, "RxBadVersion": 1, "RxBadLength": 1, "RxNoReceiver": 1, "RxDelivered": 1,
+		"rx_unknown_peer": 1, "rx_short": 1, "rx_bad_magic": 1, "rx_bad_version": 1, "rx_bad_length": 1, "rx_no_receiver": 1, "rx_delivered": 1,
 	} {
 		if got := b.fab.Counters().Snapshot()[name]; got != want {
 			t.Errorf("%s = %d, want %d", name, got, want)
@@ -317,7 +317,7 @@ func TestFabricSendErrors(t *testing.T) {
 	}
 	f.Deliver([]byte{1, 2, 3})
 	snap := f.Counters().Snapshot()
-	for _, name := range []string{"TxNoPeer", "TxTooBig", "TxBadKind", "TxRunt"} {
+	for _, name := range []string{"tx_no_peer", "tx_too_big", "tx_bad_kind", "tx_runt"} {
 		if snap[name] != 1 {
 			t.Errorf("%s = %d, want 1", name, snap[name])
 		}

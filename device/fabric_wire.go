@@ -137,17 +137,17 @@ const (
 
 // fabricDrops is the receive drop table: counter name and help text.
 var fabricDrops = [numFabricDrops]struct{ name, help string }{
-	dropNone:        {"RxDelivered", "datagrams accepted and handed to their kind's receiver"},
-	dropShort:       {"RxShort", "datagrams dropped: shorter than the fabric header"},
-	dropBadMagic:    {"RxBadMagic", "datagrams dropped: wrong magic"},
-	dropBadVersion:  {"RxBadVersion", "datagrams dropped: unsupported version"},
-	dropBadKind:     {"RxBadKind", "datagrams dropped: unknown payload kind"},
-	dropBadLength:   {"RxBadLength", "datagrams dropped: length field disagrees with the datagram"},
-	dropReserved:    {"RxReserved", "datagrams dropped: reserved field not zero"},
-	dropRunt:        {"RxRunt", "datagrams dropped: payload shorter than its kind's minimum"},
-	dropUnknownPeer: {"RxUnknownPeer", "datagrams dropped: sender is not a configured peer"},
-	dropNoReceiver:  {"RxNoReceiver", "datagrams dropped: no receiver registered for the kind"},
-	dropControl:     {"RxControl", "Ethernet frames dropped: control-channel EtherType never crosses the fabric"},
+	dropNone:        {"rx_delivered", "datagrams accepted and handed to their kind's receiver"},
+	dropShort:       {"rx_short", "datagrams dropped: shorter than the fabric header"},
+	dropBadMagic:    {"rx_bad_magic", "datagrams dropped: wrong magic"},
+	dropBadVersion:  {"rx_bad_version", "datagrams dropped: unsupported version"},
+	dropBadKind:     {"rx_bad_kind", "datagrams dropped: unknown payload kind"},
+	dropBadLength:   {"rx_bad_length", "datagrams dropped: length field disagrees with the datagram"},
+	dropReserved:    {"rx_reserved", "datagrams dropped: reserved field not zero"},
+	dropRunt:        {"rx_runt", "datagrams dropped: payload shorter than its kind's minimum"},
+	dropUnknownPeer: {"rx_unknown_peer", "datagrams dropped: sender is not a configured peer"},
+	dropNoReceiver:  {"rx_no_receiver", "datagrams dropped: no receiver registered for the kind"},
+	dropControl:     {"rx_control", "Ethernet frames dropped: control-channel EtherType never crosses the fabric"},
 }
 
 // DecodeFabric checks datagram b strictly and returns its header and

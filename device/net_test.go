@@ -480,7 +480,7 @@ func TestStatusReportsSessionQueuesAndCounters(t *testing.T) {
 	if s.Session != "running" || len(s.Queues) != 2 || s.Queues[0].Role != "rx0" || s.Queues[1].Role != "tx0" || s.Queues[1].Size != testRingSize {
 		t.Fatalf("status %+v", s)
 	}
-	if s.Counters["TxNoUplink"] != 1 {
+	if s.Counters["tx_no_uplink"] != 1 {
 		t.Fatalf("counters %v", s.Counters)
 	}
 	b, err := json.Marshal(n.StatusJSON())

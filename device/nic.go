@@ -55,9 +55,11 @@ type uplinkBox struct {
 	ps PatientSink // s, when it can hold the sender back
 }
 
-// NIC is one guest NIC: today its Ethernet function (virtio-net over
-// vhost-user); the RDMA and block functions attach later. A NIC survives
-// QEMU reconnects; a vhost-user session does not.
+// NIC is one guest NIC's Ethernet function (virtio-net over vhost-user),
+// to which the NIC's RDMA function attaches (AttachRDMA: control frames
+// and the guest's memory table); the daemon's daemonNIC owns it with the
+// NIC's Falcon port, RDMA and NVMe functions. A NIC survives QEMU
+// reconnects; a vhost-user session does not.
 type NIC struct {
 	cfg      NICConfig
 	dev      *netDev

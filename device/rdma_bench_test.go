@@ -19,8 +19,8 @@ type benchPair struct {
 }
 
 func newBenchPair(t *testing.T, n int) *benchPair {
-	hub := NewRDMAHub(nil)
-	p := &benchPair{a: newVM(t, 0xa, hub), b: newVM(t, 0xb, hub)}
+	mgr := NewConnManager(nil)
+	p := &benchPair{a: newVM(t, 0xa, mgr), b: newVM(t, 0xb, mgr)}
 	p.qa, p.qb = p.a.setupRC(16), p.b.setupRC(17)
 	p.a.connect(16, p.b.mac, 17)
 	p.b.connect(17, p.a.mac, 16)

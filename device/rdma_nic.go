@@ -1,10 +1,6 @@
 package device
 
 import (
-	"context"
-	"sync"
-
-	"falconnic/internal/clock"
 	"falconnic/vhostuser"
 )
 
@@ -28,42 +24,10 @@ func (n *NIC) RDMA() *RDMAFunc { return n.rdma.Load() }
 // function's DMA engine uses it; the session keeps its own reference, so
 // the DMA engine takes one per access.
 //
-// vhostuser calls it on devices that implement it (see the coordinator
-// note in the verbs report: Session.setMem and session teardown).
+// vhostuser calls it on devices that implement it (Session.setMem and
+// session teardown).
 func (d *netDev) SetMemTable(t *vhostuser.MemTable) {
 	if r := d.nic.rdma.Load(); r != nil {
 		r.SetMemTable(t)
-	}
-}
-
-// rdmaDaemon is the daemon's RDMA part: the connection manager and every
-// NIC's RDMA function.
-type rdmaDaemon struct {
-	hub   *RDMAHub
-	funcs []*RDMAFunc
-}
-
-// attachRDMA gives a vhost-user NIC its RDMA function.
-func (d *Daemon) attachRDMA(nic DaemonNIC) {
-	n, ok := nic.(*NIC)
-	if !ok {
-		return
-	}
-	if d.rdma.hub == nil {
-		d.rdma.hub = NewRDMAHub(d.fabric)
-	}
-	r := NewRDMAFunc(n.MAC(), n.Deliver, d.rdma.hub, clock.Real)
-	n.AttachRDMA(r)
-	d.rdma.funcs = append(d.rdma.funcs, r)
-}
-
-// runRDMA starts every RDMA function's goroutine.
-func (d *Daemon) runRDMA(ctx context.Context, wg *sync.WaitGroup) {
-	for _, r := range d.rdma.funcs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r.Run(ctx)
-		}()
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"falconnic/device/cm"
 	"falconnic/device/rdmauapi"
 	"falconnic/verbs"
 	"falconnic/vhostuser"
@@ -39,7 +40,18 @@ type vm struct {
 
 const vmBase = 0x40000000
 
-func newVM(t *testing.T, mac byte, hub *RDMAHub) *vm {
+func newVM(t *testing.T, mac byte, mgr *cm.Manager) *vm {
+	port := NewFalconPort(nil, nil)
+	v := newVMOn(t, mac, mgr, port)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go port.Run(ctx)
+	return v
+}
+
+// newVMOn is newVM with the RDMA function on port, which the caller runs
+// (other functions may attach to it first).
+func newVMOn(t *testing.T, mac byte, mgr *cm.Manager, port *FalconPort) *vm {
 	fd, err := unix.MemfdCreate("vm", unix.MFD_CLOEXEC)
 	if err != nil {
 		t.Fatal(err)
@@ -59,11 +71,12 @@ func newVM(t *testing.T, mac byte, hub *RDMAHub) *vm {
 	}
 	v := &vm{t: t, mac: [6]byte{0x52, 0x54, 0, 0, 0, mac}, ram: reg.Data, base: vmBase, next: vmBase + 0x1000,
 		frames: make(chan []byte, 64), inst: 0x1234_0000 + uint64(mac)}
-	v.r = NewRDMAFunc(net.HardwareAddr(v.mac[:]), func(f []byte) { v.frames <- append([]byte(nil), f...) }, hub, nil)
-	v.r.SetMemTable(mt)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	go v.r.Run(ctx)
+	var agent *cm.Agent
+	if mgr != nil {
+		agent = mgr.Attach(v.mac, port)
+	}
+	v.r = NewRDMAFunc(net.HardwareAddr(v.mac[:]), func(f []byte) { v.frames <- append([]byte(nil), f...) }, agent, port)
+	v.r.mem.set(mt)
 	return v
 }
 
@@ -301,10 +314,10 @@ func (v *vm) pollCQ(gpa uint64) verbs.WC {
 }
 
 func TestRDMAControlChannelWriteBetweenTwoNICs(t *testing.T) {
-	hub := NewRDMAHub(nil)
-	writeBetween(t, newVM(t, 0xa, hub), newVM(t, 0xb, hub))
-	if hub.Stats.LocalConns.Load() != 1 {
-		t.Fatalf("local connections %d", hub.Stats.LocalConns.Load())
+	mgr := NewConnManager(nil)
+	writeBetween(t, newVM(t, 0xa, mgr), newVM(t, 0xb, mgr))
+	if n := mgr.Stats.ConnsUp.Load(); n != 2 {
+		t.Fatalf("connections up %d, want one at each NIC", n)
 	}
 }
 
@@ -326,7 +339,7 @@ func TestRDMAWriteOverTheFabric(t *testing.T) {
 	defer cancel()
 	go f1.Run(ctx)
 	go f2.Run(ctx)
-	h1, h2 := NewRDMAHub(f1), NewRDMAHub(f2)
+	h1, h2 := NewConnManager(f1), NewConnManager(f2)
 	writeBetween(t, newVM(t, 0xa, h1), newVM(t, 0xb, h2))
 	if h1.Stats.REPRecv.Load() != 1 || h2.Stats.REQRecv.Load() == 0 {
 		t.Fatalf("REQ %d REP %d", h2.Stats.REQRecv.Load(), h1.Stats.REPRecv.Load())
@@ -352,13 +365,13 @@ func TestRDMAPeerRestartReplacesConnection(t *testing.T) {
 	for _, f := range fabs {
 		go f.Run(ctx)
 	}
-	h1 := NewRDMAHub(fabs[0])
+	h1 := NewConnManager(fabs[0])
 	a := newVM(t, 0xa, h1)
-	writeBetween(t, a, newVM(t, 0xb, NewRDMAHub(fabs[1])))
+	writeBetween(t, a, newVM(t, 0xb, NewConnManager(fabs[1])))
 	// B's daemon restarts on another address; B's guest sends first.
 	fabs[0].AddPeer(fabs[2].LocalAddr())
 	fabs[2].AddPeer(fabs[0].LocalAddr())
-	b2 := newVM(t, 0xb, NewRDMAHub(fabs[2]))
+	b2 := newVM(t, 0xb, NewConnManager(fabs[2]))
 	a.inst++ // A's application starts over too (OPEN by a new instance reclaims)
 	writeBetween(t, b2, a)
 	if h1.Stats.Replaced.Load() != 1 {
@@ -400,7 +413,7 @@ func writeBetween(t *testing.T, a, b *vm) {
 }
 
 func TestRDMAControlChannelStatuses(t *testing.T) {
-	v := newVM(t, 1, NewRDMAHub(nil))
+	v := newVM(t, 1, NewConnManager(nil))
 	// Before OPEN, only PROBE/OPEN/CLOSE are accepted.
 	if st, _ := v.send(rdmauapi.OpCreatePD, v.inst, handle(1)); st != rdmauapi.StatusBadInstance {
 		t.Fatalf("create before open: %d", st)
@@ -449,7 +462,7 @@ func TestRDMAControlChannelStatuses(t *testing.T) {
 }
 
 func TestRDMAOpenByNewInstanceReclaims(t *testing.T) {
-	v := newVM(t, 2, NewRDMAHub(nil))
+	v := newVM(t, 2, NewConnManager(nil))
 	v.setupRC(16)
 	v.regMR(1, 4096, verbs.AccessLocalWrite)
 	v.inst++ // a reloaded module
@@ -483,29 +496,6 @@ func TestRDMAMemRejectsOutsideRAM(t *testing.T) {
 	}
 }
 
-func FuzzCMMessage(f *testing.F) {
-	f.Add((&cmMsg{typ: cmREQ, srcCID: 1, reqPSN: 5}).append(nil))
-	f.Add((&cmMsg{typ: cmREP, srcCID: 2, dstCID: 1}).append(nil))
-	f.Add((&cmMsg{typ: cmREJ, dstCID: 1}).append(nil))
-	f.Add((&cmMsg{typ: cmREQ, proto: 3, srcCID: 7, rsn: 9}).append(nil))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		m, err := decodeCM(b)
-		if err != nil {
-			return
-		}
-		again, err := decodeCM(m.append(nil))
-		if err != nil || again != m {
-			t.Fatalf("round trip: %v %+v %+v", err, m, again)
-		}
-		h := NewRDMAHub(nil)
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		if m.typ == cmREQ {
-			return // onREQ needs a fabric to answer on
-		}
-	})
-}
-
 // FuzzRDMAControl feeds arbitrary control frames to an RDMA function.
 func FuzzRDMAControl(f *testing.F) {
 	mac := [6]byte{0x52, 0x54, 0, 0, 0, 9}
@@ -521,7 +511,7 @@ func FuzzRDMAControl(f *testing.F) {
 			make([]byte, info.ReqSize)))
 	}
 	f.Fuzz(func(t *testing.T, frame []byte) {
-		r := NewRDMAFunc(net.HardwareAddr(mac[:]), func([]byte) {}, nil, nil)
+		r := NewRDMAFunc(net.HardwareAddr(mac[:]), func([]byte) {}, nil, NewFalconPort(nil, nil))
 		open := rdmauapi.AppendFrame(nil, mac, rdmauapi.HdrFields{Opcode: rdmauapi.OpOpen, Instance: 1, ReqID: 1},
 			make([]byte, rdmauapi.OpenReqSize))
 		r.control(open)
@@ -543,7 +533,7 @@ func TestEveryRequestOpcodeHasAHandler(t *testing.T) {
 }
 
 func TestRDMAControlSRQAHQueries(t *testing.T) {
-	v := newVM(t, 4, NewRDMAHub(nil))
+	v := newVM(t, 4, NewConnManager(nil))
 	v.setupRC(16)
 	// SRQ: create, query, modify the limit, destroy.
 	b := make([]byte, rdmauapi.CreateSRQSize)
@@ -600,8 +590,8 @@ func TestRDMAControlSRQAHQueries(t *testing.T) {
 // When a guest dies its NIC drops every RDMA object; the peer's next WRITE
 // completes in error at the peer and touches nothing.
 func TestRDMAPeerGuestDiesMidTraffic(t *testing.T) {
-	hub := NewRDMAHub(nil)
-	a, b := newVM(t, 0xa, hub), newVM(t, 0xb, hub)
+	mgr := NewConnManager(nil)
+	a, b := newVM(t, 0xa, mgr), newVM(t, 0xb, mgr)
 	writeBetween(t, a, b)
 	b.r.SetMemTable(nil)
 	// A's application starts over (a new instance) and writes again.

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"falconnic/device/cm"
 	"falconnic/vhostuser"
 )
 
@@ -12,14 +13,15 @@ import (
 // TX ring and whose replies come back on the RX ring, as falconnic.ko's
 // do; the rings, MRs and page lists live in the front-end simulator's
 // guest RAM.
-func vhostVM(t *testing.T, macByte byte, hub *RDMAHub) *vm {
+func vhostVM(t *testing.T, macByte byte, mgr *cm.Manager) *vm {
 	mac := []byte{0x52, 0x54, 0, 0, 0, macByte}
 	n := newTestNIC(t, "n"+string('a'+rune(macByte)), mac, 1)
-	r := NewRDMAFunc(mac, n.Deliver, hub, nil)
+	port := NewFalconPort(nil, nil)
+	r := NewRDMAFunc(mac, n.Deliver, mgr.Attach([6]byte(mac), port), port)
 	n.AttachRDMA(r)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	go r.Run(ctx)
+	go port.Run(ctx)
 	g := attach(t, n, acked1)
 	// The vhost-user session's memory table, as vhostuser would hand it to
 	// netDev.SetMemTable (that hook is the coordinator's to add).
@@ -73,6 +75,6 @@ func vhostVM(t *testing.T, macByte byte, hub *RDMAHub) *vm {
 // vhost-user NICs: PROBE, OPEN, objects, QPs to RTS, a WRITE posted in the
 // SQ ring and kicked with DB_SQ over the TX ring, the CQE in the CQ ring.
 func TestRDMAOverVirtioNet(t *testing.T) {
-	hub := NewRDMAHub(nil)
+	hub := NewConnManager(nil)
 	writeBetween(t, vhostVM(t, 1, hub), vhostVM(t, 2, hub))
 }

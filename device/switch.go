@@ -127,8 +127,8 @@ func NewSwitch(opts SwitchOptions) *Switch {
 	s.macs = newMACTable[SwitchPort](opts.MACAge, opts.MaxMACs, &s.c.macCounters)
 	s.ports.Store(&[]*SwitchPort{})
 	s.counts = append(stats.Set{
-		{Name: "Forwarded", Help: "frames forwarded to one learned port", Counter: &s.c.Forwarded},
-		{Name: "Flooded", Help: "frames flooded (broadcast, multicast, unknown or aged unicast)", Counter: &s.c.Flooded},
+		{Name: "forwarded", Help: "frames forwarded to one learned port", Counter: &s.c.Forwarded},
+		{Name: "flooded", Help: "frames flooded (broadcast, multicast, unknown or aged unicast)", Counter: &s.c.Flooded},
 	}, s.c.macCounters.set("")...)
 	return s
 }
@@ -141,19 +141,19 @@ func (s *Switch) Counters() stats.Set { return s.counts }
 func (s *Switch) AddPort(name string) *SwitchPort {
 	p := &SwitchPort{sw: s, name: name}
 	p.counts = stats.Set{
-		{Name: "RxFrames", Help: "frames that entered the switch through this port", Counter: &p.c.RxFrames},
-		{Name: "RxBytes", Help: "bytes that entered the switch through this port", Counter: &p.c.RxBytes},
-		{Name: "TxFrames", Help: "frames that left the switch through this port", Counter: &p.c.TxFrames},
-		{Name: "TxBytes", Help: "bytes that left the switch through this port", Counter: &p.c.TxBytes},
-		{Name: "RxRunt", Help: "frames dropped: shorter than an Ethernet header", Counter: &p.c.RxRunt},
-		{Name: "RxTooBig", Help: "frames dropped: longer than the switch's maximum frame", Counter: &p.c.RxTooBig},
-		{Name: "RxControl", Help: "frames dropped: control-channel EtherType 0x88B5 never crosses the switch", Counter: &p.c.RxControl},
-		{Name: "RxGroupSource", Help: "frames dropped: source address is broadcast or multicast", Counter: &p.c.RxGroupSource},
-		{Name: "RxSpoofed", Help: "frames dropped: source address is not the port's locked address", Counter: &p.c.RxSpoofed},
-		{Name: "RxPinnedSource", Help: "frames dropped: source address is locked to another port", Counter: &p.c.RxPinnedSource},
-		{Name: "RxFiltered", Help: "frames dropped: destination was learned on the ingress port", Counter: &p.c.RxFiltered},
-		{Name: "RxPortRemoved", Help: "frames dropped: delivered to a port after RemovePort", Counter: &p.c.RxPortRemoved},
-		{Name: "TxNotConnected", Help: "frames dropped: egress port has no sink yet", Counter: &p.c.TxNotConnected},
+		{Name: "rx_frames", Help: "frames that entered the switch through this port", Counter: &p.c.RxFrames},
+		{Name: "rx_bytes", Help: "bytes that entered the switch through this port", Counter: &p.c.RxBytes},
+		{Name: "tx_frames", Help: "frames that left the switch through this port", Counter: &p.c.TxFrames},
+		{Name: "tx_bytes", Help: "bytes that left the switch through this port", Counter: &p.c.TxBytes},
+		{Name: "rx_runt", Help: "frames dropped: shorter than an Ethernet header", Counter: &p.c.RxRunt},
+		{Name: "rx_too_big", Help: "frames dropped: longer than the switch's maximum frame", Counter: &p.c.RxTooBig},
+		{Name: "rx_control", Help: "frames dropped: control-channel EtherType 0x88B5 never crosses the switch", Counter: &p.c.RxControl},
+		{Name: "rx_group_source", Help: "frames dropped: source address is broadcast or multicast", Counter: &p.c.RxGroupSource},
+		{Name: "rx_spoofed", Help: "frames dropped: source address is not the port's locked address", Counter: &p.c.RxSpoofed},
+		{Name: "rx_pinned_source", Help: "frames dropped: source address is locked to another port", Counter: &p.c.RxPinnedSource},
+		{Name: "rx_filtered", Help: "frames dropped: destination was learned on the ingress port", Counter: &p.c.RxFiltered},
+		{Name: "rx_port_removed", Help: "frames dropped: delivered to a port after RemovePort", Counter: &p.c.RxPortRemoved},
+		{Name: "tx_not_connected", Help: "frames dropped: egress port has no sink yet", Counter: &p.c.TxNotConnected},
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -227,10 +227,10 @@ func TestSwitchDropsMalformedFrames(t *testing.T) {
 		got  uint64
 		want uint64
 	}{
-		{"RxRunt", a.c.RxRunt.Load(), 2},
-		{"RxTooBig", a.c.RxTooBig.Load(), 1},
-		{"RxGroupSource", a.c.RxGroupSource.Load(), 1},
-		{"RxFrames", a.c.RxFrames.Load(), 4},
+		{"rx_runt", a.c.RxRunt.Load(), 2},
+		{"rx_too_big", a.c.RxTooBig.Load(), 1},
+		{"rx_group_source", a.c.RxGroupSource.Load(), 1},
+		{"rx_frames", a.c.RxFrames.Load(), 4},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s = %d, want %d", c.name, c.got, c.want)
@@ -292,7 +292,7 @@ func TestSwitchStatusCounters(t *testing.T) {
 	if len(st.MACs) != 1 || st.MACs[0].MAC != "52:54:00:00:00:01" || st.MACs[0].Port != "a" {
 		t.Errorf("MACs = %+v", st.MACs)
 	}
-	if st.Ports[0].Counters["RxBytes"] != 42 || st.Ports[1].Counters["TxFrames"] != 1 {
+	if st.Ports[0].Counters["rx_bytes"] != 42 || st.Ports[1].Counters["tx_frames"] != 1 {
 		t.Errorf("port counters = %+v", st.Ports)
 	}
 	for _, set := range []interface{ Snapshot() map[string]uint64 }{r.sw.Counters(), r.ports[0].Counters()} {

@@ -94,7 +94,7 @@ func TestThreeGiBGuestThroughAFalconnicNIC(t *testing.T) {
 		t.Fatalf("big0 counted memory faults: %s", strings.Join(faults, " "))
 	}
 	t.Logf("big0: vhost.MemTables %d, vhost.ChainsPopped %d", c["vhost.MemTables"], c["vhost.ChainsPopped"])
-	if vs := vsockStatus(t, d, "vsbig"); vs.Counters["HostConnects"] < 2 {
+	if vs := vsockStatus(t, d, "vsbig"); vs.Counters["host_connects"] < 2 {
 		t.Fatalf("the 3 GiB guest's agent sessions did not use vsock: %+v", vs.Counters)
 	}
 }

@@ -413,7 +413,7 @@ func TestNVMeDiskFabricImpaired(t *testing.T) {
 	if err != nil || st.Fabric == nil {
 		t.Fatalf("target daemon status: %v", err)
 	}
-	drop, reorder := st.Fabric.Counters["TxImpairDrop"], st.Fabric.Counters["TxImpairReorder"]
+	drop, reorder := st.Fabric.Counters["tx_impair_drop"], st.Fabric.Counters["tx_impair_reorder"]
 	if drop == 0 || reorder == 0 {
 		t.Fatalf("target daemon's fabric impaired nothing: counters %v", st.Fabric.Counters)
 	}

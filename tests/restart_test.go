@@ -54,7 +54,7 @@ func TestDaemonKilledMidTransferRestartsAndTheTransferCompletes(t *testing.T) {
 	x := startTransfer(t, a, b, "10.0.0.2", n)
 
 	// Poll a0's switch port until a quarter of the bytes went through.
-	killAt := before.Port["RxBytes"] + uint64(n/killAtFraction)
+	killAt := before.Port["rx_bytes"] + uint64(n/killAtFraction)
 	var seen uint64
 	poll := time.NewTicker(20 * time.Millisecond)
 	defer poll.Stop()
@@ -76,11 +76,11 @@ func TestDaemonKilledMidTransferRestartsAndTheTransferCompletes(t *testing.T) {
 		if !ok {
 			t.Fatalf("status has no NIC a0: %+v", st)
 		}
-		seen = r.Port["RxBytes"]
+		seen = r.Port["rx_bytes"]
 	}
 	d.kill()
 	killed := time.Now()
-	t.Logf("daemon killed after a0 carried %d bytes (%d MiB into a %d MiB transfer)", seen-before.Port["RxBytes"], (seen-before.Port["RxBytes"])>>20, n>>20)
+	t.Logf("daemon killed after a0 carried %d bytes (%d MiB into a %d MiB transfer)", seen-before.Port["rx_bytes"], (seen-before.Port["rx_bytes"])>>20, n>>20)
 	if x.finished() {
 		t.Fatal("the transfer ended before the kill took effect")
 	}
@@ -106,9 +106,9 @@ func TestDaemonKilledMidTransferRestartsAndTheTransferCompletes(t *testing.T) {
 	}
 	ra, _ := nicReport(st, "a0")
 	rb, _ := nicReport(st, "b0")
-	t.Logf("restarted daemon: a0 RxBytes %d, b0 TxBytes %d; a0 vhost sessions %d", ra.Port["RxBytes"], rb.Port["TxBytes"], nicCounters(t, ra)["vhost.Sessions"])
-	if ra.Port["RxBytes"] < uint64(n/2) || rb.Port["TxBytes"] < uint64(n/2) {
-		t.Fatalf("the restarted daemon carried too little of the %d bytes: a0 RxBytes %d, b0 TxBytes %d", n, ra.Port["RxBytes"], rb.Port["TxBytes"])
+	t.Logf("restarted daemon: a0 RxBytes %d, b0 TxBytes %d; a0 vhost sessions %d", ra.Port["rx_bytes"], rb.Port["tx_bytes"], nicCounters(t, ra)["vhost.Sessions"])
+	if ra.Port["rx_bytes"] < uint64(n/2) || rb.Port["tx_bytes"] < uint64(n/2) {
+		t.Fatalf("the restarted daemon carried too little of the %d bytes: a0 RxBytes %d, b0 TxBytes %d", n, ra.Port["rx_bytes"], rb.Port["tx_bytes"])
 	}
 	// The link stays usable both ways.
 	ping(t, b, "10.0.0.1")

@@ -66,10 +66,10 @@ func TestAgentOverTheDaemonsVsock(t *testing.T) {
 	// Five sessions went over vsock (uname, exit 3, three hostnames), the
 	// virtio-serial one did not.
 	vs := vsockStatus(t, d, "vs0")
-	if got := vs.Counters["HostConnects"]; got != 5 {
+	if got := vs.Counters["host_connects"]; got != 5 {
 		t.Fatalf("vs0 counted %d host connects, want 5 (the vsock sessions): %+v", got, vs.Counters)
 	}
-	t.Logf("vs0: %d host connects, %d bytes to the guest, %d from it", vs.Counters["HostConnects"], vs.Counters["BytesToGuest"], vs.Counters["BytesToHost"])
+	t.Logf("vs0: %d host connects, %d bytes to the guest, %d from it", vs.Counters["host_connects"], vs.Counters["bytes_to_guest"], vs.Counters["bytes_to_host"])
 }
 
 // vsockReport is the part of a vsock device's status the tests read.

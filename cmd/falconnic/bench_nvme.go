@@ -147,7 +147,7 @@ func benchNVMe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process (the daemon's data path) to `FILE`")
 	only := fs.String("tests", "", "run only these tests (comma-separated names, e.g. write_128k); default all")
 	watchdog := fs.String("watchdog", "act", "diagnosis: the disk's ring watchdog cures lost notifications (act) or only counts and logs them (observe), so that a stall stays for its stall report")
-	statusFile := fs.String("status", "", "diagnosis: write the daemon's NVMe counters (engines, namespaces, Falcon ports) as JSON to `FILE` at the end")
+	statusFile := fs.String("status", "", "diagnosis: write the daemon's status (NICs' Falcon ports, NVMe engines and namespaces) as JSON to `FILE` at the end")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
@@ -326,7 +326,7 @@ func benchNVMe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	rep.Tests = results
 	if *statusFile != "" {
-		b, err := json.MarshalIndent(d.Status().NVMe, "", "  ")
+		b, err := json.MarshalIndent(d.Status(), "", "  ")
 		if err == nil {
 			err = os.WriteFile(*statusFile, b, 0o644)
 		}

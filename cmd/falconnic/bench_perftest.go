@@ -43,6 +43,8 @@ var perftestCases = []perftestCase{
 var (
 	// perftest's bandwidth line: bytes, iterations, peak, average, Mpps.
 	benchBWLine = regexp.MustCompile(`(?m)^\s*(\d+)\s+\d+\s+[0-9.]+\s+([0-9.]+)\s+[0-9.]+\s*$`)
+	// the same line's bytes and iterations.
+	benchBWVolume = regexp.MustCompile(`(?m)^\s*(\d+)\s+(\d+)\s+[0-9.]+\s+[0-9.]+\s+[0-9.]+\s*$`)
 	// perftest's latency line: bytes, iterations, t_min, t_max, t_typical, ...
 	benchLatLine = regexp.MustCompile(`(?m)^\s*(\d+)\s+\d+\s+[0-9.]+\s+[0-9.]+\s+([0-9.]+)\s+[0-9.]+`)
 )
@@ -63,6 +65,19 @@ func parsePerftest(c perftestCase, out string) (float64, error) {
 	return 0, fmt.Errorf("%s: no result line in output:\n%s", c.argv[0], out)
 }
 
+// perftestMiB reads the data a bandwidth client moved (bytes ×
+// iterations of its result line) in MiB; 0 if there is none.
+func perftestMiB(out string) float64 {
+	for _, m := range benchBWVolume.FindAllStringSubmatch(out, -1) {
+		b, err1 := strconv.ParseFloat(m[1], 64)
+		n, err2 := strconv.ParseFloat(m[2], 64)
+		if err1 == nil && err2 == nil && b > 0 && n > 0 {
+			return b * n / (1 << 20)
+		}
+	}
+	return 0
+}
+
 // benchSeries is one program's samples on one transport.
 type benchSeries struct {
 	Samples []float64 `json:"samples"`
@@ -73,7 +88,10 @@ type benchRow struct {
 	Test      string      `json:"test"`
 	Unit      string      `json:"unit"`
 	Falconnic benchSeries `json:"falconnic"`
-	RXE       benchSeries `json:"rxe"`
+	// DaemonCPU is the falconnic daemon's CPU time (user + system, from
+	// /proc) per MiB the client moved, for the bandwidth programs.
+	DaemonCPU *benchSeries `json:"falconnic_daemon_cpu_ms_per_mib,omitempty"`
+	RXE       benchSeries  `json:"rxe"`
 	// Ratio is falconnic/rxe of the medians: ≥ 5 is the bandwidth goal,
 	// ≤ 0.5 the latency goal.
 	Ratio   float64 `json:"ratio_falconnic_over_rxe"`
@@ -108,6 +126,8 @@ func benchPerftest(ctx context.Context, args []string, stdout, stderr io.Writer)
 	samples := fs.Int("samples", 3, "runs of each program on each transport (medians are compared)")
 	cache := fs.String("cache", qemu.DefaultCacheDir(), "guest image cache")
 	only := fs.String("only", "", "comma-separated program names to run (default: all four)")
+	daemonBin := fs.String("daemon-bin", "", "falconnic executable that serves the NICs (default: this one), to compare daemon builds on the same guests")
+	rxe := fs.Bool("rxe", true, "also run the Soft-RoCE baseline (false: falconnic only, no ratios)")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
@@ -130,6 +150,13 @@ func benchPerftest(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err != nil {
 		return err
 	}
+	if *daemonBin != "" {
+		bin = *daemonBin
+	}
+	kinds := []pairKind{pairFalcon, pairRXE}
+	if !*rxe {
+		kinds = kinds[:1]
+	}
 	dir, err := os.MkdirTemp("", "fn-bench-pt-")
 	if err != nil {
 		return err
@@ -137,9 +164,10 @@ func benchPerftest(ctx context.Context, args []string, stdout, stderr io.Writer)
 	defer os.RemoveAll(dir)
 	start := time.Now()
 	results := map[pairKind][][]float64{}
+	cpu := make([][]float64, len(cases)) // the falconnic daemon's ms per MiB
 	failures := map[pairKind]int{}
 	// One pair at a time: two TCG guests already use most of two cores.
-	for _, kind := range []pairKind{pairFalcon, pairRXE} {
+	for _, kind := range kinds {
 		sub := fmt.Sprintf("%s/k%d", dir, kind)
 		p, err := startPair(ctx, pairOptions{kind: kind, daemons: 1, dir: sub, cache: *cache, bin: bin, log: stderr})
 		if err != nil {
@@ -150,12 +178,15 @@ func benchPerftest(ctx context.Context, args []string, stdout, stderr io.Writer)
 			for i, c := range cases {
 				// A failed run (Soft-RoCE under TCG fails now and then) is
 				// counted and retried, at most benchRetries times per sample.
+				cpu0 := p.daemonCPU()
 				r := p.run(ctx, c.argv, 5*time.Minute)
 				for try := 0; r.Err() != nil && try < benchRetries && ctx.Err() == nil; try++ {
 					fmt.Fprintf(stderr, "bench perftest: %s: %s failed, retrying: %v\n", p.device, strings.Join(c.argv, " "), r.Err())
 					failures[kind]++
+					cpu0 = p.daemonCPU()
 					r = p.run(ctx, c.argv, 5*time.Minute)
 				}
+				used := p.daemonCPU() - cpu0
 				if err := r.Err(); err != nil {
 					p.close()
 					return fmt.Errorf("%s on %s: %w\n%s\nserver:\n%s", strings.Join(c.argv, " "), p.device, err, r.Client, r.Server)
@@ -167,6 +198,10 @@ func benchPerftest(ctx context.Context, args []string, stdout, stderr io.Writer)
 				}
 				fmt.Fprintf(stderr, "bench perftest: %s sample %d: %s = %.2f\n", p.device, s+1, strings.Join(c.argv, " "), v)
 				rows[i] = append(rows[i], v)
+				if mib := perftestMiB(r.Client); kind == pairFalcon && c.bandwidth && mib > 0 && used > 0 {
+					cpu[i] = append(cpu[i], used*1000/mib)
+					fmt.Fprintf(stderr, "bench perftest: daemon cpu %.3f ms per MiB\n", used*1000/mib)
+				}
 			}
 		}
 		p.close()
@@ -184,6 +219,18 @@ func benchPerftest(ctx context.Context, args []string, stdout, stderr io.Writer)
 	for i, c := range cases {
 		row := benchRow{Test: strings.Join(c.argv, " ")}
 		row.Falconnic = benchSeries{results[pairFalcon][i], perftestMedian(results[pairFalcon][i])}
+		if len(cpu[i]) > 0 {
+			row.DaemonCPU = &benchSeries{cpu[i], perftestMedian(cpu[i])}
+		}
+		if c.bandwidth {
+			row.Unit = "MB/s (perftest BW average)"
+		} else {
+			row.Unit = "µs (perftest t_typical)"
+		}
+		if !*rxe {
+			res.Rows = append(res.Rows, row)
+			continue
+		}
 		row.RXE = benchSeries{results[pairRXE][i], perftestMedian(results[pairRXE][i])}
 		row.Ratio = row.Falconnic.Median / row.RXE.Median
 		if c.bandwidth {

@@ -29,6 +29,15 @@ func TestParsePerftestReadsBandwidthAverageAndTypicalLatency(t *testing.T) {
 	}
 }
 
+func TestPerftestMiBIsBytesTimesIterations(t *testing.T) {
+	if got := perftestMiB(bwOutput); got != 65536*5000.0/(1<<20) {
+		t.Fatalf("MiB = %v, want %v", got, 65536*5000.0/(1<<20))
+	}
+	if got := perftestMiB(latOutput); got != 0 {
+		t.Fatalf("a latency table moved %v MiB, want 0", got)
+	}
+}
+
 func TestMedianOfOddAndEvenSamples(t *testing.T) {
 	if m := perftestMedian([]float64{3, 1, 2}); m != 2 {
 		t.Fatalf("median = %v, want 2", m)

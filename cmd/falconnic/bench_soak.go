@@ -518,22 +518,30 @@ func (s *soakDaemons) addCounters(ctx context.Context, sum map[string]uint64) {
 			continue
 		}
 		var st struct {
+			NICs []struct {
+				Falcon *struct {
+					Counters map[string]uint64 `json:"counters"`
+				} `json:"falcon_port"`
+			} `json:"nics"`
 			NVMe *struct {
 				Disks []struct {
 					VhostUser map[string]uint64 `json:"vhost_user"`
 				} `json:"disks"`
-				Ports map[string]map[string]uint64 `json:"ports"`
 			} `json:"nvme"`
 		}
-		if json.Unmarshal(raw, &st) != nil || st.NVMe == nil {
+		if json.Unmarshal(raw, &st) != nil {
 			continue
 		}
 		var maps []map[string]uint64
-		for _, d := range st.NVMe.Disks {
-			maps = append(maps, d.VhostUser)
+		for _, n := range st.NICs {
+			if n.Falcon != nil {
+				maps = append(maps, n.Falcon.Counters)
+			}
 		}
-		for _, m := range st.NVMe.Ports {
-			maps = append(maps, m)
+		if st.NVMe != nil {
+			for _, d := range st.NVMe.Disks {
+				maps = append(maps, d.VhostUser)
+			}
 		}
 		for _, m := range maps {
 			for _, k := range soakCounters {

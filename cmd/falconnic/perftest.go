@@ -74,6 +74,21 @@ const (
 	pairMAC = "52:54:00:fc:00:0"
 )
 
+// daemonCPU is the falconnic daemons' CPU time so far (user + system,
+// seconds; 0 without daemons).
+func (p *rdmaPair) daemonCPU() float64 {
+	t := 0.0
+	for _, d := range p.daemons {
+		if d.Process == nil {
+			continue
+		}
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", d.Process.Pid)); err == nil {
+			t += vmnetProcStatCPU(b)
+		}
+	}
+	return t
+}
+
 // startPair brings the setup up; on error everything started is stopped.
 func startPair(ctx context.Context, o pairOptions) (_ *rdmaPair, err error) {
 	p := &rdmaPair{o: o, bIP: pairIPB, device: "falcon0"}

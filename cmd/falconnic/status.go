@@ -91,7 +91,7 @@ func printStatus(w io.Writer, st device.Status) error {
 			session = "-"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", n.Name, n.MAC, session, n.QueuePairs,
-			n.Port["RxFrames"], n.Port["RxBytes"], n.Port["TxFrames"], n.Port["TxBytes"], drops(n.Port), n.Socket)
+			n.Port["rx_frames"], n.Port["rx_bytes"], n.Port["tx_frames"], n.Port["tx_bytes"], drops(n.Port), n.Socket)
 	}
 	tw.Flush()
 	for i, n := range st.NICs {
@@ -115,14 +115,17 @@ func printStatus(w io.Writer, st device.Status) error {
 		if len(devs[i].Counters) > 0 {
 			fmt.Fprintf(w, "  %s counters: %s\n", n.Name, nonZero(devs[i].Counters))
 		}
+		if f := n.Falcon; f != nil {
+			fmt.Fprintf(w, "  %s falcon port: rdma conns %d, nvme conns %d; %s\n", n.Name, f.Conns["rdma"], f.Conns["nvme"], nonZero(f.Counters))
+		}
 	}
 
 	fmt.Fprintf(w, "\nswitch: %s\n", nonZero(st.Switch.Counters))
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "PORT\tRX-FRAMES\tRX-BYTES\tTX-FRAMES\tTX-BYTES\tDROPS")
 	for _, p := range st.Switch.Ports {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\n", p.Name, p.Counters["RxFrames"], p.Counters["RxBytes"],
-			p.Counters["TxFrames"], p.Counters["TxBytes"], dropList(p.Counters))
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\n", p.Name, p.Counters["rx_frames"], p.Counters["rx_bytes"],
+			p.Counters["tx_frames"], p.Counters["tx_bytes"], dropList(p.Counters))
 	}
 	tw.Flush()
 	printMACs(w, "PORT", st.Switch.MACs)
@@ -140,8 +143,8 @@ func printStatus(w io.Writer, st device.Status) error {
 			if p.LastRx != nil {
 				last = p.LastRx.Round(time.Millisecond).String() + " ago"
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\n", p.Addr, p.Counters["RxDatagrams"], p.Counters["RxBytes"],
-				p.Counters["TxDatagrams"], p.Counters["TxBytes"], last)
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\n", p.Addr, p.Counters["rx_datagrams"], p.Counters["rx_bytes"],
+				p.Counters["tx_datagrams"], p.Counters["tx_bytes"], last)
 		}
 		tw.Flush()
 		printMACs(w, "PEER", f.MACs)
@@ -170,7 +173,7 @@ func printMACs(w io.Writer, where string, macs []device.MACStatus) {
 // isTraffic reports whether a port counter counts traffic rather than drops.
 func isTraffic(name string) bool {
 	switch name {
-	case "RxFrames", "RxBytes", "TxFrames", "TxBytes":
+	case "rx_frames", "rx_bytes", "tx_frames", "tx_bytes":
 		return true
 	}
 	return false

@@ -14,19 +14,25 @@ const module = "falconnic"
 // package of the module must match a rule, so a new top-level folder needs a
 // row here (and a line in ARCHITECTURE.md §7).
 var rules = map[string][]string{
-	"internal/":     {"internal/"},
-	"falcon/wire":   {"falcon/wire", "internal/"},
-	"falcon":        {"falcon", "internal/"},
-	"firmware":      {"firmware", "falcon", "internal/"},
-	"verbs":         {"verbs", "falcon", "internal/"},
-	"nvme":          {"nvme", "falcon", "internal/"},
-	"vhostuser":     {"vhostuser", "internal/"},
-	"device":        {"device", "vhostuser", "verbs", "nvme", "falcon", "firmware", "internal/"},
-	"qemu":          {"qemu", "internal/"},
-	"guest":         {"guest", "internal/"},
-	"cmd/":          {""}, // mains may import anything
-	"tests":         {""}, // end-to-end tests build binaries and boot VMs
-	"guest-driver/": {"guest-driver/", "internal/"},
+	"internal/":   {"internal/"},
+	"falcon/wire": {"falcon/wire", "internal/"},
+	"falcon":      {"falcon", "internal/"},
+	"firmware":    {"firmware", "falcon", "internal/"},
+	"verbs":       {"verbs", "falcon", "internal/"},
+	"nvme":        {"nvme", "falcon", "internal/"},
+	"vhostuser":   {"vhostuser", "internal/"},
+	"device":      {"device", "vhostuser", "verbs", "nvme", "falcon", "firmware", "internal/"},
+	// The function rooms under device/ reach each other only through the
+	// port (and the daemon, at device/, assembles them).
+	"device/port":     {"falcon", "firmware", "internal/"},
+	"device/cm":       {"device/port", "falcon", "internal/"},
+	"device/vsock":    {"vhostuser", "internal/"},
+	"device/rdmauapi": {"internal/"},
+	"qemu":            {"qemu", "internal/"},
+	"guest":           {"guest", "internal/"},
+	"cmd/":            {""}, // mains may import anything
+	"tests":           {""}, // end-to-end tests build binaries and boot VMs
+	"guest-driver/":   {"guest-driver/", "internal/"},
 }
 
 type pkg struct {
@@ -108,6 +114,14 @@ func TestRuleMatching(t *testing.T) {
 		{"nvme", "vhostuser", false},
 		{"vhostuser", "falcon/wire", false},
 		{"device", "vhostuser", true},
+		{"device/port", "device", false},
+		{"device/port", "vhostuser", false},
+		{"device/cm", "device/port", true},
+		{"device/cm", "device", false},
+		{"device/cm", "verbs", false},
+		{"device/vsock", "device", false},
+		{"device/vsock", "vhostuser", true},
+		{"device", "device/port", true},
 		{"falconx", "falcon", false},
 		{"cmd/falconnic", "device", true},
 	} {

@@ -1,4 +1,4 @@
-package device
+package vsock
 
 import (
 	"bytes"
@@ -28,11 +28,11 @@ import (
 // assert on results, never on timing.
 const vsockFailsafe = 10 * time.Second
 
-// vsockRig is one Vsock device served over a socketpair to the front-end
+// vsockRig is one Device device served over a socketpair to the front-end
 // simulator, with a guest driver on both rings.
 type vsockRig struct {
 	t      testing.TB
-	v      *Vsock
+	v      *Device
 	dir    string
 	mem    *vhostusertest.GuestMemory
 	fe     *vhostusertest.Frontend
@@ -60,7 +60,7 @@ func newVsockRigMode(t testing.TB, mode string) *vsockRig {
 	vsMust(t, err)
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	r := &vsockRig{t: t, dir: dir}
-	r.v, err = NewVsock(VsockConfig{Name: "vsock0", Socket: filepath.Join(dir, "vu.sock"), GuestCID: vsockTestCID,
+	r.v, err = New(Config{Name: "vsock0", Socket: filepath.Join(dir, "vu.sock"), GuestCID: vsockTestCID,
 		UDS: filepath.Join(dir, "v"), Dial: mode == "dial"})
 	vsMust(t, err)
 	tr := &vsTraceRing{max: 400}
@@ -259,7 +259,7 @@ type vsockGuest struct {
 
 // vsockGuestPkt is one packet the guest received.
 type vsockGuestPkt struct {
-	hdr     VsockHdr
+	hdr     Hdr
 	payload []byte
 }
 
@@ -297,7 +297,7 @@ func (g *vsockGuest) recv() vsockGuestPkt {
 		g.t.Fatalf("guest: used len %d", u.Len)
 	}
 	base := g.rx.BufGPAOf(u.ID)
-	hdr := VsockHdr(append([]byte(nil), g.mem.Bytes(base, VsockHdrLen)...))
+	hdr := Hdr(append([]byte(nil), g.mem.Bytes(base, VsockHdrLen)...))
 	p := vsockGuestPkt{hdr: hdr}
 	if n := u.Len - VsockHdrLen; n > 0 {
 		p.payload = append([]byte(nil), g.mem.Bytes(base+64, uint64(n))...)
@@ -310,7 +310,7 @@ func (g *vsockGuest) recv() vsockGuestPkt {
 }
 
 // send posts one TX packet ([R hdr][R payload]) and kicks.
-func (g *vsockGuest) send(op VsockOp, gport, hport, flags, bufAlloc, fwd uint32, payload []byte) {
+func (g *vsockGuest) send(op Op, gport, hport, flags, bufAlloc, fwd uint32, payload []byte) {
 	g.sendRaw(vsPkt(op, gport, hport, flags, bufAlloc, fwd, payload))
 }
 
@@ -356,7 +356,7 @@ func (c *vsockGuestConn) credit() uint32 {
 	return c.peerBuf - (c.txCnt - c.peerFwd)
 }
 
-func (c *vsockGuestConn) send(op VsockOp, flags uint32, payload []byte) {
+func (c *vsockGuestConn) send(op Op, flags uint32, payload []byte) {
 	c.g.send(op, c.gport, c.hport, flags, c.bufAlloc, c.fwdCnt, payload)
 	c.lastFwd = c.fwdCnt
 }
@@ -442,7 +442,7 @@ func TestVsockQemu72NegotiationAndCallSwapMidRun(t *testing.T) {
 		t.Fatal("TX not completed")
 	}
 	st := r.v.Status()
-	if st.Session.State != "running" || st.Counters["DialFailed"] != 2 || st.Backend["CallFDSwaps"] == 0 {
+	if st.Session.State != "running" || st.Counters["dial_failed"] != 2 || st.Backend["CallFDSwaps"] == 0 {
 		t.Fatalf("status %+v", st)
 	}
 }
@@ -518,11 +518,11 @@ func TestVsockHostInitiatedEchoWithCreditBothWays(t *testing.T) {
 		t.Fatalf("echo: guest got %d bytes, host got %d of %d back", len(c.received), len(got), len(data))
 	}
 	st := r.v.Status()
-	if len(st.Connections) != 0 || st.Counters["Closed"] != 1 || st.Counters["TxNoCredit"] == 0 {
+	if len(st.Connections) != 0 || st.Counters["closed"] != 1 || st.Counters["tx_no_credit"] == 0 {
 		t.Fatalf("status %+v", st)
 	}
-	if st.Counters["BytesToHost"] != 1<<20 || st.Counters["BytesToGuest"] != 1<<20 {
-		t.Fatalf("byte counters %d %d", st.Counters["BytesToHost"], st.Counters["BytesToGuest"])
+	if st.Counters["bytes_to_host"] != 1<<20 || st.Counters["bytes_to_guest"] != 1<<20 {
+		t.Fatalf("byte counters %d %d", st.Counters["bytes_to_host"], st.Counters["bytes_to_guest"])
 	}
 	client.Close()
 }
@@ -573,7 +573,7 @@ func TestVsockGuestConnectsToHostPortBridgedToUDSPort(t *testing.T) {
 	for !c.rst {
 		c.handle(r.g.recv())
 	}
-	if st := r.v.Status(); len(st.Connections) != 0 || st.Counters["Closed"] != 1 {
+	if st := r.v.Status(); len(st.Connections) != 0 || st.Counters["closed"] != 1 {
 		t.Fatalf("status %+v", st)
 	}
 }
@@ -585,7 +585,7 @@ func TestVsockGuestRequestToUnservedPortGetsRst(t *testing.T) {
 	if p := r.g.recv(); p.String() != "RST 7777->6000" {
 		t.Fatalf("got %v", p)
 	}
-	if n := r.v.Status().Counters["DialFailed"]; n != 1 {
+	if n := r.v.Status().Counters["dial_failed"]; n != 1 {
 		t.Fatalf("DialFailed=%d", n)
 	}
 }
@@ -599,7 +599,7 @@ func TestVsockGuestRstClosesHostClient(t *testing.T) {
 	if b, err := io.ReadAll(client); err != nil || len(b) != 0 {
 		t.Fatalf("client read %q, %v; want EOF", b, err)
 	}
-	if st := r.v.Status(); len(st.Connections) != 0 || st.Counters["RstReceived"] != 1 {
+	if st := r.v.Status(); len(st.Connections) != 0 || st.Counters["rst_received"] != 1 {
 		t.Fatalf("status %+v", st)
 	}
 }
@@ -609,9 +609,9 @@ func TestVsockMalformedTxPacketsAreCountedAndServiceContinues(t *testing.T) {
 	r.up()
 	short := vsPkt(VsockOpRequest, 1, 2, 0, 0, 0, nil)[:30]
 	seq := vsPkt(VsockOpRequest, 6000, 5, 0, 0, 0, nil)
-	VsockHdr(seq).SetType(2)
+	Hdr(seq).SetType(2)
 	spoof := vsPkt(VsockOpRequest, 6000, 5, 0, 0, 0, nil)
-	VsockHdr(spoof).SetSrcCID(99)
+	Hdr(spoof).SetSrcCID(99)
 	r.g.sendRaw(short)
 	r.g.sendRaw(spoof)
 	r.g.sendRaw(seq) // a SEQPACKET request we do not serve: RST
@@ -619,7 +619,7 @@ func TestVsockMalformedTxPacketsAreCountedAndServiceContinues(t *testing.T) {
 		t.Fatalf("got %v", p)
 	}
 	c := r.v.Status().Counters
-	if c["HdrShort"] != 1 || c["HdrType"] != 1 || c["HdrSrcCID"] != 1 || c["PktsFromGuest"] != 0 {
+	if c["hdr_short"] != 1 || c["hdr_type"] != 1 || c["hdr_src_cid"] != 1 || c["pkts_from_guest"] != 0 {
 		t.Fatalf("counters %v", c)
 	}
 	// Still serving.
@@ -646,7 +646,7 @@ func TestVsockSessionLossResetsConnectionsAndReconnectServesAgain(t *testing.T) 
 		t.Fatalf("client read %q, %v; want EOF", b, err)
 	}
 	st := r.v.Status()
-	if len(st.Connections) != 0 || st.Counters["SessionResets"] != 1 {
+	if len(st.Connections) != 0 || st.Counters["session_resets"] != 1 {
 		t.Fatalf("status %+v", st)
 	}
 	// QEMU reconnects (chardev reconnect=1): full init, rings resumed at
@@ -682,7 +682,7 @@ func TestVsockBadConnectLineIsCountedAndClosed(t *testing.T) {
 }
 
 func TestVsockConfigSpaceIsGuestCIDReadOnly(t *testing.T) {
-	v, err := NewVsock(VsockConfig{Socket: "x", GuestCID: 0x12345678})
+	v, err := New(Config{Socket: "x", GuestCID: 0x12345678})
 	vsMust(t, err)
 	d := vsockDevice{v}
 	b, err := d.GetConfig(0, 8)
@@ -702,7 +702,7 @@ func TestVsockConfigSpaceIsGuestCIDReadOnly(t *testing.T) {
 		t.Fatalf("BadConfigAccess=%d", v.Counters.BadConfigAccess.Load())
 	}
 	for _, cid := range []uint64{0, 1, 2, 0xffffffff} {
-		if _, err := NewVsock(VsockConfig{Socket: "x", GuestCID: cid}); err != ErrVsockCID {
+		if _, err := New(Config{Socket: "x", GuestCID: cid}); err != ErrVsockCID {
 			t.Errorf("cid %d: %v", cid, err)
 		}
 	}
@@ -725,7 +725,7 @@ func TestVsockServeModes(t *testing.T) {
 }
 
 func TestVsockConfigChecksAndJSON(t *testing.T) {
-	var cfg VsockConfig
+	var cfg Config
 	vsMust(t, json.Unmarshal([]byte(`{"name":"vs0","socket":"vs0.sock","guest_cid":3,"uds":"vs0.uds"}`), &cfg))
 	cfg.ResolvePaths("/run/falconnic")
 	if cfg.Socket != "/run/falconnic/vs0.sock" || cfg.UDS != "/run/falconnic/vs0.uds" || cfg.GuestCID != 3 {
@@ -733,13 +733,13 @@ func TestVsockConfigChecksAndJSON(t *testing.T) {
 	}
 	vsMust(t, cfg.Check())
 	for _, tc := range []struct {
-		mut  func(c *VsockConfig)
+		mut  func(c *Config)
 		want error
 	}{
-		{func(c *VsockConfig) { c.GuestCID = 2 }, ErrVsockCID},
-		{func(c *VsockConfig) { c.GuestCID = 0xffffffff }, ErrVsockCID},
-		{func(c *VsockConfig) { c.Socket = "" }, ErrVsockSocket},
-		{func(c *VsockConfig) { c.UDS = "/" + strings.Repeat("u", 100) }, ErrVsockPath},
+		{func(c *Config) { c.GuestCID = 2 }, ErrVsockCID},
+		{func(c *Config) { c.GuestCID = 0xffffffff }, ErrVsockCID},
+		{func(c *Config) { c.Socket = "" }, ErrVsockSocket},
+		{func(c *Config) { c.UDS = "/" + strings.Repeat("u", 100) }, ErrVsockPath},
 	} {
 		c := cfg
 		tc.mut(&c)
@@ -813,7 +813,7 @@ func TestVsockMalformedChainsAreCounted(t *testing.T) {
 		t.Fatalf("got %v", p)
 	}
 	c := r.v.Status().Counters
-	if c["TxChainWritable"] != 1 || c["RxBufTooSmall"] != 1 || c["RxChainReadable"] != 1 || c["PktsFromGuest"] != 1 {
+	if c["tx_chain_writable"] != 1 || c["rx_buf_too_small"] != 1 || c["rx_chain_readable"] != 1 || c["pkts_from_guest"] != 1 {
 		t.Fatalf("counters %v", c)
 	}
 }

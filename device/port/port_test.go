@@ -1,4 +1,4 @@
-package device
+package port
 
 import (
 	"bytes"
@@ -21,7 +21,7 @@ import (
 // items it sees the clock.
 func TestPortEndpointReadsTheClockOncePerWorkItem(t *testing.T) {
 	clk := clock.NewManual(time.Second)
-	p := NewFalconPort(clk, nil)
+	p := New(clk, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go p.Run(ctx)
@@ -41,24 +41,33 @@ func TestPortEndpointReadsTheClockOncePerWorkItem(t *testing.T) {
 	}
 }
 
-// TestPortRUEWidensOnlyNVMeWindows: the port's RUE answers an NVMe
-// connection's events with NVMeFcwnd and an RDMA connection's with the
-// fixed RUE's default.
-func TestPortRUEWidensOnlyNVMeWindows(t *testing.T) {
-	p := NewFalconPort(clock.NewManual(0), nil)
-	nv, err := p.ep.Connect(falcon.ConnConfig{SCID: 1, DCID: 2, Protocol: wire.ProtoNVMe})
+// TestPortRUEKeepsEachConnectionsWindow: the port's RUE answers the
+// events of a connection opened with an InitFcwnd (as NVMe's are) with
+// that window and an RDMA connection's with the fixed RUE's default;
+// a closed connection's window is forgotten.
+func TestPortRUEKeepsEachConnectionsWindow(t *testing.T) {
+	p := New(clock.NewManual(0), nil)
+	nv, err := p.Connect(falcon.ConnConfig{SCID: 1, DCID: 2, Protocol: wire.ProtoNVMe, InitFcwnd: 128 * rue.One})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rd, err := p.ep.Connect(falcon.ConnConfig{SCID: 3, DCID: 4, Protocol: wire.ProtoRDMA, Ordered: true})
+	rd, err := p.Connect(falcon.ConnConfig{SCID: 3, DCID: 4, Protocol: wire.ProtoRDMA, Ordered: true})
 	if err != nil {
 		t.Fatal(err)
 	}
+	if got := p.ConnCounts(); got["nvme"] != 1 || got["rdma"] != 1 {
+		t.Errorf("connections per protocol %v, want one each", got)
+	}
+	defer func() {
+		if err := p.CloseConn(nv.SCID()); err != nil || len(p.windows) != 0 {
+			t.Errorf("closing the NVMe connection: %v, windows left %v", err, p.windows)
+		}
+	}()
 	r := portRUE{p: p, base: firmware.NewFixed(firmware.FixedConfig{})}
 	for _, c := range []struct {
 		conn *falcon.Conn
 		want rue.Fixed
-	}{{nv, NVMeFcwnd * rue.One}, {rd, 32 * rue.One}} {
+	}{{nv, 128 * rue.One}, {rd, 32 * rue.One}} {
 		resp, ok := r.Handle(&rue.Event{Conn: c.conn.SCID(), Type: rue.EventACK})
 		if !ok || resp.Fcwnd != c.want {
 			t.Errorf("conn %d: fcwnd %v (ok %v), want %v", c.conn.SCID(), resp.Fcwnd, ok, c.want)
@@ -72,8 +81,8 @@ func TestPortRUEWidensOnlyNVMeWindows(t *testing.T) {
 // portBurstMax or at the end of the item; a full queue drops the burst
 // and counts every frame.
 func TestPortLinkHandsOverABurstAtATime(t *testing.T) {
-	from := NewFalconPort(clock.NewManual(0), nil)
-	to := &FalconPort{work: make(chan portWork, 3)} // not running: we look at its queue
+	from := New(clock.NewManual(0), nil)
+	to := &Port{work: make(chan portWork, 3)} // not running: we look at its queue
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go from.Run(ctx)
@@ -159,7 +168,7 @@ func TestCopyFrameEndsThePacketOnAPage(t *testing.T) {
 		if end%framebuf.Page != 0 {
 			t.Errorf("payload %d: packet ends at %#x, not on a page", payload, end)
 		}
-		p := &FalconPort{cur: buf}
+		p := &Port{cur: buf}
 		if p.KeepFrame(append([]byte(nil), frame...)) != nil {
 			t.Fatalf("payload %d: kept a frame for data outside it", payload)
 		}
@@ -183,7 +192,7 @@ func TestCopyFrameEndsThePacketOnAPage(t *testing.T) {
 // stops neither takes work and the hosted port's Run returns.
 func TestHostedPortRunsOnItsHost(t *testing.T) {
 	clk := clock.NewManual(time.Second)
-	host, guest := NewFalconPort(clk, nil), NewFalconPort(clk, nil)
+	host, guest := New(clk, nil), New(clk, nil)
 	host.Host(guest)
 	idle := make(chan struct{}, 1)
 	guest.OnIdle(func() {
@@ -245,7 +254,7 @@ func TestHostedPortRunsOnItsHost(t *testing.T) {
 
 // TestHostRejectsChains: a hosted port cannot host, nor a host be hosted.
 func TestHostRejectsChains(t *testing.T) {
-	a, b, c := NewFalconPort(clock.NewManual(0), nil), NewFalconPort(clock.NewManual(0), nil), NewFalconPort(clock.NewManual(0), nil)
+	a, b, c := New(clock.NewManual(0), nil), New(clock.NewManual(0), nil), New(clock.NewManual(0), nil)
 	a.Host(b)
 	for name, f := range map[string]func(){"hosted hosts": func() { b.Host(c) }, "host hosted": func() { c.Host(a) }, "itself": func() { c.Host(c) }} {
 		func() {
@@ -280,7 +289,7 @@ func (o *oneTimer) OnTimer(now time.Duration) {
 // retransmission timer never fires for what an ACK already waiting covers.
 func TestPortHandlesQueuedWorkBeforeDueTimers(t *testing.T) {
 	clk := clock.NewManual(time.Second)
-	p := NewFalconPort(clk, nil) // not running: the test is its goroutine
+	p := New(clk, nil) // not running: the test is its goroutine
 	var order []string
 	fired := make(chan time.Duration, 1)
 	p.AddTimers(&oneTimer{at: clk.Now(), fired: fired})

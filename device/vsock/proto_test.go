@@ -1,4 +1,4 @@
-package device
+package vsock
 
 import (
 	"bytes"
@@ -12,7 +12,7 @@ import (
 func TestVsockHdrFieldOffsets(t *testing.T) {
 	// struct virtio_vsock_hdr (virtio 1.2 §5.10.6), packed little-endian.
 	b := make([]byte, VsockHdrLen)
-	putVsockHdr(VsockHdr(b), 0x0102030405060708, 0x11223344, 0x55667788, VsockOpCreditUpdate, 3, 0x99aabbcc, 0xddeeff00, 0x0badf00d)
+	putVsockHdr(Hdr(b), 0x0102030405060708, 0x11223344, 0x55667788, VsockOpCreditUpdate, 3, 0x99aabbcc, 0xddeeff00, 0x0badf00d)
 	want := []byte{
 		2, 0, 0, 0, 0, 0, 0, 0, // src_cid
 		8, 7, 6, 5, 4, 3, 2, 1, // dst_cid
@@ -40,7 +40,7 @@ func TestVsockParseAcceptsEveryWellFormedOp(t *testing.T) {
 		if op == VsockOpShutdown {
 			flags = VsockShutdownRcv | VsockShutdownSend
 		}
-		h, p, err := ParseVsockHdr(vsPkt(op, 1, 2, flags, 100, 7, payload), vsockTestCID)
+		h, p, err := ParseHdr(vsPkt(op, 1, 2, flags, 100, 7, payload), vsockTestCID)
 		if err != nil || h.Op() != op || !bytes.Equal(p, payload) || h.BufAlloc() != 100 || h.FwdCnt() != 7 {
 			t.Errorf("%v: err %v", op, err)
 		}
@@ -58,14 +58,14 @@ func FuzzVsockHdr(f *testing.F) {
 	f.Add(vsPkt(VsockOpRst, 1, 1024, 0, 0, 0, nil))
 	f.Add(make([]byte, 43))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		h, payload, err := ParseVsockHdr(b, vsockTestCID)
+		h, payload, err := ParseHdr(b, vsockTestCID)
 		if err == nil {
 			if len(h) != VsockHdrLen || uint64(len(payload)) != uint64(h.Len()) || h.Type() != VsockTypeStream ||
 				h.SrcCID() != vsockTestCID || h.DstCID() != VsockHostCID || h.Len() > vsockMaxPayload {
 				t.Fatalf("accepted a bad header %x", b)
 			}
 		}
-		var c VsockCounters
+		var c Counters
 		e := newVsockEngine(vsockTestCID, &c)
 		// A connection the packet may name, so known-connection paths run too.
 		e.guestPacket(vsPkt(VsockOpRequest, 5000, 80, 0, 65536, 0, nil), 0)
@@ -87,19 +87,19 @@ func FuzzVsockHdr(f *testing.F) {
 }
 
 // vsockParseHostPkt checks a packet we send, with the guest's rules.
-func vsockParseHostPkt(b []byte) (VsockHdr, []byte, error) {
+func vsockParseHostPkt(b []byte) (Hdr, []byte, error) {
 	if len(b) < VsockHdrLen {
 		return nil, nil, ErrVsockShort
 	}
-	h := VsockHdr(b)
+	h := Hdr(b)
 	if h.SrcCID() != VsockHostCID || h.DstCID() != vsockTestCID {
 		return nil, nil, ErrVsockDstCID
 	}
 	// Swap the CIDs so the guest-side decoder applies.
 	g := append([]byte(nil), b...)
-	VsockHdr(g).SetSrcCID(vsockTestCID)
-	VsockHdr(g).SetDstCID(VsockHostCID)
-	return ParseVsockHdr(g, vsockTestCID)
+	Hdr(g).SetSrcCID(vsockTestCID)
+	Hdr(g).SetDstCID(VsockHostCID)
+	return ParseHdr(g, vsockTestCID)
 }
 
 func TestVsockConnectLine(t *testing.T) {

@@ -1,4 +1,4 @@
-package device
+package vsock
 
 import (
 	"bytes"
@@ -16,7 +16,7 @@ const vsockTestCID = 3
 // engRig drives the sans-I/O engine as a guest and a host would.
 type engRig struct {
 	t   *testing.T
-	c   VsockCounters
+	c   Counters
 	e   *vsockEngine
 	clk *clock.Manual
 	rx  []byte
@@ -29,9 +29,9 @@ func newEngRig(t *testing.T) *engRig {
 }
 
 // pkt builds a guest packet.
-func vsPkt(op VsockOp, gport, hport, flags, bufAlloc, fwd uint32, payload []byte) []byte {
+func vsPkt(op Op, gport, hport, flags, bufAlloc, fwd uint32, payload []byte) []byte {
 	b := make([]byte, VsockHdrLen+len(payload))
-	h := VsockHdr(b)
+	h := Hdr(b)
 	h.SetSrcCID(vsockTestCID)
 	h.SetDstCID(VsockHostCID)
 	h.SetSrcPort(gport)
@@ -46,7 +46,7 @@ func vsPkt(op VsockOp, gport, hport, flags, bufAlloc, fwd uint32, payload []byte
 	return b
 }
 
-func (r *engRig) send(op VsockOp, gport, hport, flags, bufAlloc, fwd uint32, payload []byte) {
+func (r *engRig) send(op Op, gport, hport, flags, bufAlloc, fwd uint32, payload []byte) {
 	r.e.guestPacket(vsPkt(op, gport, hport, flags, bufAlloc, fwd, payload), r.clk.Now())
 }
 
@@ -60,7 +60,7 @@ func (r *engRig) drain() ([]string, []byte) {
 		if n == 0 {
 			break
 		}
-		h := VsockHdr(r.rx[:VsockHdrLen])
+		h := Hdr(r.rx[:VsockHdrLen])
 		if h.SrcCID() != VsockHostCID || h.DstCID() != vsockTestCID || h.Type() != VsockTypeStream {
 			r.t.Fatalf("bad header %x", r.rx[:VsockHdrLen])
 		}
@@ -157,8 +157,8 @@ func TestVsockGuestBytesReachHostAndCreditIsReturned(t *testing.T) {
 	r.e.hostWrote(id, sent-1000)
 	lines, _ := r.drain()
 	vsExpectLines(t, "packets", lines, "CREDIT_UPDATE 80->5000")
-	if fwd := VsockHdr(r.rx).FwdCnt(); fwd != uint32(sent) || VsockHdr(r.rx).BufAlloc() != vsockBufAlloc {
-		t.Fatalf("fwd_cnt %d buf_alloc %d", fwd, VsockHdr(r.rx).BufAlloc())
+	if fwd := Hdr(r.rx).FwdCnt(); fwd != uint32(sent) || Hdr(r.rx).BufAlloc() != vsockBufAlloc {
+		t.Fatalf("fwd_cnt %d buf_alloc %d", fwd, Hdr(r.rx).BufAlloc())
 	}
 	// Sending beyond the advertised credit resets the connection.
 	r.send(VsockOpRW, 5000, 80, 0, 65536, 0, make([]byte, 65536))
@@ -308,9 +308,9 @@ func TestVsockSessionLossDropsEverything(t *testing.T) {
 }
 
 func TestVsockMalformedHeadersAreCountedByCause(t *testing.T) {
-	bad := func(mut func(h VsockHdr) []byte) []byte {
+	bad := func(mut func(h Hdr) []byte) []byte {
 		b := vsPkt(VsockOpRW, 1, 2, 0, 0, 0, []byte("abc"))
-		if out := mut(VsockHdr(b)); out != nil {
+		if out := mut(Hdr(b)); out != nil {
 			return out
 		}
 		return b
@@ -319,24 +319,24 @@ func TestVsockMalformedHeadersAreCountedByCause(t *testing.T) {
 		name string
 		b    []byte
 		err  error
-		ctr  func(c *VsockCounters) uint64
+		ctr  func(c *Counters) uint64
 	}{
-		{"short", make([]byte, 43), ErrVsockShort, func(c *VsockCounters) uint64 { return c.HdrShort.Load() }},
-		{"seqpacket", bad(func(h VsockHdr) []byte { h.SetType(2); return nil }), ErrVsockType, func(c *VsockCounters) uint64 { return c.HdrType.Load() }},
-		{"op 0", bad(func(h VsockHdr) []byte { h.SetOp(0); return nil }), ErrVsockOp, func(c *VsockCounters) uint64 { return c.HdrOp.Load() }},
-		{"op 8", bad(func(h VsockHdr) []byte { h.SetOp(8); return nil }), ErrVsockOp, func(c *VsockCounters) uint64 { return c.HdrOp.Load() }},
-		{"rw flags", bad(func(h VsockHdr) []byte { h.SetFlags(1); return nil }), ErrVsockFlags, func(c *VsockCounters) uint64 { return c.HdrFlags.Load() }},
-		{"len > payload", bad(func(h VsockHdr) []byte { h.SetLen(4); return nil }), ErrVsockLen, func(c *VsockCounters) uint64 { return c.HdrLen.Load() }},
-		{"len < payload", bad(func(h VsockHdr) []byte { h.SetLen(2); return nil }), ErrVsockLen, func(c *VsockCounters) uint64 { return c.HdrLen.Load() }},
-		{"payload on REQUEST", bad(func(h VsockHdr) []byte { h.SetOp(VsockOpRequest); return nil }), ErrVsockLen, func(c *VsockCounters) uint64 { return c.HdrLen.Load() }},
-		{"over 64 KiB", bad(func(h VsockHdr) []byte { h.SetLen(1 << 20); return nil }), ErrVsockTooBig, func(c *VsockCounters) uint64 { return c.HdrTooBig.Load() }},
-		{"spoofed src", bad(func(h VsockHdr) []byte { h.SetSrcCID(4); return nil }), ErrVsockSrcCID, func(c *VsockCounters) uint64 { return c.HdrSrcCID.Load() }},
-		{"not to host", bad(func(h VsockHdr) []byte { h.SetDstCID(5); return nil }), ErrVsockDstCID, func(c *VsockCounters) uint64 { return c.HdrDstCID.Load() }},
-		{"empty RW", vsPkt(VsockOpRW, 1, 2, 0, 0, 0, nil), ErrVsockNoPayload, func(c *VsockCounters) uint64 { return c.HdrNoPayload.Load() }},
-		{"shutdown flag 4", vsPkt(VsockOpShutdown, 1, 2, 4, 0, 0, nil), ErrVsockFlags, func(c *VsockCounters) uint64 { return c.HdrFlags.Load() }},
+		{"short", make([]byte, 43), ErrVsockShort, func(c *Counters) uint64 { return c.HdrShort.Load() }},
+		{"seqpacket", bad(func(h Hdr) []byte { h.SetType(2); return nil }), ErrVsockType, func(c *Counters) uint64 { return c.HdrType.Load() }},
+		{"op 0", bad(func(h Hdr) []byte { h.SetOp(0); return nil }), ErrVsockOp, func(c *Counters) uint64 { return c.HdrOp.Load() }},
+		{"op 8", bad(func(h Hdr) []byte { h.SetOp(8); return nil }), ErrVsockOp, func(c *Counters) uint64 { return c.HdrOp.Load() }},
+		{"rw flags", bad(func(h Hdr) []byte { h.SetFlags(1); return nil }), ErrVsockFlags, func(c *Counters) uint64 { return c.HdrFlags.Load() }},
+		{"len > payload", bad(func(h Hdr) []byte { h.SetLen(4); return nil }), ErrVsockLen, func(c *Counters) uint64 { return c.HdrLen.Load() }},
+		{"len < payload", bad(func(h Hdr) []byte { h.SetLen(2); return nil }), ErrVsockLen, func(c *Counters) uint64 { return c.HdrLen.Load() }},
+		{"payload on REQUEST", bad(func(h Hdr) []byte { h.SetOp(VsockOpRequest); return nil }), ErrVsockLen, func(c *Counters) uint64 { return c.HdrLen.Load() }},
+		{"over 64 KiB", bad(func(h Hdr) []byte { h.SetLen(1 << 20); return nil }), ErrVsockTooBig, func(c *Counters) uint64 { return c.HdrTooBig.Load() }},
+		{"spoofed src", bad(func(h Hdr) []byte { h.SetSrcCID(4); return nil }), ErrVsockSrcCID, func(c *Counters) uint64 { return c.HdrSrcCID.Load() }},
+		{"not to host", bad(func(h Hdr) []byte { h.SetDstCID(5); return nil }), ErrVsockDstCID, func(c *Counters) uint64 { return c.HdrDstCID.Load() }},
+		{"empty RW", vsPkt(VsockOpRW, 1, 2, 0, 0, 0, nil), ErrVsockNoPayload, func(c *Counters) uint64 { return c.HdrNoPayload.Load() }},
+		{"shutdown flag 4", vsPkt(VsockOpShutdown, 1, 2, 4, 0, 0, nil), ErrVsockFlags, func(c *Counters) uint64 { return c.HdrFlags.Load() }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, _, err := ParseVsockHdr(tc.b, vsockTestCID); err != tc.err {
+			if _, _, err := ParseHdr(tc.b, vsockTestCID); err != tc.err {
 				t.Fatalf("err %v, want %v", err, tc.err)
 			}
 			r := newEngRig(t)
@@ -360,7 +360,7 @@ func TestVsockOpTableHasEveryOp(t *testing.T) {
 }
 
 func TestVsockCountersHaveUniqueNamesAndHelp(t *testing.T) {
-	var c VsockCounters
+	var c Counters
 	seen := map[string]bool{}
 	for _, d := range c.Set() {
 		if d.Name == "" || d.Help == "" || seen[d.Name] || d.Counter == nil {

@@ -203,7 +203,7 @@ func testBlkOverFileNamespaceManyInFlight(t *testing.T, spec NamespaceSpec) {
 	// initiator's shared frame buffer (not copied), so each was written
 	// from that frame, and every frame went back.
 	var kept int
-	r.tgt.Port.Call(func(*falconEndpoint) { kept = r.tgt.Port.kept })
+	r.tgt.Port.Call(func(*falconEndpoint) { kept = r.tgt.Port.KeptFrames() })
 	if got := r.tgt.Engine.Stats.KeptFrames.Load(); got != n*size/nvme.ChunkSize || kept != 0 {
 		t.Errorf("writes from kept frames %d (want %d), frames still kept %d", got, n*size/nvme.ChunkSize, kept)
 	}

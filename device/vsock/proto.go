@@ -1,4 +1,4 @@
-package device
+package vsock
 
 import (
 	"encoding/binary"
@@ -22,19 +22,19 @@ const (
 	vsockMaxGuestCID = 0xffffffff - 1
 )
 
-// VsockOp is the op field (virtio 1.2 §5.10.6).
-type VsockOp uint16
+// Op is the op field (virtio 1.2 §5.10.6).
+type Op uint16
 
 // Ops (virtio 1.2 §5.10.6).
 const (
-	VsockOpInvalid       VsockOp = 0
-	VsockOpRequest       VsockOp = 1
-	VsockOpResponse      VsockOp = 2
-	VsockOpRst           VsockOp = 3
-	VsockOpShutdown      VsockOp = 4
-	VsockOpRW            VsockOp = 5
-	VsockOpCreditUpdate  VsockOp = 6
-	VsockOpCreditRequest VsockOp = 7
+	VsockOpInvalid       Op = 0
+	VsockOpRequest       Op = 1
+	VsockOpResponse      Op = 2
+	VsockOpRst           Op = 3
+	VsockOpShutdown      Op = 4
+	VsockOpRW            Op = 5
+	VsockOpCreditUpdate  Op = 6
+	VsockOpCreditRequest Op = 7
 )
 
 // vsockOpInfo is one row of the op table: its name and the flags it may
@@ -63,7 +63,7 @@ const (
 	VsockShutdownSend uint32 = 2
 )
 
-func (o VsockOp) String() string {
+func (o Op) String() string {
 	if int(o) < len(vsockOps) && o != VsockOpInvalid {
 		return vsockOps[o].name
 	}
@@ -84,71 +84,71 @@ const (
 	vhFwdCnt  = 40
 )
 
-// VsockHdr is a byte view of struct virtio_vsock_hdr. It must be at least
-// VsockHdrLen bytes (ParseVsockHdr checks).
-type VsockHdr []byte
+// Hdr is a byte view of struct virtio_vsock_hdr. It must be at least
+// VsockHdrLen bytes (ParseHdr checks).
+type Hdr []byte
 
 // SrcCID returns src_cid.
-func (h VsockHdr) SrcCID() uint64 { return binary.LittleEndian.Uint64(h[vhSrcCID:]) }
+func (h Hdr) SrcCID() uint64 { return binary.LittleEndian.Uint64(h[vhSrcCID:]) }
 
 // DstCID returns dst_cid.
-func (h VsockHdr) DstCID() uint64 { return binary.LittleEndian.Uint64(h[vhDstCID:]) }
+func (h Hdr) DstCID() uint64 { return binary.LittleEndian.Uint64(h[vhDstCID:]) }
 
 // SrcPort returns src_port.
-func (h VsockHdr) SrcPort() uint32 { return binary.LittleEndian.Uint32(h[vhSrcPort:]) }
+func (h Hdr) SrcPort() uint32 { return binary.LittleEndian.Uint32(h[vhSrcPort:]) }
 
 // DstPort returns dst_port.
-func (h VsockHdr) DstPort() uint32 { return binary.LittleEndian.Uint32(h[vhDstPort:]) }
+func (h Hdr) DstPort() uint32 { return binary.LittleEndian.Uint32(h[vhDstPort:]) }
 
 // Len returns len, the payload length.
-func (h VsockHdr) Len() uint32 { return binary.LittleEndian.Uint32(h[vhLen:]) }
+func (h Hdr) Len() uint32 { return binary.LittleEndian.Uint32(h[vhLen:]) }
 
 // Type returns type.
-func (h VsockHdr) Type() uint16 { return binary.LittleEndian.Uint16(h[vhType:]) }
+func (h Hdr) Type() uint16 { return binary.LittleEndian.Uint16(h[vhType:]) }
 
 // Op returns op.
-func (h VsockHdr) Op() VsockOp { return VsockOp(binary.LittleEndian.Uint16(h[vhOp:])) }
+func (h Hdr) Op() Op { return Op(binary.LittleEndian.Uint16(h[vhOp:])) }
 
 // Flags returns flags.
-func (h VsockHdr) Flags() uint32 { return binary.LittleEndian.Uint32(h[vhFlags:]) }
+func (h Hdr) Flags() uint32 { return binary.LittleEndian.Uint32(h[vhFlags:]) }
 
 // BufAlloc returns buf_alloc, the sender's receive buffer size.
-func (h VsockHdr) BufAlloc() uint32 { return binary.LittleEndian.Uint32(h[vhBufAll:]) }
+func (h Hdr) BufAlloc() uint32 { return binary.LittleEndian.Uint32(h[vhBufAll:]) }
 
 // FwdCnt returns fwd_cnt, the bytes the sender has consumed.
-func (h VsockHdr) FwdCnt() uint32 { return binary.LittleEndian.Uint32(h[vhFwdCnt:]) }
+func (h Hdr) FwdCnt() uint32 { return binary.LittleEndian.Uint32(h[vhFwdCnt:]) }
 
 // SetSrcCID sets src_cid.
-func (h VsockHdr) SetSrcCID(v uint64) { binary.LittleEndian.PutUint64(h[vhSrcCID:], v) }
+func (h Hdr) SetSrcCID(v uint64) { binary.LittleEndian.PutUint64(h[vhSrcCID:], v) }
 
 // SetDstCID sets dst_cid.
-func (h VsockHdr) SetDstCID(v uint64) { binary.LittleEndian.PutUint64(h[vhDstCID:], v) }
+func (h Hdr) SetDstCID(v uint64) { binary.LittleEndian.PutUint64(h[vhDstCID:], v) }
 
 // SetSrcPort sets src_port.
-func (h VsockHdr) SetSrcPort(v uint32) { binary.LittleEndian.PutUint32(h[vhSrcPort:], v) }
+func (h Hdr) SetSrcPort(v uint32) { binary.LittleEndian.PutUint32(h[vhSrcPort:], v) }
 
 // SetDstPort sets dst_port.
-func (h VsockHdr) SetDstPort(v uint32) { binary.LittleEndian.PutUint32(h[vhDstPort:], v) }
+func (h Hdr) SetDstPort(v uint32) { binary.LittleEndian.PutUint32(h[vhDstPort:], v) }
 
 // SetLen sets len.
-func (h VsockHdr) SetLen(v uint32) { binary.LittleEndian.PutUint32(h[vhLen:], v) }
+func (h Hdr) SetLen(v uint32) { binary.LittleEndian.PutUint32(h[vhLen:], v) }
 
 // SetType sets type.
-func (h VsockHdr) SetType(v uint16) { binary.LittleEndian.PutUint16(h[vhType:], v) }
+func (h Hdr) SetType(v uint16) { binary.LittleEndian.PutUint16(h[vhType:], v) }
 
 // SetOp sets op.
-func (h VsockHdr) SetOp(v VsockOp) { binary.LittleEndian.PutUint16(h[vhOp:], uint16(v)) }
+func (h Hdr) SetOp(v Op) { binary.LittleEndian.PutUint16(h[vhOp:], uint16(v)) }
 
 // SetFlags sets flags.
-func (h VsockHdr) SetFlags(v uint32) { binary.LittleEndian.PutUint32(h[vhFlags:], v) }
+func (h Hdr) SetFlags(v uint32) { binary.LittleEndian.PutUint32(h[vhFlags:], v) }
 
 // SetBufAlloc sets buf_alloc.
-func (h VsockHdr) SetBufAlloc(v uint32) { binary.LittleEndian.PutUint32(h[vhBufAll:], v) }
+func (h Hdr) SetBufAlloc(v uint32) { binary.LittleEndian.PutUint32(h[vhBufAll:], v) }
 
 // SetFwdCnt sets fwd_cnt.
-func (h VsockHdr) SetFwdCnt(v uint32) { binary.LittleEndian.PutUint32(h[vhFwdCnt:], v) }
+func (h Hdr) SetFwdCnt(v uint32) { binary.LittleEndian.PutUint32(h[vhFwdCnt:], v) }
 
-// Errors of ParseVsockHdr, one per cause (each has its own counter).
+// Errors of ParseHdr, one per cause (each has its own counter).
 var (
 	ErrVsockShort     = errors.New("vsock: header shorter than 44 bytes")
 	ErrVsockType      = errors.New("vsock: type is not STREAM")
@@ -161,15 +161,15 @@ var (
 	ErrVsockNoPayload = errors.New("vsock: RW without payload")
 )
 
-// ParseVsockHdr checks a packet the guest sent: b holds the header and
+// ParseHdr checks a packet the guest sent: b holds the header and
 // then exactly the payload (the readable part of a TX chain). It returns
 // the header view and the payload, or one error per cause. guestCID is the
 // configured CID; the destination must be the host.
-func ParseVsockHdr(b []byte, guestCID uint64) (VsockHdr, []byte, error) {
+func ParseHdr(b []byte, guestCID uint64) (Hdr, []byte, error) {
 	if len(b) < VsockHdrLen {
 		return nil, nil, ErrVsockShort
 	}
-	h := VsockHdr(b[:VsockHdrLen])
+	h := Hdr(b[:VsockHdrLen])
 	payload := b[VsockHdrLen:]
 	op := h.Op()
 	if op == VsockOpInvalid || int(op) >= len(vsockOps) {
@@ -198,7 +198,7 @@ func ParseVsockHdr(b []byte, guestCID uint64) (VsockHdr, []byte, error) {
 }
 
 // putVsockHdr fills a host-to-guest header.
-func putVsockHdr(h VsockHdr, guestCID uint64, hostPort, guestPort uint32, op VsockOp, flags, n, bufAlloc, fwdCnt uint32) {
+func putVsockHdr(h Hdr, guestCID uint64, hostPort, guestPort uint32, op Op, flags, n, bufAlloc, fwdCnt uint32) {
 	h.SetSrcCID(VsockHostCID)
 	h.SetDstCID(guestCID)
 	h.SetSrcPort(hostPort)

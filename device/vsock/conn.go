@@ -1,4 +1,4 @@
-package device
+package vsock
 
 import (
 	"fmt"
@@ -116,7 +116,7 @@ type vsockAct struct {
 // vsockCtrl is a queued header-only packet to the guest.
 type vsockCtrl struct {
 	key   vsockKey
-	op    VsockOp
+	op    Op
 	flags uint32
 }
 
@@ -126,7 +126,7 @@ type vsockCtrl struct {
 // calls and drains acts after each one.
 type vsockEngine struct {
 	guestCID uint64
-	c        *VsockCounters
+	c        *Counters
 	conns    map[vsockKey]*vsockConn
 	byID     map[uint64]*vsockConn
 	ctrl     vsockFIFO[vsockCtrl]
@@ -140,7 +140,7 @@ type vsockEngine struct {
 	hdr   [VsockHdrLen]byte
 }
 
-func newVsockEngine(guestCID uint64, c *VsockCounters) *vsockEngine {
+func newVsockEngine(guestCID uint64, c *Counters) *vsockEngine {
 	return &vsockEngine{
 		guestCID: guestCID, c: c,
 		conns:    map[vsockKey]*vsockConn{},
@@ -157,7 +157,7 @@ func (e *vsockEngine) tracef(format string, args ...any) {
 }
 
 // tracePkt traces one packet: direction, op, ports, flags, len.
-func (e *vsockEngine) tracePkt(dir string, h VsockHdr) {
+func (e *vsockEngine) tracePkt(dir string, h Hdr) {
 	if e.trace != nil {
 		e.tracef("%s %v %d:%d flags=%d len=%d buf_alloc=%d fwd_cnt=%d", dir, h.Op(), h.SrcPort(), h.DstPort(), h.Flags(), h.Len(), h.BufAlloc(), h.FwdCnt())
 	}
@@ -181,7 +181,7 @@ func (e *vsockEngine) takeActs(dst []vsockAct) []vsockAct {
 }
 
 // sendCtrl queues a header-only packet.
-func (e *vsockEngine) sendCtrl(k vsockKey, op VsockOp, flags uint32) {
+func (e *vsockEngine) sendCtrl(k vsockKey, op Op, flags uint32) {
 	if e.ctrl.Len() >= vsockMaxCtrl {
 		e.c.CtrlQueueFull.Inc()
 		return
@@ -229,14 +229,14 @@ func (e *vsockEngine) markReady(c *vsockConn) {
 
 // guestPacket handles one packet from the TX queue (already gathered).
 func (e *vsockEngine) guestPacket(b []byte, now clock.Time) {
-	h, payload, err := ParseVsockHdr(b, e.guestCID)
+	h, payload, err := ParseHdr(b, e.guestCID)
 	if err != nil {
 		e.c.parseCounter(err).Inc()
 		e.tracef("guest> dropped %d bytes: %v", len(b), err)
 		// A well-formed stream header from our guest that only breaks a
 		// rule still names a connection: reset it, as Linux does.
 		if len(b) >= VsockHdrLen && err != ErrVsockShort && err != ErrVsockSrcCID && err != ErrVsockDstCID {
-			hv := VsockHdr(b[:VsockHdrLen])
+			hv := Hdr(b[:VsockHdrLen])
 			k := vsockKey{guestPort: hv.SrcPort(), hostPort: hv.DstPort()}
 			if hv.Op() != VsockOpRst {
 				if c := e.conns[k]; c != nil {
@@ -284,7 +284,7 @@ func (e *vsockEngine) guestPacket(b []byte, now clock.Time) {
 }
 
 // vsockGuestOps handles an op for a known connection.
-var vsockGuestOps = [...]func(e *vsockEngine, c *vsockConn, h VsockHdr, payload []byte){
+var vsockGuestOps = [...]func(e *vsockEngine, c *vsockConn, h Hdr, payload []byte){
 	VsockOpRequest:       (*vsockEngine).guestDupRequest,
 	VsockOpResponse:      (*vsockEngine).guestResponse,
 	VsockOpRst:           (*vsockEngine).guestRst,
@@ -295,7 +295,7 @@ var vsockGuestOps = [...]func(e *vsockEngine, c *vsockConn, h VsockHdr, payload 
 }
 
 // guestRequest: the guest connects to host port P; bridge to UDS_P.
-func (e *vsockEngine) guestRequest(k vsockKey, h VsockHdr) {
+func (e *vsockEngine) guestRequest(k vsockKey, h Hdr) {
 	if len(e.conns) >= vsockMaxConns {
 		e.c.ConnLimit.Inc()
 		e.sendCtrl(k, VsockOpRst, 0)
@@ -308,7 +308,7 @@ func (e *vsockEngine) guestRequest(k vsockKey, h VsockHdr) {
 	e.act(actDial, c.id, k.hostPort)
 }
 
-func (e *vsockEngine) guestDupRequest(c *vsockConn, h VsockHdr, _ []byte) {
+func (e *vsockEngine) guestDupRequest(c *vsockConn, h Hdr, _ []byte) {
 	e.c.DupRequest.Inc()
 	e.reset(c)
 }
@@ -356,7 +356,7 @@ func (e *vsockEngine) hostConnect(id uint64, guestPort uint32, now clock.Time) (
 	return k.hostPort, true
 }
 
-func (e *vsockEngine) guestResponse(c *vsockConn, h VsockHdr, _ []byte) {
+func (e *vsockEngine) guestResponse(c *vsockConn, h Hdr, _ []byte) {
 	if c.state != vsockConnecting {
 		e.c.UnexpectedOp.Inc()
 		e.reset(c)
@@ -368,12 +368,12 @@ func (e *vsockEngine) guestResponse(c *vsockConn, h VsockHdr, _ []byte) {
 	e.act(actAccept, c.id, c.key.hostPort)
 }
 
-func (e *vsockEngine) guestRst(c *vsockConn, h VsockHdr, _ []byte) {
+func (e *vsockEngine) guestRst(c *vsockConn, h Hdr, _ []byte) {
 	e.c.RstReceived.Inc()
 	e.drop(c)
 }
 
-func (e *vsockEngine) guestShutdown(c *vsockConn, h VsockHdr, _ []byte) {
+func (e *vsockEngine) guestShutdown(c *vsockConn, h Hdr, _ []byte) {
 	if c.state != vsockEstablished {
 		e.c.UnexpectedOp.Inc()
 		e.reset(c)
@@ -426,7 +426,7 @@ func (e *vsockEngine) settle(c *vsockConn) {
 	}
 }
 
-func (e *vsockEngine) guestRW(c *vsockConn, h VsockHdr, payload []byte) {
+func (e *vsockEngine) guestRW(c *vsockConn, h Hdr, payload []byte) {
 	switch {
 	case c.state != vsockEstablished:
 		e.c.UnexpectedOp.Inc()
@@ -449,11 +449,11 @@ func (e *vsockEngine) guestRW(c *vsockConn, h VsockHdr, payload []byte) {
 	e.act(actWakeWriter, c.id, 0)
 }
 
-func (e *vsockEngine) guestCreditUpdate(c *vsockConn, h VsockHdr, _ []byte) {
+func (e *vsockEngine) guestCreditUpdate(c *vsockConn, h Hdr, _ []byte) {
 	c.creditAsked = false
 }
 
-func (e *vsockEngine) guestCreditRequest(c *vsockConn, h VsockHdr, _ []byte) {
+func (e *vsockEngine) guestCreditRequest(c *vsockConn, h Hdr, _ []byte) {
 	e.queueCreditUpdate(c)
 }
 
@@ -599,7 +599,7 @@ func (e *vsockEngine) fillRx(bufs []vhostuser.Buf, room uint64) uint32 {
 		e.c.RxBufTooSmall.Inc()
 		return 0
 	}
-	h := VsockHdr(e.hdr[:])
+	h := Hdr(e.hdr[:])
 	for e.ctrl.Len() > 0 {
 		p := e.ctrl.Front()
 		e.ctrl.Pop()

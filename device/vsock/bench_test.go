@@ -1,4 +1,4 @@
-package device
+package vsock
 
 import (
 	"io"
@@ -10,7 +10,7 @@ import (
 // BenchmarkVsockEngineGuestToHost measures the engine's cost per 4 KiB RW
 // from the guest forwarded to the host socket (parse, queue, peek, credit).
 func BenchmarkVsockEngineGuestToHost(b *testing.B) {
-	var c VsockCounters
+	var c Counters
 	e := newVsockEngine(vsockTestCID, &c)
 	e.guestPacket(vsPkt(VsockOpRequest, 5000, 80, 0, 1<<20, 0, nil), 0)
 	acts := e.takeActs(nil)
@@ -37,7 +37,7 @@ func BenchmarkVsockEngineGuestToHost(b *testing.B) {
 // BenchmarkVsockEngineHostToGuest measures the engine's cost per 4 KiB of
 // host bytes delivered into a guest RX buffer ([W 44][W 4096]).
 func BenchmarkVsockEngineHostToGuest(b *testing.B) {
-	var c VsockCounters
+	var c Counters
 	e := newVsockEngine(vsockTestCID, &c)
 	e.guestPacket(vsPkt(VsockOpRequest, 5000, 80, 0, 1<<30, 0, nil), 0)
 	acts := e.takeActs(nil)
@@ -58,7 +58,7 @@ func BenchmarkVsockEngineHostToGuest(b *testing.B) {
 			fwd += e.fillRx(bufs, VsockHdrLen+4096) - VsockHdrLen
 		}
 		if i%64 == 63 { // the guest returns credit now and then
-			VsockHdr(credit).SetFwdCnt(fwd)
+			Hdr(credit).SetFwdCnt(fwd)
 			e.guestPacket(credit, 0)
 		}
 		acts = e.takeActs(acts)

@@ -1,19 +1,21 @@
-package device
+package cm
 
 import (
 	"encoding/binary"
 	"errors"
+
+	"falconnic/falcon/wire"
 )
 
-// Connection-manager messages (fabric kind KindCM) set up one ordered
-// Falcon connection between two NICs on different daemons [ARCHITECTURE
-// §5 CM]. The initiator sends REQ with its CID and initial sequence
-// numbers; the NIC with the destination MAC answers REP with its own (or
-// REJ when it has no such NIC). All integers are big-endian.
+// Connection-manager messages (over the fabric, or handed between two
+// NICs' ports in one daemon) set up one Falcon connection of a protocol
+// between two NICs [ARCHITECTURE §5 CM; cm.go]. The initiator sends REQ
+// with its CID and initial sequence numbers; the NIC with the destination
+// MAC answers REP with its own (or REJ when it has no such NIC or no
+// function for the protocol). All integers are big-endian.
 //
-// Byte 6 names the ULP whose connection is set up: 0 (as before) is RDMA,
-// one ordered connection; wire.ProtoNVMe asks for an NVMe path's one
-// unordered connection, handled by the ULP's CM (RDMAHub.HandleCM).
+// Byte 6 names the ULP whose connection is set up: 0 is RDMA (one ordered
+// connection); wire.ProtoNVMe an NVMe path's one unordered connection.
 //
 //	0  magic "FNCM"          4  version (1) | type | ULP | reserved
 //	8  source NIC MAC (6)   14  destination NIC MAC (6)
@@ -58,6 +60,22 @@ var (
 	errCMType    = errors.New("cm: unknown message type")
 	errCMCID     = errors.New("cm: CID does not fit 24 bits")
 )
+
+// protocol is the ULP the message is for (byte 6: 0 is RDMA).
+func (m *cmMsg) protocol() wire.ProtocolType {
+	if m.proto == 0 {
+		return wire.ProtoRDMA
+	}
+	return wire.ProtocolType(m.proto)
+}
+
+// cmProtoByte is byte 6 for protocol p.
+func cmProtoByte(p wire.ProtocolType) uint8 {
+	if p == wire.ProtoRDMA {
+		return 0
+	}
+	return uint8(p)
+}
 
 func (m *cmMsg) append(b []byte) []byte {
 	var x [cmMsgLen]byte

@@ -1,4 +1,4 @@
-package device
+package vsock
 
 // vsockRing is a FIFO of stream bytes that grows (doubling) up to max. It
 // buffers one direction of one connection: guest-to-host bytes waiting for

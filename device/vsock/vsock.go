@@ -1,4 +1,4 @@
-package device
+package vsock
 
 import (
 	"context"
@@ -18,11 +18,11 @@ import (
 	"falconnic/vhostuser"
 )
 
-// VsockConfig configures one vhost-user-vsock device. The JSON tags let
+// Config configures one vhost-user-vsock device. The JSON tags let
 // the daemon's config file carry it as is:
 //
 //	"vsock": [{"name": "vs0", "socket": "vs0.sock", "guest_cid": 3, "uds": "vs0.uds"}]
-type VsockConfig struct {
+type Config struct {
 	// Name identifies the device in status output.
 	Name string `json:"name"`
 	// Socket is the vhost-user socket QEMU's chardev uses.
@@ -41,7 +41,7 @@ type VsockConfig struct {
 	Clock clock.Clock `json:"-"`
 }
 
-// Errors of VsockConfig.Check.
+// Errors of Config.Check.
 var (
 	ErrVsockCID    = errors.New("vsock: guest_cid must be in 3..0xfffffffe")
 	ErrVsockSocket = errors.New("vsock: socket path required")
@@ -54,7 +54,7 @@ const maxSunPath = 107
 // Check validates c: the CID range (virtio 1.2 §5.10.4: 0-2 are reserved,
 // 0xffffffff is VMADDR_CID_ANY), and socket paths that fit sun_path,
 // including UDS's "_<port>" suffix.
-func (c *VsockConfig) Check() error {
+func (c *Config) Check() error {
 	switch {
 	case c.GuestCID < vsockMinGuestCID || c.GuestCID > vsockMaxGuestCID:
 		return ErrVsockCID
@@ -70,7 +70,7 @@ func (c *VsockConfig) Check() error {
 
 // ResolvePaths makes relative Socket and UDS paths relative to dir (the
 // config file's directory).
-func (c *VsockConfig) ResolvePaths(dir string) {
+func (c *Config) ResolvePaths(dir string) {
 	if c.Socket != "" && !filepath.IsAbs(c.Socket) {
 		c.Socket = filepath.Join(dir, c.Socket)
 	}
@@ -89,15 +89,15 @@ const (
 	vsockTxQueue = 1
 )
 
-// Vsock is a vhost-user-vsock device (virtio 1.2 §5.10) bridged to host
+// Device is a vhost-user-vsock device (virtio 1.2 §5.10) bridged to host
 // unix sockets the way Firecracker's hybrid vsock is. Create it with
-// NewVsock, run Serve, stop with Close.
+// New, run Serve, stop with Close.
 //
 // Roles and layers:
 //
-//   - vsockproto.go: the 44-byte virtio_vsock_hdr as a byte view, the op
-//     table, and ParseVsockHdr with one error (and counter) per cause.
-//   - vsock_conn.go: vsockEngine, the sans-I/O connection state machine:
+//   - proto.go: the 44-byte virtio_vsock_hdr as a byte view, the op
+//     table, and ParseHdr with one error (and counter) per cause.
+//   - conn.go: vsockEngine, the sans-I/O connection state machine:
 //     guest packets, host socket events and the clock in; packets for the
 //     guest (fillRx) and host-socket actions (vsockAct) out.
 //   - vsock.go (this file): the I/O. The vhost-user back-end serves rings 0
@@ -128,7 +128,7 @@ const (
 // closes, goroutine starts). A vhost-user session loss resets every
 // connection (host sockets closed): the guest's rings, and so its view of
 // them, are gone. Guest bytes are hostile: every drop has a counter in
-// VsockCounters, and nothing panics on them (FuzzVsockHdr).
+// Counters, and nothing panics on them (FuzzVsockHdr).
 //
 // QEMU 7.2: the chardev must not use reconnect= (vhost-user-vsock realize
 // does not wait for the connection and fails with "Failed to set msg
@@ -137,12 +137,12 @@ const (
 // connection but never re-initialises the device (checked with a real
 // guest): the guest's vsock stays dead until QEMU restarts, and host
 // CONNECTs time out. The device itself serves any new session from scratch.
-type Vsock struct {
-	cfg VsockConfig
+type Device struct {
+	cfg Config
 	clk clock.Clock
 	srv vhostuser.Server
 	// Counters count every event and drop cause; they survive sessions.
-	Counters VsockCounters
+	Counters Counters
 
 	mu     sync.Mutex // guards eng, socks, ln, closed
 	eng    *vsockEngine
@@ -187,12 +187,12 @@ func wake(ch chan struct{}) {
 	}
 }
 
-// NewVsock checks cfg and builds the device (nothing is opened yet).
-func NewVsock(cfg VsockConfig) (*Vsock, error) {
+// New checks cfg and builds the device (nothing is opened yet).
+func New(cfg Config) (*Device, error) {
 	if err := cfg.Check(); err != nil {
 		return nil, err
 	}
-	v := &Vsock{cfg: cfg, clk: cfg.Clock, socks: map[uint64]*vsockSock{}, rxWake: make(chan struct{}, 1),
+	v := &Device{cfg: cfg, clk: cfg.Clock, socks: map[uint64]*vsockSock{}, rxWake: make(chan struct{}, 1),
 		stop: make(chan struct{}), pending: map[*net.UnixConn]struct{}{}}
 	if v.clk == nil {
 		v.clk = clock.Real
@@ -205,7 +205,7 @@ func NewVsock(cfg VsockConfig) (*Vsock, error) {
 // Serve listens on UDS and serves the vhost-user socket until ctx ends or
 // Close is called. Sessions come and go (QEMU reconnects); each session
 // loss resets every connection.
-func (v *Vsock) Serve(ctx context.Context) error {
+func (v *Device) Serve(ctx context.Context) error {
 	if v.cfg.UDS != "" {
 		if err := v.listenUDS(); err != nil {
 			return err
@@ -230,7 +230,7 @@ func (v *Vsock) Serve(ctx context.Context) error {
 	return err
 }
 
-func (v *Vsock) serveListen(ctx context.Context) error {
+func (v *Device) serveListen(ctx context.Context) error {
 	if fi, err := os.Lstat(v.cfg.Socket); err == nil && fi.Mode()&os.ModeSocket != 0 {
 		os.Remove(v.cfg.Socket)
 	}
@@ -255,7 +255,7 @@ func (v *Vsock) serveListen(ctx context.Context) error {
 	}
 }
 
-func (v *Vsock) serveDial(ctx context.Context) error {
+func (v *Device) serveDial(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, v.srv.Disconnect)
 	defer stop()
 	for ctx.Err() == nil {
@@ -277,7 +277,7 @@ func (v *Vsock) serveDial(ctx context.Context) error {
 
 // ServeConn runs one vhost-user session on c. When it ends every vsock
 // connection is reset: the guest's view of them is gone with the rings.
-func (v *Vsock) ServeConn(c *net.UnixConn) error {
+func (v *Device) ServeConn(c *net.UnixConn) error {
 	err := v.srv.ServeConn(c)
 	v.mu.Lock()
 	v.eng.resetAll()
@@ -288,7 +288,7 @@ func (v *Vsock) ServeConn(c *net.UnixConn) error {
 
 // SetTrace sends one line per vsock packet, connection state change and
 // vhost-user message to f (nil: off). Call it before Serve.
-func (v *Vsock) SetTrace(f func(string)) {
+func (v *Device) SetTrace(f func(string)) {
 	v.mu.Lock()
 	v.eng.trace = f
 	v.mu.Unlock()
@@ -296,11 +296,11 @@ func (v *Vsock) SetTrace(f func(string)) {
 }
 
 // Disconnect drops the current vhost-user session (tests, operators).
-func (v *Vsock) Disconnect() { v.srv.Disconnect() }
+func (v *Device) Disconnect() { v.srv.Disconnect() }
 
 // Close stops the UDS listener and closes every host socket. The
 // vhost-user side stops when Serve's context ends.
-func (v *Vsock) Close() error {
+func (v *Device) Close() error {
 	v.mu.Lock()
 	if v.closed {
 		v.mu.Unlock()
@@ -323,7 +323,7 @@ func (v *Vsock) Close() error {
 }
 
 // listenUDS opens the hybrid socket for host-initiated connections.
-func (v *Vsock) listenUDS() error {
+func (v *Device) listenUDS() error {
 	if fi, err := os.Lstat(v.cfg.UDS); err == nil && fi.Mode()&os.ModeSocket != 0 {
 		os.Remove(v.cfg.UDS)
 	}
@@ -380,7 +380,7 @@ func parseConnectLine(line []byte) (uint32, bool) {
 
 // hostClient reads a host client's CONNECT line (byte by byte: bytes after
 // the newline belong to the stream) and starts the connection.
-func (v *Vsock) hostClient(c *net.UnixConn) {
+func (v *Device) hostClient(c *net.UnixConn) {
 	v.mu.Lock()
 	if v.closed {
 		v.mu.Unlock()
@@ -443,7 +443,7 @@ func (v *Vsock) hostClient(c *net.UnixConn) {
 	wake(v.rxWake)
 }
 
-func (v *Vsock) newSock(id uint64, c *net.UnixConn) *vsockSock {
+func (v *Device) newSock(id uint64, c *net.UnixConn) *vsockSock {
 	s := &vsockSock{id: id, conn: c, wakeW: make(chan struct{}, 1), wakeR: make(chan struct{}, 1), done: make(chan struct{})}
 	v.socks[id] = s
 	return s
@@ -451,7 +451,7 @@ func (v *Vsock) newSock(id uint64, c *net.UnixConn) *vsockSock {
 
 // runActs carries out the engine's host-side actions. Called with v.mu
 // held; nothing here blocks.
-func (v *Vsock) runActs() {
+func (v *Device) runActs() {
 	v.acts = v.eng.takeActs(v.acts)
 	for _, a := range v.acts {
 		s := v.socks[a.id]
@@ -492,7 +492,7 @@ func (v *Vsock) runActs() {
 }
 
 // dial connects UDS_<port> for a guest REQUEST.
-func (v *Vsock) dial(id uint64, port uint32) {
+func (v *Device) dial(id uint64, port uint32) {
 	defer v.wg.Done()
 	path := fmt.Sprintf("%s_%d", v.cfg.UDS, port)
 	var c *net.UnixConn
@@ -516,7 +516,7 @@ func (v *Vsock) dial(id uint64, port uint32) {
 }
 
 // startPumps starts the reader and writer of an established connection.
-func (v *Vsock) startPumps(s *vsockSock) {
+func (v *Device) startPumps(s *vsockSock) {
 	if s.started || v.closed {
 		return
 	}
@@ -530,7 +530,7 @@ func (v *Vsock) startPumps(s *vsockSock) {
 }
 
 // reader moves host bytes to the engine, as much as the engine has room for.
-func (v *Vsock) reader(s *vsockSock) {
+func (v *Device) reader(s *vsockSock) {
 	defer v.wg.Done()
 	buf := make([]byte, 64<<10)
 	for {
@@ -577,7 +577,7 @@ func (v *Vsock) reader(s *vsockSock) {
 }
 
 // writer moves guest bytes to the host socket.
-func (v *Vsock) writer(s *vsockSock) {
+func (v *Device) writer(s *vsockSock) {
 	defer v.wg.Done()
 	if len(s.greeting) > 0 {
 		if _, err := s.conn.Write(s.greeting); err != nil {
@@ -624,8 +624,8 @@ func (v *Vsock) writer(s *vsockSock) {
 
 func isEOF(err error) bool { return errors.Is(err, io.EOF) }
 
-// vsockDevice is the vhostuser.Device face of Vsock.
-type vsockDevice struct{ v *Vsock }
+// vsockDevice is the vhostuser.Device face of Device.
+type vsockDevice struct{ v *Device }
 
 func (d vsockDevice) Features() uint64 {
 	return vhostuser.FeatureVersion1 | vhostuser.FeatureIndirectDesc | vhostuser.FeatureEventIdx
@@ -666,7 +666,7 @@ func (d vsockDevice) RunQueue(q *vhostuser.Queue) {
 }
 
 // runRx fills guest RX buffers with pending packets.
-func (v *Vsock) runRx(q *vhostuser.Queue) {
+func (v *Device) runRx(q *vhostuser.Queue) {
 	var ch vhostuser.Chain
 	for {
 		for {
@@ -700,7 +700,7 @@ func (v *Vsock) runRx(q *vhostuser.Queue) {
 }
 
 // runTx takes the guest's packets.
-func (v *Vsock) runTx(q *vhostuser.Queue) {
+func (v *Device) runTx(q *vhostuser.Queue) {
 	var ch vhostuser.Chain
 	scratch := make([]byte, VsockHdrLen+vsockMaxPayload)
 	for {
@@ -730,7 +730,7 @@ func (v *Vsock) runTx(q *vhostuser.Queue) {
 
 // gather returns a TX chain's readable bytes, contiguous (in place when the
 // chain is one buffer). Bad chain shapes are counted.
-func (v *Vsock) gather(ch *vhostuser.Chain, scratch []byte) ([]byte, bool) {
+func (v *Device) gather(ch *vhostuser.Chain, scratch []byte) ([]byte, bool) {
 	if ch.WriteLen != 0 {
 		v.Counters.TxChainWritable.Inc()
 		return nil, false
@@ -749,8 +749,8 @@ func (v *Vsock) gather(ch *vhostuser.Chain, scratch []byte) ([]byte, bool) {
 	return scratch[:n], true
 }
 
-// VsockConnStatus is one connection in Status.
-type VsockConnStatus struct {
+// ConnStatus is one connection in Status.
+type ConnStatus struct {
 	GuestPort    uint32 `json:"guest_port"`
 	HostPort     uint32 `json:"host_port"`
 	State        string `json:"state"`
@@ -765,24 +765,24 @@ type VsockConnStatus struct {
 	HostEOF      bool   `json:"host_eof"`
 }
 
-// VsockStatus is a JSON-friendly snapshot of the device.
-type VsockStatus struct {
+// Status is a JSON-friendly snapshot of the device.
+type Status struct {
 	Name        string                  `json:"name"`
 	GuestCID    uint64                  `json:"guest_cid"`
 	Socket      string                  `json:"socket"`
 	UDS         string                  `json:"uds"`
 	Session     vhostuser.SessionStatus `json:"session"`
-	Connections []VsockConnStatus       `json:"connections"`
+	Connections []ConnStatus            `json:"connections"`
 	Counters    map[string]uint64       `json:"counters"`
 	Backend     map[string]uint64       `json:"backend_counters"`
 }
 
 // StatusJSON is Status for the daemon's status table.
-func (v *Vsock) StatusJSON() any { return v.Status() }
+func (v *Device) StatusJSON() any { return v.Status() }
 
 // Status returns a snapshot; safe from any goroutine.
-func (v *Vsock) Status() VsockStatus {
-	st := VsockStatus{
+func (v *Device) Status() Status {
+	st := Status{
 		Name: v.cfg.Name, GuestCID: v.cfg.GuestCID, Socket: v.cfg.Socket, UDS: v.cfg.UDS,
 		Session:  v.srv.Status(),
 		Counters: v.Counters.Set().Snapshot(),
@@ -790,7 +790,7 @@ func (v *Vsock) Status() VsockStatus {
 	}
 	v.mu.Lock()
 	for _, c := range v.eng.conns {
-		st.Connections = append(st.Connections, VsockConnStatus{
+		st.Connections = append(st.Connections, ConnStatus{
 			GuestPort: c.key.guestPort, HostPort: c.key.hostPort, State: c.state.String(),
 			RxCnt: c.rxCnt, FwdCnt: c.fwdCnt, TxCnt: c.txCnt,
 			PeerBufAlloc: c.peerBufAlloc, PeerFwdCnt: c.peerFwdCnt,

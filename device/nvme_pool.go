@@ -278,7 +278,7 @@ func (p *nsPool) submitRing() {
 		return
 	}
 	p.retryArmed = true
-	time.AfterFunc(time.Millisecond, func() {
+	p.port.Clock().AfterFunc(time.Millisecond, func() {
 		p.port.Do(func(*falconEndpoint) {
 			p.retryArmed = false
 			p.submitRing()
@@ -327,7 +327,7 @@ func (p *nsPool) reapRing(*falconEndpoint) {
 // until then) and closes the ring.
 func (p *nsPool) waitRing() {
 	go func() {
-		<-p.port.dead
+		<-p.port.Stopped()
 		p.efd.SetReadDeadline(time.Unix(1, 0))
 	}()
 	var b [8]byte
@@ -339,7 +339,7 @@ func (p *nsPool) waitRing() {
 			break
 		}
 	}
-	<-p.port.dead
+	<-p.port.Stopped()
 	for p.inRing > 0 {
 		if p.ring.Wait(1) != nil {
 			return // leave the ring open: the kernel may still write the buffers
@@ -385,7 +385,7 @@ func (p *nsPool) work() {
 			iov = p.run(batch, iov)
 			p.Stats.Completed.Add(uint64(len(batch)))
 			p.finish(batch)
-		case <-p.port.dead:
+		case <-p.port.Stopped():
 			return
 		}
 	}

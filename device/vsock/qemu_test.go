@@ -1,4 +1,4 @@
-package device
+package vsock
 
 import (
 	"bytes"
@@ -18,7 +18,7 @@ import (
 )
 
 // TestVsockQemuGuestAgent boots a real guest (QEMU 7.2, TCG) with
-// -device vhost-user-vsock-pci served by Vsock and runs a command through
+// -device vhost-user-vsock-pci served by Device and runs a command through
 // the guest agent on vsock port 1024, over the hybrid UDS. It needs a
 // guest image (falconnic image build): set FALCONNIC_VSOCK_QEMU_IMAGE to
 // the image directory (the one holding manifest.json). It takes ~25 s per
@@ -41,7 +41,7 @@ func vsockQemuAgentCheck(t *testing.T, imgDir string, dial bool) {
 	vsMust(t, err)
 	defer os.RemoveAll(dir)
 
-	v, err := NewVsock(VsockConfig{Name: "vsock0", Socket: filepath.Join(dir, "vu.sock"), GuestCID: 3, UDS: filepath.Join(dir, "v"), Dial: dial})
+	v, err := New(Config{Name: "vsock0", Socket: filepath.Join(dir, "vu.sock"), GuestCID: 3, UDS: filepath.Join(dir, "v"), Dial: dial})
 	vsMust(t, err)
 	var trace bytes.Buffer
 	var traceMu sync.Mutex
@@ -157,7 +157,7 @@ func vsockQemuAgentCheck(t *testing.T, imgDir string, dial bool) {
 	// the connection must be gone on both sides within Linux's close
 	// handshake (SHUTDOWN both ways, RST).
 	c.Close()
-	var st VsockStatus
+	var st Status
 	for end := time.Now().Add(20 * time.Second); ; {
 		st = v.Status()
 		if len(st.Connections) == 0 {
@@ -188,7 +188,7 @@ func vsockQemuAgentCheck(t *testing.T, imgDir string, dial bool) {
 	var one [64]byte
 	n, err := c2.Read(one[:])
 	st = v.Status()
-	if n != 0 || err == nil || st.Counters["ConnectTimeout"] != 1 || st.Counters["SessionResets"] != 0 {
+	if n != 0 || err == nil || st.Counters["connect_timeout"] != 1 || st.Counters["session_resets"] != 0 {
 		t.Fatalf("after the drop: read %q %v; session %+v; counters %v", one[:n], err, st.Session, vsNonZero(st.Counters))
 	}
 	t.Logf("after the drop: session %q (no messages from QEMU), CONNECT timed out", st.Session.State)

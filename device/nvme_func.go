@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"falconnic/device/cm"
 	"falconnic/falcon"
 	"falconnic/falcon/rue"
 	"falconnic/falcon/wire"
@@ -17,14 +18,81 @@ import (
 type NVMeFunc struct {
 	Port   *FalconPort
 	Engine *nvme.Engine
+	cm     *cm.Agent // nil: no paths to other NICs through the connection manager
+
+	// On the port's goroutine: the paths the connection manager set up.
+	paths  map[[6]byte]*nvme.Path // the current path to each peer NIC
+	byConn map[*falcon.Conn]*nvme.Path
+	users  map[[6]byte][]func(*nvme.Path)
 }
 
 // NewNVMeFunc attaches a new NVMe engine to port; function is the
 // Initiator Function put in NBTHs.
 func NewNVMeFunc(port *FalconPort, function uint32) *NVMeFunc {
-	f := &NVMeFunc{Port: port, Engine: nvme.NewEngine(nvme.Config{Function: function & (1<<24 - 1), Clock: port.Clock(), Frames: port})}
+	f := &NVMeFunc{Port: port, Engine: nvme.NewEngine(nvme.Config{Function: function & (1<<24 - 1), Clock: port.Clock(), Frames: port}),
+		paths: map[[6]byte]*nvme.Path{}, byConn: map[*falcon.Conn]*nvme.Path{}, users: map[[6]byte][]func(*nvme.Path){}}
 	port.SetULP(wire.ProtoNVMe, f.Engine)
 	return f
+}
+
+// AttachCM has the NIC's connection-manager agent set up f's paths to
+// NICs of other daemons, and accept theirs (before the port runs).
+func (f *NVMeFunc) AttachCM(a *cm.Agent) {
+	f.cm = a
+	a.Register(wire.ProtoNVMe, cm.Proto{Config: nvmeConnConfig, Up: f.pathUp, Down: f.pathDown})
+}
+
+// pathUp makes connection c the path to NIC peer and hands it to the
+// path's users.
+func (f *NVMeFunc) pathUp(peer [6]byte, c *falcon.Conn) error {
+	p, err := f.Engine.AddPath(c)
+	if err != nil {
+		return err
+	}
+	f.paths[peer], f.byConn[c] = p, p
+	for _, use := range f.users[peer] {
+		use(p)
+	}
+	return nil
+}
+
+// pathDown removes the path over connection c: its commands complete with
+// a path error, which disks resubmit on the path that replaced it.
+func (f *NVMeFunc) pathDown(peer [6]byte, c *falcon.Conn) {
+	p := f.byConn[c]
+	if p == nil {
+		return
+	}
+	delete(f.byConn, c)
+	if f.paths[peer] == p {
+		delete(f.paths, peer)
+	}
+	f.Engine.RemovePath(p)
+}
+
+// Dial asks for f's path to NIC peer (on the port's goroutine); use runs
+// there with that path and with each one replacing it.
+func (f *NVMeFunc) Dial(peer [6]byte, use func(*nvme.Path)) {
+	f.users[peer] = append(f.users[peer], use)
+	if p := f.paths[peer]; p != nil {
+		use(p)
+	}
+	if f.cm != nil {
+		f.cm.Dial(wire.ProtoNVMe, peer)
+	}
+}
+
+// Broken asks for a new connection replacing path p to NIC peer (on the
+// port's goroutine: a disk saw p die or time out); p nil asks again for a
+// path that was never set up.
+func (f *NVMeFunc) Broken(peer [6]byte, p *nvme.Path) {
+	switch {
+	case f.cm == nil:
+	case p == nil:
+		f.cm.Dial(wire.ProtoNVMe, peer)
+	case f.paths[peer] == p:
+		f.cm.Redial(wire.ProtoNVMe, peer, p.Conn())
+	}
 }
 
 // NewBackend opens the backend a namespace spec names: "memory", a file
@@ -45,7 +113,7 @@ func NewBackend(s NamespaceSpec) (nvme.Backend, int64, error) {
 
 // AddNamespace exports the namespace spec describes (before Run, or
 // through Port.Call). A file or block device is served by an nsPool
-// (nvmet_pool.go: io_uring or worker goroutines); memory on the port's
+// (nvme_pool.go: io_uring or worker goroutines); memory on the port's
 // goroutine.
 func (f *NVMeFunc) AddNamespace(s NamespaceSpec) (*nvme.Namespace, error) {
 	be, size, err := NewBackend(s)
@@ -73,12 +141,26 @@ func (f *NVMeFunc) AddNamespace(s NamespaceSpec) (*nvme.Namespace, error) {
 	return ns, f.Engine.AddNamespace(ns)
 }
 
+// LocalCIDs returns the cid function of ConnectNVMeLocal for ini and tgt
+// from the connection manager m: each CID owned by its end's port.
+func LocalCIDs(m *cm.Manager, ini, tgt *NVMeFunc) func() uint32 {
+	owners := []cm.FalconReceiver{ini.Port, tgt.Port}
+	n := 0
+	return func() uint32 {
+		o := owners[n%2]
+		n++
+		return m.AllocCID(o)
+	}
+}
+
 // ConnectNVMeLocal joins two NVMe functions of one daemon with a path
 // (one unordered connection, each end's packets handed straight to the
-// other's port). cid returns CIDs unique in the daemon. It returns ini's
-// path (to submit on) and tgt's (serving it).
+// other's port). cid returns CIDs unique in the daemon: it is called for
+// ini's CID, then for tgt's. It returns ini's path (to submit on) and
+// tgt's (serving it).
 func ConnectNVMeLocal(ini, tgt *NVMeFunc, cid func() uint32) (iniPath, tgtPath *nvme.Path, err error) {
-	c := falcon.ConnConfig{SCID: cid(), DCID: cid(), Protocol: wire.ProtoNVMe}
+	c := falcon.ConnConfig{SCID: cid(), Protocol: wire.ProtoNVMe}
+	c.DCID = cid()
 	nvmeConnConfig(&c)
 	var peer falcon.ConnConfig
 	if !ini.Port.Call(func(ep *falcon.Endpoint) { ep.RandomPSNs(&c) }) ||
@@ -89,9 +171,9 @@ func ConnectNVMeLocal(ini, tgt *NVMeFunc, cid func() uint32) (iniPath, tgtPath *
 	// The target side first, so nothing the initiator sends finds no connection.
 	ok := tgt.Port.Call(func(ep *falcon.Endpoint) {
 		m := falcon.Mirror(c)
-		m.Peer = newPortLink(tgt.Port, ini.Port)
+		m.Peer = tgt.Port.LinkTo(ini.Port)
 		var conn *falcon.Conn
-		if conn, err = ep.Connect(m); err == nil {
+		if conn, err = tgt.Port.Connect(m); err == nil {
 			tgtPath, err = tgt.Engine.AddPath(conn)
 		}
 	})
@@ -102,9 +184,9 @@ func ConnectNVMeLocal(ini, tgt *NVMeFunc, cid func() uint32) (iniPath, tgtPath *
 		return nil, nil, err
 	}
 	ok = ini.Port.Call(func(ep *falcon.Endpoint) {
-		c.Peer = newPortLink(ini.Port, tgt.Port)
+		c.Peer = ini.Port.LinkTo(tgt.Port)
 		var conn *falcon.Conn
-		if conn, err = ep.Connect(c); err == nil {
+		if conn, err = ini.Port.Connect(c); err == nil {
 			iniPath, err = ini.Engine.AddPath(conn)
 		}
 	})
@@ -113,6 +195,14 @@ func ConnectNVMeLocal(ini, tgt *NVMeFunc, cid func() uint32) (iniPath, tgtPath *
 	}
 	return iniPath, tgtPath, err
 }
+
+// NVMeFcwnd is the fixed window of NVMe connections, in packets: the
+// receiver's data window [S §9] (pdl.RxDataWindow), so that a queue-depth-32
+// stream of 128 KiB commands (1024 nCMDs of 4 KiB) is not held to one
+// command's worth of data per round trip as the port RUE's default of 32
+// packets would. NVMe connections ask for it as their InitFcwnd
+// (nvmeConnConfig), which the port's RUE keeps.
+const NVMeFcwnd = 128
 
 // NVMeMinRTO is the retransmission timeout floor of NVMe connections. The
 // RUE's (twice the smoothed delay, at least 250 µs) suits a NIC; a daemon

@@ -1,0 +1,550 @@
+// Package cm is the daemon's connection manager [ARCHITECTURE §5 CM]: one
+// for every Falcon protocol (RDMA, NVMe), each NIC's part of it owned by
+// the NIC's port goroutine. See Manager.
+package cm
+
+import (
+	"net/netip"
+	"sync"
+	"time"
+
+	"falconnic/device/port"
+	"falconnic/falcon"
+	"falconnic/falcon/wire"
+	"falconnic/internal/clock"
+	"falconnic/internal/stats"
+)
+
+// Manager is the daemon's connection manager: it
+// sets up one Falcon connection per protocol and pair of NICs, for RDMA
+// (ordered) and NVMe (unordered) alike, with REQ/REP/REJ messages
+// (wire.go) — over the fabric to another daemon's NIC, or
+// handed to the peer NIC's port when it is in this daemon. It also gives
+// out the daemon's CIDs (random, unique in the daemon) and is the fabric's
+// Falcon demux: a packet from the fabric goes to the port owning its
+// destination CID.
+//
+// Each NIC has a Agent owned by the NIC's port goroutine: all set-up
+// state of the NIC's connections lives there, messages for it arrive as
+// port work, its REQ retries are deadlines the port drives on its clock,
+// and it opens and closes connections on its own endpoint. The manager
+// itself only holds what every goroutine reads: the agents by MAC (fixed
+// once the daemon is built) and the CID table.
+//
+//	dialer A (port goroutine)                 acceptor B (port goroutine)
+//	Dial ─ REQ(A's CID, PSNs) ───────────────▶ onREQ: Connect, Up ─┐
+//	     ◀─────────────────────────── REP(B's CID, PSNs) ──────────┘
+//	onREP: Connect, Up
+//
+// Races and restarts: a REQ that crosses ours is ignored by the NIC with
+// the lower MAC and accepted by the other (which drops its own set-up); a
+// repeated REQ (our REP was lost) gets the same REP again; a new REQ for a
+// connection that is up (the peer restarted, or found ours dead) replaces
+// it: the protocol gets the new connection, then the old one is closed.
+type Manager struct {
+	net Net // nil: no fabric
+
+	mu     sync.RWMutex
+	agents map[[6]byte]*Agent
+	cids   map[uint32]FalconReceiver
+	rand   interface{ Uint32() uint32 }
+
+	Stats Counters
+}
+
+// Net is what the connection manager needs of the fabric to other
+// daemons; the daemon hands it the fabric's CM messages (ReceiveCM) and
+// Falcon packets (ReceiveFalcon).
+type Net interface {
+	// SendToMAC sends a CM message toward the daemon that has NIC mac
+	// (every peer daemon when that is not known yet).
+	SendToMAC(mac [6]byte, msg []byte) error
+	// Send sends a CM message to the daemon at dst.
+	Send(dst netip.AddrPort, msg []byte) error
+	// FalconLink is the link carrying Falcon packets to the daemon at peer.
+	FalconLink(peer netip.AddrPort) falcon.Link
+}
+
+// Counters count the connection manager's work and drops, for every
+// protocol.
+type Counters struct {
+	Dials, REQSent, REQRecv, REPSent, REPRecv, REJSent, REJRecv stats.Counter
+	ConnsUp, Replaced, RepeatedREQ, RaceWon, GaveUp             stats.Counter
+	DecodeErr, NoNIC, NoULP, Stale, TooMany, Spoofed            stats.Counter
+	QueueFull, ConnErr, FalconNoCID, FalconShort                stats.Counter
+}
+
+// Set lists the counters with help text.
+func (c *Counters) Set() stats.Set {
+	return stats.Set{
+		{Name: "cm_dials", Help: "connection set-ups started by this daemon's NICs", Counter: &c.Dials},
+		{Name: "cm_req_sent", Help: "REQs sent (retries included)", Counter: &c.REQSent},
+		{Name: "cm_req_recv", Help: "REQs received", Counter: &c.REQRecv},
+		{Name: "cm_rep_sent", Help: "REPs sent (repeats included)", Counter: &c.REPSent},
+		{Name: "cm_rep_recv", Help: "REPs received", Counter: &c.REPRecv},
+		{Name: "cm_rej_sent", Help: "REJs sent", Counter: &c.REJSent},
+		{Name: "cm_rej_recv", Help: "REJs received (a REQ sent to every peer draws them from the daemons without the NIC)", Counter: &c.REJRecv},
+		{Name: "cm_conns_up", Help: "connections set up", Counter: &c.ConnsUp},
+		{Name: "cm_replaced", Help: "connections replaced by a new one (the peer restarted, or one end found the old one dead or broken)", Counter: &c.Replaced},
+		{Name: "cm_repeated_req", Help: "REQs for a connection already up from that REQ, answered with the same REP", Counter: &c.RepeatedREQ},
+		{Name: "cm_race_won", Help: "REQs ignored: they crossed ours and the lower MAC's REQ wins", Counter: &c.RaceWon},
+		{Name: "cm_gave_up", Help: "set-ups abandoned after every REQ retry", Counter: &c.GaveUp},
+		{Name: "cm_decode_err", Help: "CM messages that failed to decode", Counter: &c.DecodeErr},
+		{Name: "cm_no_nic", Help: "CM messages for a MAC no NIC of this daemon has (a REQ is answered with a REJ)", Counter: &c.NoNIC},
+		{Name: "cm_no_ulp", Help: "CM messages for a protocol the NIC has no function for (a REQ is answered with a REJ)", Counter: &c.NoULP},
+		{Name: "cm_stale", Help: "REPs and REJs for no pending set-up", Counter: &c.Stale},
+		{Name: "cm_too_many", Help: "REQs refused: the NIC has maxPeersPerNIC connections", Counter: &c.TooMany},
+		{Name: "cm_spoofed", Help: "CM messages from the fabric claiming a NIC of this daemon as their source", Counter: &c.Spoofed},
+		{Name: "cm_queue_full", Help: "CM messages dropped: the NIC's port queue was full (the REQ is retried)", Counter: &c.QueueFull},
+		{Name: "cm_conn_err", Help: "connections the endpoint or the protocol refused to set up", Counter: &c.ConnErr},
+		{Name: "cm_falcon_no_cid", Help: "Falcon packets from the fabric for a CID no NIC owns", Counter: &c.FalconNoCID},
+		{Name: "cm_falcon_short", Help: "Falcon datagrams from the fabric too short for a header", Counter: &c.FalconShort},
+	}
+}
+
+// CM retry policy.
+const (
+	cmRetryEvery = 200 * time.Millisecond
+	cmMaxTries   = 25
+)
+
+// maxPeersPerNIC bounds the connections (all protocols) a NIC has or is
+// setting up; each costs a Falcon connection's state.
+const maxPeersPerNIC = 1024
+
+// New returns a daemon's connection manager whose messages to other
+// daemons go over n (nil: NICs of this daemon only).
+func New(n Net) *Manager {
+	return &Manager{net: n, agents: map[[6]byte]*Agent{}, cids: map[uint32]FalconReceiver{}, rand: port.CryptoRand{}}
+}
+
+// Attach gives the NIC with MAC mac, whose Falcon port is port, its agent.
+// Call before the port runs; the protocols then register (Register).
+func (cm *Manager) Attach(mac [6]byte, port *port.Port) *Agent {
+	a := &Agent{cm: cm, mac: mac, port: port, conns: map[cmKey]*cmConn{}}
+	port.AddTimers(a)
+	cm.mu.Lock()
+	cm.agents[mac] = a
+	cm.mu.Unlock()
+	return a
+}
+
+func (cm *Manager) agent(mac [6]byte) *Agent {
+	cm.mu.RLock()
+	defer cm.mu.RUnlock()
+	return cm.agents[mac]
+}
+
+// AllocCID reserves a random CID (24 bits, non-zero) unique in the daemon
+// for owner: Falcon packets from the fabric with that DCID go to it.
+func (cm *Manager) AllocCID(owner FalconReceiver) uint32 {
+	cm.mu.Lock()
+	defer cm.mu.Unlock()
+	for {
+		c := cm.rand.Uint32() & (1<<24 - 1)
+		if c != 0 && cm.cids[c] == nil {
+			cm.cids[c] = owner
+			return c
+		}
+	}
+}
+
+// ReleaseCID frees a CID from AllocCID.
+func (cm *Manager) ReleaseCID(cid uint32) {
+	cm.mu.Lock()
+	delete(cm.cids, cid)
+	cm.mu.Unlock()
+}
+
+// FalconReceiver takes Falcon packets from the fabric for the CIDs it owns
+// (a NIC's port).
+type FalconReceiver interface {
+	ReceiveFalcon(pkt []byte, flow uint32)
+}
+
+// ReceiveFalcon hands a Falcon packet from the fabric to the port owning
+// its destination CID (on the fabric's goroutine).
+func (cm *Manager) ReceiveFalcon(from netip.AddrPort, flow uint32, payload []byte) {
+	if len(payload) < 4 {
+		cm.Stats.FalconShort.Inc()
+		return
+	}
+	cid := wire.Packet(payload).CID()
+	cm.mu.RLock()
+	r := cm.cids[cid]
+	cm.mu.RUnlock()
+	if r == nil {
+		cm.Stats.FalconNoCID.Inc()
+		return
+	}
+	r.ReceiveFalcon(payload, flow)
+}
+
+// ReceiveCM takes a CM message from the fabric (on the fabric's
+// goroutine): it is checked here and handed to the destination NIC's
+// agent as port work.
+func (cm *Manager) ReceiveCM(from netip.AddrPort, flow uint32, payload []byte) {
+	m, err := decodeCM(payload)
+	if err != nil {
+		cm.Stats.DecodeErr.Inc()
+		return
+	}
+	if cm.agent(m.src) != nil {
+		cm.Stats.Spoofed.Inc()
+		return
+	}
+	cm.deliver(m, cmRoute{addr: from})
+}
+
+// deliver hands m to the agent of NIC m.dst as work for its port; a REQ
+// that no agent can take is answered with a REJ along r.
+func (cm *Manager) deliver(m cmMsg, r cmRoute) {
+	cm.mu.RLock()
+	a := cm.agents[m.dst]
+	served := a != nil && a.proto(m.protocol()) != nil
+	cm.mu.RUnlock()
+	switch {
+	case a == nil:
+		cm.Stats.NoNIC.Inc()
+		cm.reject(m, r)
+	case !served:
+		cm.Stats.NoULP.Inc()
+		cm.reject(m, r)
+	case !a.port.TryDo(func(*falcon.Endpoint) { a.receive(m, r) }):
+		cm.Stats.QueueFull.Inc()
+	}
+}
+
+// reject answers a REQ with a REJ (other messages get none).
+func (cm *Manager) reject(m cmMsg, r cmRoute) {
+	if m.typ != cmREQ {
+		return
+	}
+	rej := cmMsg{typ: cmREJ, proto: m.proto, src: m.dst, dst: m.src, dstCID: m.srcCID}
+	cm.Stats.REJSent.Inc()
+	cm.send(rej, r)
+}
+
+// send sends m along r: to a NIC of this daemon (as work for its port),
+// to the daemon at r.addr, or, r zero, toward the daemon that has m.dst.
+func (cm *Manager) send(m cmMsg, r cmRoute) {
+	switch {
+	case r.local != nil:
+		cm.deliver(m, cmRoute{local: cm.agent(m.src)})
+	case r.addr.IsValid():
+		if cm.net != nil {
+			_ = cm.net.Send(r.addr, m.append(nil))
+		}
+	case cm.agent(m.dst) != nil:
+		cm.deliver(m, cmRoute{local: cm.agent(m.src)})
+	case cm.net != nil:
+		_ = cm.net.SendToMAC(m.dst, m.append(nil))
+	}
+}
+
+// cmRoute is where a CM message came from, and where answers go: the
+// agent of a NIC of this daemon, or another daemon's fabric address.
+type cmRoute struct {
+	local *Agent
+	addr  netip.AddrPort
+}
+
+// Proto is a protocol's part in its connections' set-up; its functions
+// run on the port's goroutine.
+type Proto struct {
+	// Config sets the protocol's connection options (ordering, windows,
+	// timeouts) on a new connection's config.
+	Config func(c *falcon.ConnConfig)
+	// Up takes a new connection to peer; any older one is then Down. An
+	// error refuses it (the connection is closed, counted).
+	Up func(peer [6]byte, c *falcon.Conn) error
+	// Down says connection c to peer is closed (replaced or dead): the
+	// protocol forgets it.
+	Down func(peer [6]byte, c *falcon.Conn)
+	// Failed says a set-up to peer was abandoned after every REQ retry
+	// (nil: nothing to do).
+	Failed func(peer [6]byte)
+}
+
+// Agent is one NIC's part of the connection manager, owned by the NIC's
+// port goroutine (every method but Register runs there).
+type Agent struct {
+	cm     *Manager
+	mac    [6]byte
+	port   *port.Port
+	protos [16]*Proto
+	conns  map[cmKey]*cmConn
+	// due is the earliest REQ retry (NextDeadline), has whether any.
+	due clock.Time
+	has bool
+}
+
+// cmKey names one connection of a NIC: its protocol and peer NIC.
+type cmKey struct {
+	proto wire.ProtocolType
+	peer  [6]byte
+}
+
+// cmConn is one connection's set-up state.
+type cmConn struct {
+	cfg     falcon.ConnConfig // ours: pending while dialing, else conn's
+	conn    *falcon.Conn      // up, or nil
+	dialing bool              // our REQ (cfg.SCID) is out
+	tries   int
+	retryAt clock.Time
+	dcid    uint32 // the peer's CID of conn
+	rep     []byte // the REP we sent for conn (a repeated REQ gets it again)
+}
+
+// Register has the agent set up connections of protocol proto for p
+// (before the port runs).
+func (a *Agent) Register(proto wire.ProtocolType, p Proto) {
+	a.cm.mu.Lock() // the fabric's goroutine may look already (deliver)
+	a.protos[proto] = &p
+	a.cm.mu.Unlock()
+}
+
+// proto returns the part of protocol t, nil if none is registered (any
+// value: t may come from a message).
+func (a *Agent) proto(t wire.ProtocolType) *Proto {
+	if int(t) >= len(a.protos) {
+		return nil
+	}
+	return a.protos[t]
+}
+
+// MAC returns the agent's NIC's MAC.
+func (a *Agent) MAC() [6]byte { return a.mac }
+
+// Dial makes sure a connection of proto to NIC peer is up or being set
+// up: a dead one is closed and replaced.
+func (a *Agent) Dial(proto wire.ProtocolType, peer [6]byte) {
+	c := a.conns[cmKey{proto, peer}]
+	if c != nil && c.conn != nil && c.conn.Dead() {
+		a.down(cmKey{proto, peer}, c)
+		c.conn = nil
+	}
+	if c != nil && (c.conn != nil || c.dialing) {
+		return
+	}
+	a.dial(proto, peer, c)
+}
+
+// Redial starts setting up a new connection of proto to peer replacing
+// conn (a protocol found it broken), unless one is already under way or
+// conn is not the current one.
+func (a *Agent) Redial(proto wire.ProtocolType, peer [6]byte, conn *falcon.Conn) {
+	c := a.conns[cmKey{proto, peer}]
+	if c == nil || c.dialing || c.conn != conn {
+		return
+	}
+	a.dial(proto, peer, c)
+}
+
+// dial starts a set-up: a new CID and sequence numbers, then REQs until a
+// REP.
+func (a *Agent) dial(proto wire.ProtocolType, peer [6]byte, c *cmConn) {
+	p := a.proto(proto)
+	if p == nil || peer == a.mac {
+		return
+	}
+	key := cmKey{proto, peer}
+	if c == nil {
+		if len(a.conns) >= maxPeersPerNIC {
+			a.cm.Stats.TooMany.Inc()
+			return
+		}
+		c = &cmConn{}
+		a.conns[key] = c
+	}
+	a.cm.Stats.Dials.Inc()
+	cfg := falcon.ConnConfig{SCID: a.cm.AllocCID(a.port), Protocol: proto}
+	p.Config(&cfg)
+	a.port.RandomPSNs(&cfg)
+	c.cfg, c.dialing, c.tries = cfg, true, 0
+	a.sendREQ(key, c)
+}
+
+func (a *Agent) sendREQ(key cmKey, c *cmConn) {
+	c.tries++
+	c.retryAt = a.port.Clock().Now() + cmRetryEvery
+	a.setDue(c.retryAt)
+	a.cm.Stats.REQSent.Inc()
+	a.cm.send(cmMsg{typ: cmREQ, proto: cmProtoByte(key.proto), src: a.mac, dst: key.peer, srcCID: c.cfg.SCID,
+		reqPSN: uint32(c.cfg.TxReqPSN), dataPSN: uint32(c.cfg.TxDataPSN), rsn: uint32(c.cfg.TxRSN)}, cmRoute{})
+}
+
+// receive handles a CM message for this NIC (on the port's goroutine).
+func (a *Agent) receive(m cmMsg, r cmRoute) {
+	key := cmKey{m.protocol(), m.src}
+	c := a.conns[key]
+	switch m.typ {
+	case cmREQ:
+		a.cm.Stats.REQRecv.Inc()
+		a.onREQ(key, c, m, r)
+	case cmREP:
+		a.cm.Stats.REPRecv.Inc()
+		if c == nil || !c.dialing || c.cfg.SCID != m.dstCID {
+			a.cm.Stats.Stale.Inc()
+			return
+		}
+		cfg := c.cfg
+		cfg.DCID = m.srcCID
+		cfg.RxReqPSN, cfg.RxDataPSN, cfg.RxRSN = wire.PSN(m.reqPSN), wire.PSN(m.dataPSN), wire.RSN(m.rsn)
+		c.dialing, c.rep = false, nil
+		a.rearm()
+		a.install(key, c, cfg, r)
+	case cmREJ:
+		a.cm.Stats.REJRecv.Inc()
+		if c == nil || !c.dialing || c.cfg.SCID != m.dstCID {
+			a.cm.Stats.Stale.Inc()
+		}
+		// Another daemon has no such NIC: a REQ sent to every peer draws
+		// REJs from all but the right one. Keep retrying.
+	}
+}
+
+// onREQ answers a REQ from NIC key.peer.
+func (a *Agent) onREQ(key cmKey, c *cmConn, m cmMsg, r cmRoute) {
+	switch {
+	case c == nil && len(a.conns) >= maxPeersPerNIC:
+		a.cm.Stats.TooMany.Inc()
+		a.cm.reject(m, r)
+		return
+	case c == nil:
+		c = &cmConn{}
+		a.conns[key] = c
+	case c.conn != nil && !c.dialing && c.dcid == m.srcCID:
+		a.cm.Stats.RepeatedREQ.Inc()
+		if c.rep != nil {
+			a.sendREP(c.rep, r)
+		}
+		return
+	case c.dialing && lessMAC(a.mac, key.peer):
+		a.cm.Stats.RaceWon.Inc()
+		return // simultaneous set-up: the lower MAC's REQ wins
+	}
+	if c.dialing { // our REQ lost the race
+		a.cm.ReleaseCID(c.cfg.SCID)
+		c.dialing = false
+		a.rearm()
+	}
+	cfg := falcon.ConnConfig{SCID: a.cm.AllocCID(a.port), DCID: m.srcCID, Protocol: key.proto}
+	a.proto(key.proto).Config(&cfg)
+	a.port.RandomPSNs(&cfg)
+	cfg.RxReqPSN, cfg.RxDataPSN, cfg.RxRSN = wire.PSN(m.reqPSN), wire.PSN(m.dataPSN), wire.RSN(m.rsn)
+	if !a.install(key, c, cfg, r) {
+		return
+	}
+	rep := cmMsg{typ: cmREP, proto: m.proto, src: a.mac, dst: key.peer, srcCID: cfg.SCID, dstCID: m.srcCID,
+		reqPSN: uint32(cfg.TxReqPSN), dataPSN: uint32(cfg.TxDataPSN), rsn: uint32(cfg.TxRSN)}
+	c.rep = rep.append(nil)
+	a.sendREP(c.rep, r)
+}
+
+func (a *Agent) sendREP(b []byte, r cmRoute) {
+	a.cm.Stats.REPSent.Inc()
+	if r.local != nil {
+		m, _ := decodeCM(b)
+		a.cm.send(m, r)
+		return
+	}
+	if r.addr.IsValid() && a.cm.net != nil {
+		_ = a.cm.net.Send(r.addr, b)
+	}
+}
+
+// install connects cfg toward the peer along r, hands the connection to
+// its protocol and then closes the one it replaces. It reports whether the
+// connection is up.
+func (a *Agent) install(key cmKey, c *cmConn, cfg falcon.ConnConfig, r cmRoute) bool {
+	switch {
+	case r.local != nil:
+		cfg.Peer = a.port.LinkTo(r.local.port)
+	case a.cm.net != nil:
+		cfg.Peer = a.cm.net.FalconLink(r.addr)
+	}
+	p := a.proto(key.proto)
+	conn, err := a.port.Connect(cfg)
+	if err == nil {
+		if err = p.Up(key.peer, conn); err != nil {
+			_ = a.port.CloseConn(conn.SCID())
+		}
+	}
+	if err != nil {
+		a.cm.Stats.ConnErr.Inc()
+		a.cm.ReleaseCID(cfg.SCID)
+		if c.conn == nil {
+			delete(a.conns, key)
+		}
+		return false
+	}
+	a.cm.Stats.ConnsUp.Inc()
+	if c.conn != nil {
+		a.cm.Stats.Replaced.Inc()
+		a.down(key, c)
+	}
+	c.conn, c.cfg, c.dcid = conn, cfg, cfg.DCID
+	return true
+}
+
+// down closes c's connection after telling its protocol.
+func (a *Agent) down(key cmKey, c *cmConn) {
+	old := c.conn
+	a.proto(key.proto).Down(key.peer, old)
+	_ = a.port.CloseConn(old.SCID())
+	a.cm.ReleaseCID(old.SCID())
+}
+
+// setDue moves the agent's next deadline to at if that is earlier.
+func (a *Agent) setDue(at clock.Time) {
+	if !a.has || at < a.due {
+		a.due, a.has = at, true
+	}
+}
+
+// rearm recomputes the next deadline from the set-ups under way.
+func (a *Agent) rearm() {
+	a.has = false
+	for _, c := range a.conns {
+		if c.dialing {
+			a.setDue(c.retryAt)
+		}
+	}
+}
+
+// NextDeadline implements the port's ULP timers: the next REQ retry.
+func (a *Agent) NextDeadline() (time.Duration, bool) { return a.due, a.has }
+
+// OnTimer resends the REQs that are due, and gives up on set-ups that have
+// had every retry.
+func (a *Agent) OnTimer(now time.Duration) {
+	for key, c := range a.conns {
+		if !c.dialing || c.retryAt > now {
+			continue
+		}
+		if c.tries < cmMaxTries {
+			a.sendREQ(key, c)
+			continue
+		}
+		a.cm.Stats.GaveUp.Inc()
+		a.cm.ReleaseCID(c.cfg.SCID)
+		c.dialing = false
+		if c.conn == nil {
+			delete(a.conns, key)
+		}
+		if p := a.proto(key.proto); p.Failed != nil {
+			p.Failed(key.peer)
+		}
+	}
+	a.rearm()
+}
+
+func lessMAC(a, b [6]byte) bool {
+	for i := range a {
+		if a[i] != b[i] {
+			return a[i] < b[i]
+		}
+	}
+	return false
+}
