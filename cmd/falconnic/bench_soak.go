@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"falconnic/falcon/sim"
 	"falconnic/internal/control"
 	"falconnic/qemu"
 )
@@ -75,19 +76,9 @@ type soakReport struct {
 	Counters map[string]uint64 `json:"counters"`
 	// WatchdogLog are the daemons' log lines of each act of the ring
 	// watchdog: the ring's state when it acted.
-	WatchdogLog []string    `json:"watchdog_log,omitempty"`
-	Goals       []benchGoal `json:"goals"`
-	Met         bool        `json:"goal_met"`
-}
-
-// benchGoal is one goal of a bench: name, measured value, comparison and
-// target, and whether it is met.
-type benchGoal struct {
-	Name   string  `json:"name"`
-	Value  float64 `json:"value"`
-	Op     string  `json:"op"`
-	Target float64 `json:"target"`
-	Met    bool    `json:"met"`
+	WatchdogLog []string   `json:"watchdog_log,omitempty"`
+	Goals       []sim.Goal `json:"goals"`
+	Met         bool       `json:"goal_met"`
 }
 
 // soakCounters are the daemon counters the soak adds up: the ring
@@ -243,19 +234,14 @@ func benchSoak(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	rep.ElapsedS = time.Since(start).Seconds()
 	set.addCounters(context.WithoutCancel(ctx), rep.Counters) // after a Ctrl-C too
 	rep.WatchdogLog = set.logLines("watchdog")
-	goal := func(name string, v float64, op string, target float64) {
-		met := v == target
-		if op == ">=" {
-			met = v >= target
-		}
-		rep.Goals = append(rep.Goals, benchGoal{Name: name, Value: v, Op: op, Target: target, Met: met})
+	rep.Goals = []sim.Goal{
+		sim.NewGoal("stalls", float64(rep.Stalls), "<=", 0),
+		sim.NewGoal("verify_errors", float64(rep.VerifyErrors), "<=", 0),
+		sim.NewGoal("io_errors", float64(rep.IOErrors+rep.AgentErrors), "<=", 0),
+		sim.NewGoal("watchdog", float64(rep.Counters["WatchdogAvailNoKick"]+rep.Counters["WatchdogUsedNoCall"]), "<=", 0),
+		sim.NewGoal("duration_s", rep.ElapsedS, ">=", duration.Seconds()),
+		sim.NewGoal("restarts", float64(rep.Restarts), ">=", float64(*restarts)),
 	}
-	goal("stalls", float64(rep.Stalls), "==", 0)
-	goal("verify_errors", float64(rep.VerifyErrors), "==", 0)
-	goal("io_errors", float64(rep.IOErrors+rep.AgentErrors), "==", 0)
-	goal("watchdog", float64(rep.Counters["WatchdogAvailNoKick"]+rep.Counters["WatchdogUsedNoCall"]), "==", 0)
-	goal("duration_s", rep.ElapsedS, ">=", duration.Seconds())
-	goal("restarts", float64(rep.Restarts), ">=", float64(*restarts))
 	rep.Met = true
 	for _, g := range rep.Goals {
 		rep.Met = rep.Met && g.Met
