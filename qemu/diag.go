@@ -200,7 +200,7 @@ func (v *VM) virtioQueues(ctx context.Context) string {
 			n, _ = strconv.Atoi(c[1])
 		}
 		n = min(n, 64)
-		vhost := strings.Contains(st[0], "vhost_dev")
+		vhost := strings.Contains(st[0], "vhost_started:           true") || strings.Contains(st[0], "VHost:")
 		cmds := make([]string, 0, 2*n)
 		for i := 0; i < n; i++ {
 			cmds = append(cmds, fmt.Sprintf("info virtio-queue-status %s %d", path, i))

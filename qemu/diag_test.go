@@ -93,7 +93,7 @@ func TestDiagnoseWalksVirtioQueues(t *testing.T) {
 	blk := "/machine/peripheral-anon/device[1]/virtio-backend"
 	fakeQMP(t, v.QMPSock(), map[string]string{
 		"info virtio":                                  blk + " [vhost-user-blk]\r\n",
-		"info virtio-status " + blk:                    "  vhost_dev:\n  num_vqs: 2\n",
+		"info virtio-status " + blk:                    "  vhost_started:           true\n  num_vqs:                 2\n  VHost:\n",
 		"info virtio-queue-status " + blk + " 0":       "  last_avail_idx: 7\n  desc: 0x0000000012340000\n",
 		"info virtio-vhost-queue-status " + blk + " 0": "  vhost avail_idx: 7\n",
 		"info virtio-queue-status " + blk + " 1":       "  desc:         0x0000000000000000\n",
