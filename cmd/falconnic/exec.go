@@ -152,10 +152,11 @@ func execSpecIn(ctx context.Context, vm *qemu.VM, argv []string, sp execSpec, st
 
 // guestDiagScript is what the stall report runs in the guest over the
 // agent's diagnosis port: each virtio disk's requests in flight and I/O
-// counters, the interrupt counts (twice, 2 s apart, to see whether any
+// counters (sysfs, no request to the disk), its serial last (a GET_ID
+// request, which a stalled disk does not answer), the interrupt counts (twice, 2 s apart, to see whether any
 // arrive), the tasks that wait (fio and the agent: state, wait channel,
 // kernel stacks) and the kernel log's tail.
-const guestDiagScript = `for d in /sys/block/vd*; do echo "$d serial $(cat $d/serial) inflight $(cat $d/inflight) stat $(cat $d/stat)"; done
+const guestDiagScript = `for d in /sys/block/vd*; do echo "$d inflight $(cat $d/inflight) stat $(cat $d/stat)"; done
 echo "-- interrupts"; cat /proc/interrupts
 sleep 2
 echo "-- interrupts 2 s later"; cat /proc/interrupts
@@ -170,6 +171,8 @@ for t in /proc/[0-9]*/task/[0-9]*; do
   esac
 done
 echo "-- dmesg"; dmesg | tail -n 30
+echo "-- serials (each a request to its disk: last, as a stalled disk does not answer)"
+for d in /sys/block/vd*; do echo "$d serial $(timeout 3 cat $d/serial)"; done
 `
 
 // stallReport gathers what a stalled exec needs to be understood: the
