@@ -1,6 +1,7 @@
 package fabric
 
 import (
+	"falconnic/internal/heapq"
 	"math"
 	"math/rand/v2"
 	"time"
@@ -116,7 +117,7 @@ type Fabric struct {
 	rx        []Receiver
 	slots     []slot
 	free      []int32
-	ev        eventQueue
+	ev        heapq.Queue[event, *event] // by (time, schedule order)
 	seq       uint64
 	calls     []func()
 	bg        []bgGen
@@ -360,15 +361,15 @@ func (f *Fabric) release(i int32) { f.free = append(f.free, i) }
 
 // NextDue returns when the next event is due (Poll then has work).
 func (f *Fabric) NextDue() (clock.Time, bool) {
-	if f.ev.len() == 0 {
+	if f.ev.Len() == 0 {
 		return 0, false
 	}
-	return f.ev.top().at, true
+	return f.ev.Top().at, true
 }
 
 // Pending returns the number of scheduled events (packets in flight,
 // timed calls, background generators, sampling).
-func (f *Fabric) Pending() int { return f.ev.len() }
+func (f *Fabric) Pending() int { return f.ev.Len() }
 
 // Poll runs every event due at or before the clock's current time in
 // (time, schedule) order and returns the number of packets delivered to
@@ -376,8 +377,8 @@ func (f *Fabric) Pending() int { return f.ev.len() }
 func (f *Fabric) Poll() int {
 	now := f.clk.Now()
 	n := 0
-	for f.ev.len() > 0 && f.ev.top().at <= now {
-		e := f.ev.pop()
+	for f.ev.Len() > 0 && f.ev.Top().at <= now {
+		e := f.ev.Pop()
 		switch e.kind {
 		case evArrive:
 			f.Events++
@@ -704,5 +705,5 @@ func (f *Fabric) background(t clock.Time, g int32) {
 
 func (f *Fabric) push(at clock.Time, k evKind, idx int32) {
 	f.seq++
-	f.ev.push(event{at: at, seq: f.seq, kind: k, idx: idx})
+	f.ev.Push(event{at: at, seq: f.seq, kind: k, idx: idx})
 }

@@ -200,54 +200,10 @@ type event struct {
 	kind evKind
 }
 
-func (a *event) before(b *event) bool {
+// Before orders events by (time, schedule order) in the fabric's queue.
+func (a *event) Before(b *event) bool {
 	if a.at != b.at {
 		return a.at < b.at
 	}
 	return a.seq < b.seq
-}
-
-// eventQueue is a binary min-heap of events by (time, schedule order).
-type eventQueue struct{ e []event }
-
-func (q *eventQueue) len() int { return len(q.e) }
-
-func (q *eventQueue) top() *event { return &q.e[0] }
-
-func (q *eventQueue) push(x event) {
-	q.e = append(q.e, x)
-	h := q.e
-	j := len(h) - 1
-	for j > 0 {
-		p := (j - 1) / 2
-		if !h[j].before(&h[p]) {
-			break
-		}
-		h[j], h[p] = h[p], h[j]
-		j = p
-	}
-}
-
-func (q *eventQueue) pop() event {
-	h := q.e
-	top := h[0]
-	last := len(h) - 1
-	h[0] = h[last]
-	h = h[:last]
-	q.e = h
-	for j := 0; ; {
-		c := 2*j + 1
-		if c >= len(h) {
-			break
-		}
-		if r := c + 1; r < len(h) && h[r].before(&h[c]) {
-			c = r
-		}
-		if !h[c].before(&h[j]) {
-			break
-		}
-		h[j], h[c] = h[c], h[j]
-		j = c
-	}
-	return top
 }

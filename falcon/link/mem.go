@@ -1,6 +1,7 @@
 package link
 
 import (
+	"falconnic/internal/heapq"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -79,7 +80,7 @@ type Mem struct {
 	rng       *rand.Rand
 	slots     []memSlot
 	free      []int32
-	q         dueQueue // queued slots by (due, seq)
+	q         heapq.Queue[dueEntry, *dueEntry] // queued slots by (due, seq)
 	seq       uint64
 	busyUntil clock.Time
 
@@ -157,7 +158,7 @@ func (m *Mem) Send(pkt []byte, flow uint32) {
 	}
 }
 
-func (m *Mem) full() bool { return m.cfg.QueueLimit > 0 && m.q.len() >= m.cfg.QueueLimit }
+func (m *Mem) full() bool { return m.cfg.QueueLimit > 0 && m.q.Len() >= m.cfg.QueueLimit }
 
 // enqueue stores one copy of pkt, applying reordering and corruption.
 func (m *Mem) enqueue(pkt []byte, flow uint32, due clock.Time) {
@@ -193,8 +194,8 @@ func (m *Mem) Poll(rx Receiver) int {
 	m.mu.Lock()
 	now, last := m.clk.Now(), m.seq
 	n := 0
-	for m.q.len() > 0 {
-		if top := m.q.top(); top.at > now || top.seq > last {
+	for m.q.Len() > 0 {
+		if top := m.q.Top(); top.at > now || top.seq > last {
 			break
 		}
 		i := m.pop()
@@ -214,19 +215,19 @@ func (m *Mem) Poll(rx Receiver) int {
 func (m *Mem) NextDue() (clock.Time, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.q.len() == 0 {
+	if m.q.Len() == 0 {
 		return 0, false
 	}
-	return m.q.top().at, true
+	return m.q.Top().at, true
 }
 
 // Len returns the number of packets the link holds.
 func (m *Mem) Len() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.q.len()
+	return m.q.Len()
 }
 
-func (m *Mem) push(i int32) { m.q.push(m.slots[i].due, m.slots[i].seq, i) }
+func (m *Mem) push(i int32) { m.q.Push(dueEntry{m.slots[i].due, m.slots[i].seq, i}) }
 
-func (m *Mem) pop() int32 { return m.q.pop() }
+func (m *Mem) pop() int32 { return m.q.Pop().slot }

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"errors"
+	"falconnic/internal/heapq"
 	"math/rand/v2"
 	"time"
 
@@ -41,7 +42,7 @@ type Sim struct {
 	QPs    []*QP
 	cfg    Config
 	rng    *rand.Rand
-	ev     simQueue
+	ev     heapq.Queue[simEvent, *simEvent]
 	seq    uint64
 	zero   []byte
 	// Steps counts the distinct instants the loop visited.
@@ -232,8 +233,8 @@ func (s *Sim) RunUntil(done func() bool, until time.Duration) bool {
 // instant runs everything due at now until nothing more is.
 func (s *Sim) instant(now time.Duration) {
 	for round := 0; round < 64; round++ {
-		for s.ev.len() > 0 && s.ev.top().at <= now {
-			e := s.ev.pop()
+		for s.ev.Len() > 0 && s.ev.Top().at <= now {
+			e := s.ev.Pop()
 			switch e.kind {
 			case evArrival:
 				s.QPs[e.idx].arrival(now)
@@ -250,7 +251,7 @@ func (s *Sim) instant(now time.Duration) {
 		if t, ok := s.Fabric.NextDue(); ok && t <= now {
 			continue
 		}
-		if s.ev.len() > 0 && s.ev.top().at <= now {
+		if s.ev.Len() > 0 && s.ev.Top().at <= now {
 			continue
 		}
 		return
@@ -264,8 +265,8 @@ func (s *Sim) next() (time.Duration, bool) {
 			next, ok = t, true
 		}
 	}
-	if s.ev.len() > 0 {
-		consider(s.ev.top().at, true)
+	if s.ev.Len() > 0 {
+		consider(s.ev.Top().at, true)
 	}
 	for _, h := range s.Hosts {
 		consider(h.EP.NextDeadline())
@@ -297,53 +298,13 @@ type simEvent struct {
 
 func (s *Sim) push(at time.Duration, k simKind, idx int32) {
 	s.seq++
-	s.ev.push(simEvent{at: at, seq: s.seq, kind: k, idx: idx})
+	s.ev.Push(simEvent{at: at, seq: s.seq, kind: k, idx: idx})
 }
 
-type simQueue struct{ e []simEvent }
-
-func (q *simQueue) len() int       { return len(q.e) }
-func (q *simQueue) top() *simEvent { return &q.e[0] }
-func (a *simEvent) before(b *simEvent) bool {
+// Before orders events by (time, schedule order) in the simulator's queue.
+func (a *simEvent) Before(b *simEvent) bool {
 	if a.at != b.at {
 		return a.at < b.at
 	}
 	return a.seq < b.seq
-}
-
-func (q *simQueue) push(x simEvent) {
-	q.e = append(q.e, x)
-	h := q.e
-	for j := len(h) - 1; j > 0; {
-		p := (j - 1) / 2
-		if !h[j].before(&h[p]) {
-			break
-		}
-		h[j], h[p] = h[p], h[j]
-		j = p
-	}
-}
-
-func (q *simQueue) pop() simEvent {
-	h := q.e
-	top := h[0]
-	last := len(h) - 1
-	h[0] = h[last]
-	h = h[:last]
-	q.e = h
-	for j := 0; ; {
-		c := 2*j + 1
-		if c >= len(h) {
-			break
-		}
-		if r := c + 1; r < len(h) && h[r].before(&h[c]) {
-			c = r
-		}
-		if !h[c].before(&h[j]) {
-			break
-		}
-		h[j], h[c] = h[c], h[j]
-		j = c
-	}
-	return top
 }
