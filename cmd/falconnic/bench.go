@@ -8,10 +8,13 @@ import (
 )
 
 // benchmarks maps `falconnic bench NAME` to its runner. Each prints JSON.
-var benchmarks = map[string]struct {
+// benchmark is one `falconnic bench NAME`: a line of summary and its run.
+type benchmark struct {
 	summary string
 	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
-}{
+}
+
+var benchmarks = map[string]benchmark{
 	"loss":      {"8 KiB pushes and pulls under drop and reordering: RACK-TLP, OOO-distance only, Go-Back-N", simRunner("loss", benchLoss)},
 	"latency":   {"unloaded write latency p50/p99 over the ideal, 64 B … 1 MiB, across two racks", simRunner("latency", benchLatency)},
 	"linkfail":  {"permutation traffic at 60 % load, one leaf–spine link fails (blackhole, withdrawn, flap): recovery time, stalled connections", simRunner("linkfail", benchLinkFail)},

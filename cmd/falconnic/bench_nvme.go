@@ -25,10 +25,7 @@ import (
 )
 
 func init() {
-	benchmarks["nvme"] = struct {
-		summary string
-		run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
-	}{"fio in a VM: NVMe-over-Falcon disk vs QEMU's own virtio-blk on the same file", benchNVMe}
+	benchmarks["nvme"] = benchmark{"fio in a VM: NVMe-over-Falcon disk vs QEMU's own virtio-blk on the same file", benchNVMe}
 }
 
 // nvmeBenchTest is one fio workload of `bench nvme`.

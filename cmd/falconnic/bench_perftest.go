@@ -17,10 +17,7 @@ import (
 )
 
 func init() {
-	benchmarks["perftest"] = struct {
-		summary string
-		run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
-	}{"unmodified perftest between two TCG guests: falconnic (falcon0) vs Linux Soft-RoCE (rxe0)", benchPerftest}
+	benchmarks["perftest"] = benchmark{"unmodified perftest between two TCG guests: falconnic (falcon0) vs Linux Soft-RoCE (rxe0)", benchPerftest}
 }
 
 // perftestCase is one benchmarked program and how its figure is read.

@@ -22,10 +22,7 @@ import (
 )
 
 func init() {
-	benchmarks["soak"] = struct {
-		summary string
-		run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
-	}{"hours of fio with verify on an NVMe-over-Falcon disk and a local disk, alternating as bench nvme does: stalls, verify errors, watchdog counters", benchSoak}
+	benchmarks["soak"] = benchmark{"hours of fio with verify on an NVMe-over-Falcon disk and a local disk, alternating as bench nvme does: stalls, verify errors, watchdog counters", benchSoak}
 }
 
 // soakJob is one fio workload of the soak. Write jobs verify what they

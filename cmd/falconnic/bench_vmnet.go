@@ -40,10 +40,7 @@ import (
 // The JSON on stdout carries every sample, the medians and the ratios
 // falconnic/QEMU for both. Progress goes to stderr.
 func init() {
-	benchmarks["vm-net"] = struct {
-		summary string
-		run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
-	}{"TCP throughput (iperf3) and ping RTT between two TCG guests: falconnic NICs vs QEMU -netdev stream", benchVMNet}
+	benchmarks["vm-net"] = benchmark{"TCP throughput (iperf3) and ping RTT between two TCG guests: falconnic NICs vs QEMU -netdev stream", benchVMNet}
 }
 
 // The benchmark's two links: names in the JSON, guest subnets and MACs.
