@@ -395,27 +395,14 @@ func startSoakDaemons(bin, dir string, daemons int, loss float64, nsFile string,
 
 // start starts p's daemon and waits for its sockets.
 func (s *soakDaemons) start(p *soakProc) error {
-	lf, err := os.OpenFile(filepath.Join(p.dir, "daemon.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	cmd := exec.Command(s.bin, "serve", "--config", p.config)
-	cmd.Stdout, cmd.Stderr = lf, lf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
-	err = cmd.Start()
-	lf.Close()
+	logPath := filepath.Join(p.dir, "daemon.log")
+	cmd, err := startServeProc(s.bin, p.config, logPath)
 	if err != nil {
 		return err
 	}
 	p.cmd = cmd
-	deadline := time.Now().Add(30 * time.Second)
-	for _, sock := range p.sockets {
-		for !isSock(sock) {
-			if time.Now().After(deadline) {
-				return fmt.Errorf("daemon socket %s did not appear in 30s (log %s)", sock, filepath.Join(p.dir, "daemon.log"))
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+	if sock, ok := waitSockets(p.sockets, 30*time.Second); !ok {
+		return fmt.Errorf("daemon socket %s did not appear in 30s (log %s)", sock, logPath)
 	}
 	return nil
 }

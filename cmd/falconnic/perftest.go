@@ -227,21 +227,13 @@ func (p *rdmaPair) startDaemons() ([]string, error) {
 		if err := os.MkdirAll(dirs[i], 0o755); err != nil {
 			return nil, err
 		}
-		b, _ := json.MarshalIndent(cfg, "", "  ")
 		path := filepath.Join(dirs[i], "daemon.json")
+		b, _ := json.MarshalIndent(cfg, "", "  ")
 		if err := os.WriteFile(path, b, 0o644); err != nil {
 			return nil, err
 		}
 		logPath := filepath.Join(dirs[i], "daemon.log")
-		lf, err := os.Create(logPath)
-		if err != nil {
-			return nil, err
-		}
-		cmd := exec.Command(p.o.bin, "serve", "--config", path)
-		cmd.Stdout, cmd.Stderr = lf, lf
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
-		err = cmd.Start()
-		lf.Close()
+		cmd, err := startServeProc(p.o.bin, path, logPath)
 		if err != nil {
 			return nil, err
 		}
@@ -251,14 +243,8 @@ func (p *rdmaPair) startDaemons() ([]string, error) {
 			socks = append(socks, filepath.Join(dirs[i], n.Socket))
 		}
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for _, s := range socks {
-		for !isSock(s) {
-			if time.Now().After(deadline) {
-				return nil, fmt.Errorf("daemon socket %s did not appear in 30s: %s", s, p.daemonTails())
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+	if s, ok := waitSockets(socks, 30*time.Second); !ok {
+		return nil, fmt.Errorf("daemon socket %s did not appear in 30s: %s", s, p.daemonTails())
 	}
 	fmt.Fprintf(p.o.log, "perftest: %d daemon(s) up (logs %s)\n", len(cfgs), strings.Join(p.dlogs, " "))
 	return socks, nil
@@ -274,6 +260,38 @@ func (p *rdmaPair) daemonTails() string {
 		fmt.Fprintf(&s, "\n--- %s:\n%s", l, b)
 	}
 	return s.String()
+}
+
+// startServeProc starts `falconnic serve` (bin) on config in its own process
+// group, dying with us, its output appended to logPath.
+func startServeProc(bin, config, logPath string) (*exec.Cmd, error) {
+	lf, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	defer lf.Close()
+	cmd := exec.Command(bin, "serve", "--config", config)
+	cmd.Stdout, cmd.Stderr = lf, lf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	return cmd, nil
+}
+
+// waitSockets waits until every socket exists, at most d in all; it
+// returns the first missing one when d passes.
+func waitSockets(socks []string, d time.Duration) (string, bool) {
+	deadline := time.Now().Add(d)
+	for _, s := range socks {
+		for !isSock(s) {
+			if time.Now().After(deadline) {
+				return s, false
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	return "", true
 }
 
 // freeUDPPorts returns n loopback UDP addresses that were free a moment ago.
