@@ -158,6 +158,37 @@ func (v *VM) Diagnose(ctx context.Context) string {
 	if err != nil {
 		fmt.Fprintf(&s, "qmp: %v\n", err)
 	}
+	s.WriteString(v.ripSamples(ctx, 5, 200*time.Millisecond))
+	return s.String()
+}
+
+// ripLineRE matches the line of HMP's "info registers" that says where the
+// CPU is: RIP, RFLAGS (IF is 0x200), privilege level and whether it halts.
+var ripLineRE = regexp.MustCompile(`RIP=[0-9a-f]+ RFL=[0-9a-f]+ \S+ CPL=\d .*HLT=\d`)
+
+// ripSamples takes the CPUs' RIP line n times, gap apart: a guest halted
+// with interrupts on is idle (waiting for an interrupt that does not come);
+// one at the same few RIPs with interrupts off spins.
+func (v *VM) ripSamples(ctx context.Context, n int, gap time.Duration) string {
+	var s strings.Builder
+	s.WriteString("== QEMU CPU samples (RIP RFL CPL HLT)\n")
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			select {
+			case <-ctx.Done():
+				return s.String()
+			case <-time.After(gap):
+			}
+		}
+		outs, err := v.HMP(ctx, "info registers -a")
+		if err != nil || len(outs) == 0 {
+			fmt.Fprintf(&s, "  qmp: %v\n", err)
+			return s.String()
+		}
+		for _, l := range ripLineRE.FindAllString(outs[0], -1) {
+			fmt.Fprintf(&s, "  %d: %s\n", i, l)
+		}
+	}
 	return s.String()
 }
 
@@ -221,12 +252,60 @@ func (v *VM) virtioQueues(ctx context.Context) string {
 			for j := i; j < i+per; j++ {
 				fmt.Fprintf(&s, "  %s:\n%s", cmds[j], indent(indent(qs[j])))
 			}
+			s.WriteString(v.ringWords(ctx, qs[i]))
 		}
 		if err != nil {
 			fmt.Fprintf(&s, "  qmp: %v\n", err)
 		}
 	}
 	return s.String()
+}
+
+// Ring addresses in HMP's "info virtio-queue-status": the ring size and
+// the guest-physical addresses of its avail and used rings.
+var (
+	ringNumRE   = regexp.MustCompile(`(?m)^\s*num:\s+(\d+)`)
+	ringAvailRE = regexp.MustCompile(`(?m)^\s*avail:\s+0x([0-9a-f]+)`)
+	ringUsedRE  = regexp.MustCompile(`(?m)^\s*used:\s+0x([0-9a-f]+)`)
+	xpWordRE    = regexp.MustCompile(`:\s+0x([0-9a-f]+)`)
+)
+
+// ringWords reads a split ring's shared words from guest memory (HMP xp):
+// the driver's avail flags and idx and used_event, the device's used idx
+// and avail_event. Beside QEMU's and the back-end's own indices they tell a
+// lost kick (avail idx ahead of what the device took, with avail_event
+// asking for a kick) from a lost call (used idx past used_event, the guest
+// asleep) from a guest that never posted the request.
+func (v *VM) ringWords(ctx context.Context, queueStatus string) string {
+	num, avail, used := ringNumRE.FindStringSubmatch(queueStatus), ringAvailRE.FindStringSubmatch(queueStatus), ringUsedRE.FindStringSubmatch(queueStatus)
+	if num == nil || avail == nil || used == nil {
+		return ""
+	}
+	n, _ := strconv.ParseUint(num[1], 10, 16)
+	a, _ := strconv.ParseUint(avail[1], 16, 64)
+	u, _ := strconv.ParseUint(used[1], 16, 64)
+	if n == 0 || a == 0 || u == 0 {
+		return ""
+	}
+	addrs := []uint64{a, a + 2, a + 4 + 2*n, u + 2, u + 4 + 8*n}
+	cmds := make([]string, len(addrs))
+	for i, x := range addrs {
+		cmds[i] = fmt.Sprintf("xp /1hx 0x%x", x)
+	}
+	outs, err := v.HMP(ctx, cmds...)
+	if err != nil || len(outs) != len(addrs) {
+		return fmt.Sprintf("    guest ring words: %v\n", err)
+	}
+	w := make([]uint64, len(outs))
+	for i, o := range outs {
+		m := xpWordRE.FindStringSubmatch(o)
+		if m == nil {
+			return fmt.Sprintf("    guest ring words: cannot parse %q\n", o)
+		}
+		w[i], _ = strconv.ParseUint(m[1], 16, 16)
+	}
+	return fmt.Sprintf("    guest ring words: avail.flags 0x%x avail.idx %d used_event %d | used.idx %d avail_event %d\n",
+		w[0], w[1], w[2], w[3], w[4])
 }
 
 func indent(t string) string {

@@ -94,7 +94,13 @@ func TestDiagnoseWalksVirtioQueues(t *testing.T) {
 	fakeQMP(t, v.QMPSock(), map[string]string{
 		"info virtio":                                  blk + " [vhost-user-blk]\r\n",
 		"info virtio-status " + blk:                    "  vhost_started:           true\n  num_vqs:                 2\n  VHost:\n",
-		"info virtio-queue-status " + blk + " 0":       "  last_avail_idx: 7\n  desc: 0x0000000012340000\n",
+		"info virtio-queue-status " + blk + " 0":       "  last_avail_idx: 7\n  VRing:\n    num: 8\n    desc: 0x0000000012340000\n    avail: 0x0000000012340080\n    used: 0x00000000123400c0\n",
+		"info registers -a":                            "CPU#0\r\nRAX=0 RBX=0\r\nRIP=ffffffff81c0d7ab RFL=00000246 [---Z-P-] CPL=0 II=0 A20=1 SMM=0 HLT=1\r\nES =0000\r\n",
+		"xp /1hx 0x12340080":                           "0000000012340080: 0x0001\r\n",
+		"xp /1hx 0x12340082":                           "0000000012340082: 0x0009\r\n",
+		"xp /1hx 0x12340094":                           "0000000012340094: 0x0006\r\n",
+		"xp /1hx 0x123400c2":                           "00000000123400c2: 0x0007\r\n",
+		"xp /1hx 0x12340104":                           "0000000012340104: 0x0007\r\n",
 		"info virtio-vhost-queue-status " + blk + " 0": "  vhost avail_idx: 7\n",
 		"info virtio-queue-status " + blk + " 1":       "  desc:         0x0000000000000000\n",
 		"info virtio-vhost-queue-status " + blk + " 1": "  vhost unused\n",
@@ -102,10 +108,14 @@ func TestDiagnoseWalksVirtioQueues(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	got := v.virtioQueues(ctx)
-	for _, want := range []string{"[vhost-user-blk], 2 queues", "last_avail_idx: 7", "vhost avail_idx: 7"} {
+	for _, want := range []string{"[vhost-user-blk], 2 queues", "last_avail_idx: 7", "vhost avail_idx: 7",
+		"guest ring words: avail.flags 0x1 avail.idx 9 used_event 6 | used.idx 7 avail_event 7"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("no %q in:\n%s", want, got)
 		}
+	}
+	if rip := v.ripSamples(ctx, 2, time.Millisecond); strings.Count(rip, "RIP=ffffffff81c0d7ab RFL=00000246 [---Z-P-] CPL=0 II=0 A20=1 SMM=0 HLT=1") != 2 {
+		t.Errorf("RIP samples:\n%s", rip)
 	}
 	if strings.Contains(got, "queue-status "+blk+" 1:") {
 		t.Errorf("a ring never set up is listed:\n%s", got)

@@ -139,7 +139,8 @@ func TestVMRunExecListStop(t *testing.T) {
 	// first port), QEMU's threads and its virtio queues through QMP.
 	out, err = exec.Command(bin, "vm", "exec", "S", "--state", state, "--timeout", "3s", "--", "sleep", "60").CombinedOutput()
 	for _, want := range []string{"gave no answer within 3s", "== guest (diagnosis port)", "-- interrupts 2 s later", "(sleep)",
-		"== QEMU S (pid", "CPU 0/TCG", "info virtio-queue-status", "virtio-serial"} {
+		"== QEMU S (pid", "CPU 0/TCG", "info virtio-queue-status", "virtio-serial",
+		"-- blk-mq state", "guest ring words: avail.flags", "== QEMU CPU samples", " HLT="} {
 		if err == nil || !strings.Contains(string(out), want) {
 			t.Fatalf("vm exec past its deadline: err %v, no %q in:\n%s", err, want, out)
 		}

@@ -152,11 +152,20 @@ func execSpecIn(ctx context.Context, vm *qemu.VM, argv []string, sp execSpec, st
 
 // guestDiagScript is what the stall report runs in the guest over the
 // agent's diagnosis port: each virtio disk's requests in flight and I/O
-// counters (sysfs, no request to the disk), its serial last (a GET_ID
+// counters (sysfs, no request to the disk), blk-mq's view of each hardware
+// queue (debugfs: stopped or not, requests held back or dispatched), its serial last (a GET_ID
 // request, which a stalled disk does not answer), the interrupt counts (twice, 2 s apart, to see whether any
 // arrive), the tasks that wait (fio and the agent: state, wait channel,
 // kernel stacks) and the kernel log's tail.
 const guestDiagScript = `for d in /sys/block/vd*; do echo "$d inflight $(cat $d/inflight) stat $(cat $d/stat)"; done
+echo "-- blk-mq state (debugfs: queue state, per hardware queue its state, requests dispatched and busy)"
+grep -q debugfs /proc/mounts || mount -t debugfs none /sys/kernel/debug 2>/dev/null
+for d in /sys/kernel/debug/block/vd*; do
+  echo "$d state $(cat $d/state 2>/dev/null)"
+  for h in $d/hctx*; do
+    echo $h state $(cat $h/state 2>/dev/null) "|" dispatch $(head -n 5 $h/dispatch 2>/dev/null) "|" busy $(head -n 5 $h/busy 2>/dev/null)
+  done
+done
 echo "-- interrupts"; cat /proc/interrupts
 sleep 2
 echo "-- interrupts 2 s later"; cat /proc/interrupts
