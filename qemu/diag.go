@@ -143,7 +143,7 @@ func (v *VM) Diagnose(ctx context.Context) string {
 	// halts with interrupts on is a lost wake-up in QEMU), and the
 	// virtio-serial ports' host/guest/throttle state (the agent's channel).
 	outs, err := v.HMP(ctx, "info registers", "info lapic", "info qtree")
-	names := []string{"CPU registers", "local APIC", "virtio-serial ports (info qtree)"}
+	names := []string{"CPU registers", "local APIC", "virtio-serial ports and disks' PCI addresses (info qtree)"}
 	for i, o := range outs {
 		switch i {
 		case 0:
@@ -151,7 +151,7 @@ func (v *VM) Diagnose(ctx context.Context) string {
 				o = o[:j] // the FPU and vector registers say nothing here
 			}
 		case 2:
-			o = serialPortLines(o)
+			o = serialPortLines(o) + "\n" + diskAddrLines(o)
 		}
 		fmt.Fprintf(&s, "== QEMU %s\n%s", names[i], indent(o))
 	}
@@ -203,6 +203,28 @@ func serialPortLines(qtree string) string {
 				out = append(out, strings.TrimSpace(lines[i-1]))
 			}
 			out = append(out, strings.TrimSpace(l))
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// diskAddrLines keeps each disk device of "info qtree" with its PCI
+// address ("dev: vhost-user-blk-pci" … "addr = 02.0"), which the guest's
+// /sys/block/vdX path names.
+func diskAddrLines(qtree string) string {
+	var out []string
+	dev := ""
+	for _, l := range strings.Split(qtree, "\n") {
+		t := strings.TrimSpace(l)
+		switch {
+		case strings.HasPrefix(t, "dev: "):
+			dev = ""
+			if strings.Contains(t, "blk-pci") {
+				dev = t
+			}
+		case dev != "" && strings.HasPrefix(t, "addr = "):
+			out = append(out, dev+" "+t)
+			dev = ""
 		}
 	}
 	return strings.Join(out, "\n")

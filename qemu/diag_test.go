@@ -84,6 +84,15 @@ func fakeQMP(t *testing.T, path string, replies map[string]string) {
 // TestDiagnoseWalksVirtioQueues: Diagnose lists every virtio device QMP
 // reports with the status of each queue the driver set up (and of the
 // vhost side for a vhost device), skipping rings never set up.
+func TestDiskAddrLines(t *testing.T) {
+	qtree := "bus: pcie.0\n  dev: virtio-blk-pci, id \"\"\n    ioeventfd = true\n    addr = 03.0\n" +
+		"  dev: virtio-serial-pci, id \"\"\n    addr = 04.0\n  dev: vhost-user-blk-pci, id \"\"\n    addr = 02.0\n"
+	want := "dev: virtio-blk-pci, id \"\" addr = 03.0\ndev: vhost-user-blk-pci, id \"\" addr = 02.0"
+	if got := diskAddrLines(qtree); got != want {
+		t.Fatalf("got %q want %q", got, want)
+	}
+}
+
 func TestDiagnoseWalksVirtioQueues(t *testing.T) {
 	dir := t.TempDir()
 	v := &VM{Name: "A", Dir: dir}

@@ -152,12 +152,13 @@ func execSpecIn(ctx context.Context, vm *qemu.VM, argv []string, sp execSpec, st
 
 // guestDiagScript is what the stall report runs in the guest over the
 // agent's diagnosis port: each virtio disk's requests in flight and I/O
-// counters (sysfs, no request to the disk), blk-mq's view of each hardware
-// queue (debugfs: stopped or not, requests held back or dispatched), its serial last (a GET_ID
-// request, which a stalled disk does not answer), the interrupt counts (twice, 2 s apart, to see whether any
+// counters with its PCI path (sysfs: no request to the disk — reading its
+// serial is a GET_ID request, which a stalled disk does not answer, and a
+// task blocked on it outlives any timeout), blk-mq's view of each hardware
+// queue (debugfs: stopped or not, requests held back or dispatched), the interrupt counts (twice, 2 s apart, to see whether any
 // arrive), the tasks that wait (fio and the agent: state, wait channel,
 // kernel stacks) and the kernel log's tail.
-const guestDiagScript = `for d in /sys/block/vd*; do echo "$d inflight $(cat $d/inflight) stat $(cat $d/stat)"; done
+const guestDiagScript = `for d in /sys/block/vd*; do echo "$d $(readlink $d) inflight $(cat $d/inflight) stat $(cat $d/stat)"; done
 echo "-- blk-mq state (debugfs: queue state, per hardware queue its state, requests dispatched and busy)"
 grep -q debugfs /proc/mounts || mount -t debugfs none /sys/kernel/debug 2>/dev/null
 for d in /sys/kernel/debug/block/vd*; do
@@ -180,8 +181,6 @@ for t in /proc/[0-9]*/task/[0-9]*; do
   esac
 done
 echo "-- dmesg"; dmesg | tail -n 30
-echo "-- serials (each a request to its disk: last, as a stalled disk does not answer)"
-for d in /sys/block/vd*; do echo "$d serial $(timeout 3 cat $d/serial)"; done
 `
 
 // stallReport gathers what a stalled exec needs to be understood: the
