@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"falconnic/device/vsock"
 	"fmt"
 	"net"
 	"os"
@@ -38,10 +39,10 @@ func TestBlkQemuFioVerify(t *testing.T) {
 	}
 	var man struct{ Kernel, Initrd string }
 	b, err := os.ReadFile(filepath.Join(imgDir, "manifest.json"))
-	vsMust(t, err)
-	vsMust(t, json.Unmarshal(b, &man))
+	must(t, err)
+	must(t, json.Unmarshal(b, &man))
 	dir, err := os.MkdirTemp("", "blkq")
-	vsMust(t, err)
+	must(t, err)
 	defer os.RemoveAll(dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 14*time.Minute)
 	defer cancel()
@@ -73,14 +74,14 @@ func TestBlkQemuFioVerify(t *testing.T) {
 		ts.Call(func(*falcon.Endpoint) {
 			_, err = ft.AddNamespace(NamespaceSpec{NSID: 1, Backing: nsFile, Size: size})
 		})
-		vsMust(t, err)
+		must(t, err)
 		var cids atomic.Uint32
 		path, _, err := ConnectNVMeLocal(fi, ft, func() uint32 { return cids.Add(1) })
-		vsMust(t, err)
+		must(t, err)
 		info, err := IdentifyRemote(a, path, 1, 5*time.Second)
-		vsMust(t, err)
+		must(t, err)
 		b, err := NewBlk(BlkConfig{Port: a, Path: path, NSID: 1, Info: info, Serial: "fnic-qemu-disk"})
-		vsMust(t, err)
+		must(t, err)
 		b.drain = 300 * time.Millisecond
 		sv := &vhostuser.Server{Path: blkSock, Device: b, Trace: func(l string) {
 			traceMu.Lock()
@@ -93,8 +94,8 @@ func TestBlkQemuFioVerify(t *testing.T) {
 	}
 	startBackend()
 
-	v, err := NewVsock(VsockConfig{Name: "vsock0", Socket: filepath.Join(dir, "vs.sock"), GuestCID: 3, UDS: filepath.Join(dir, "v"), Dial: true})
-	vsMust(t, err)
+	v, err := vsock.New(vsock.Config{Name: "vsock0", Socket: filepath.Join(dir, "vs.sock"), GuestCID: 3, UDS: filepath.Join(dir, "v"), Dial: true})
+	must(t, err)
 	vsServed := make(chan error, 1)
 	go func() { vsServed <- v.Serve(ctx) }()
 	defer func() { cancel(); <-served; <-vsServed }()
@@ -119,7 +120,7 @@ func TestBlkQemuFioVerify(t *testing.T) {
 		"-append", "console=ttyS0 panic=-1 loglevel=4 falconnic.hostname=blkvm")
 	var qerr bytes.Buffer
 	cmd.Stderr = &qerr
-	vsMust(t, cmd.Start())
+	must(t, cmd.Start())
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); close(exited) }()
 	defer func() { cmd.Process.Kill(); <-exited }()
@@ -153,7 +154,7 @@ func TestBlkQemuFioVerify(t *testing.T) {
 		}
 	}
 	conn, err := net.Dial("unix", filepath.Join(dir, "v"))
-	vsMust(t, err)
+	must(t, err)
 	defer conn.Close()
 	fmt.Fprintf(conn, "CONNECT 1024\n")
 	var line []byte
@@ -169,7 +170,7 @@ func TestBlkQemuFioVerify(t *testing.T) {
 	}
 	cl := agentproto.NewClient(conn)
 	_, err = cl.Hello(1)
-	vsMust(t, err)
+	must(t, err)
 	run := func(sh string) string {
 		t.Helper()
 		var out, errOut bytes.Buffer
@@ -279,7 +280,7 @@ func TestBlkQemuFioVerify(t *testing.T) {
 	}
 	t.Logf("blk counters: %v", blk.Stats.Set().NonZero())
 	t.Logf("initiator counters: %v", ini.Engine.Stats.Set().NonZero())
-	t.Logf("vhost-user counters: %v", vsNonZero(srv.Counters.Set().Snapshot()))
+	t.Logf("vhost-user counters: %v", nonZero(srv.Counters.Set().Snapshot()))
 }
 
 func tail(s string, n int) string {
@@ -288,4 +289,23 @@ func tail(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// must fails the test on err.
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// nonZero returns m's non-zero entries.
+func nonZero(m map[string]uint64) map[string]uint64 {
+	out := map[string]uint64{}
+	for k, v := range m {
+		if v != 0 {
+			out[k] = v
+		}
+	}
+	return out
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"falconnic/device/fabric"
 	"falconnic/device/vsock"
 	"fmt"
 	"net"
@@ -226,8 +227,8 @@ func (cfg *Config) check() error {
 		if f.Paths == 0 {
 			f.Paths = 1
 		}
-		if f.Paths < 1 || f.Paths > MaxFabricPaths {
-			return fmt.Errorf("fabric: paths %d out of range 1..%d", f.Paths, MaxFabricPaths)
+		if f.Paths < 1 || f.Paths > fabric.MaxPaths {
+			return fmt.Errorf("fabric: paths %d out of range 1..%d", f.Paths, fabric.MaxPaths)
 		}
 		if err := f.impairment().Validate(); err != nil {
 			return err
@@ -253,8 +254,8 @@ func (cfg *Config) resolve(dir string) {
 	cfg.NVMe.resolve(dir)
 }
 
-func (f *FabricSpec) impairment() Impairment {
-	return Impairment{LossPercent: f.LossPercent, ReorderPercent: f.ReorderPercent, Seed: f.Seed}
+func (f *FabricSpec) impairment() fabric.Impairment {
+	return fabric.Impairment{LossPercent: f.LossPercent, ReorderPercent: f.ReorderPercent, Seed: f.Seed}
 }
 
 // hwAddr returns the NIC's MAC (checked by ParseConfig).

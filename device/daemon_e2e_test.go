@@ -3,6 +3,7 @@ package device
 import (
 	"bytes"
 	"context"
+	"falconnic/device/l2"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -127,7 +128,7 @@ func TestDaemonSwitchesGuestsOverVhostUser(t *testing.T) {
 	}
 	// A control-channel frame from guest A never reaches guest B: the
 	// guest sends it, then a marker; B sees only the marker.
-	ga.send(0, ethFrame(macB, macA, EtherTypeControl, "doorbell"), ethFrame(macB, macA, 0x0800, "marker"))
+	ga.send(0, ethFrame(macB, macA, l2.EtherTypeControl, "doorbell"), ethFrame(macB, macA, 0x0800, "marker"))
 	if got := gb.recvN(0, 1)[0]; !bytes.HasSuffix(got, []byte("marker")) {
 		t.Fatalf("guest B got % x, want only the marker", got)
 	}

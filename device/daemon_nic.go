@@ -3,6 +3,8 @@ package device
 import (
 	"encoding/json"
 	"falconnic/device/cm"
+	"falconnic/device/fabric"
+	"falconnic/device/l2"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -18,7 +20,7 @@ import (
 type daemonNIC struct {
 	spec   NICSpec
 	eth    DaemonNIC
-	sw     *SwitchPort
+	sw     *fabric.SwitchPort
 	falcon *FalconPort
 	cm     *cm.Agent
 	rdma   *RDMAFunc   // nil unless eth is a vhost-user NIC
@@ -31,7 +33,7 @@ type daemonNIC struct {
 // newNIC builds the NIC spec describes: its Ethernet function through
 // newEth, on a new switch port, its Falcon port (not running yet: the NVMe
 // function may still attach) and, for a vhost-user NIC, its RDMA function.
-func (d *Daemon) newNIC(spec NICSpec, newEth func(NICSpec, FrameSink) (DaemonNIC, error)) (*daemonNIC, error) {
+func (d *Daemon) newNIC(spec NICSpec, newEth func(NICSpec, l2.Sink) (DaemonNIC, error)) (*daemonNIC, error) {
 	if !spec.Dial {
 		if err := os.MkdirAll(filepath.Dir(spec.Socket), 0o755); err != nil {
 			return nil, fmt.Errorf("nic %s: %w", spec.Name, err)
@@ -98,7 +100,7 @@ func (n *daemonNIC) report() NICReport {
 
 // newVhostNIC builds the vhost-user NIC (device.NIC) for spec, with uplink
 // (its switch port) as where guest-transmitted frames go.
-func newVhostNIC(spec NICSpec, uplink FrameSink) (DaemonNIC, error) {
+func newVhostNIC(spec NICSpec, uplink l2.Sink) (DaemonNIC, error) {
 	return NewNIC(NICConfig{
 		Name:       spec.Name,
 		Socket:     spec.Socket,

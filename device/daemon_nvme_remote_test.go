@@ -3,6 +3,7 @@ package device
 import (
 	"bytes"
 	"context"
+	"falconnic/device/l2"
 	"fmt"
 	"net"
 	"os"
@@ -144,7 +145,7 @@ func TestDiskReachesANamespaceOnAnotherDaemon(t *testing.T) {
 			if cm := host.cm.Stats.ConnsUp.Load(); cm != 1 {
 				t.Errorf("%d paths set up, want 1", cm)
 			}
-			if c.impair != "" && host.Fabric().c.TxImpairDrop.Load()+store.Fabric().c.TxImpairDrop.Load() == 0 {
+			if c.impair != "" && host.Fabric().Status().Counters["tx_impair_drop"]+store.Fabric().Status().Counters["tx_impair_drop"] == 0 {
 				t.Error("the impairment dropped nothing")
 			}
 		})
@@ -284,7 +285,7 @@ func runDaemonTB(tb testing.TB, cfgJSON string) *testDaemon {
 		tb.Fatal(err)
 	}
 	td := &testDaemon{nics: map[string]*testNIC{}}
-	td.Daemon, err = NewDaemon(cfg, DaemonOptions{Logger: quietLog, NewNIC: func(spec NICSpec, up FrameSink) (DaemonNIC, error) {
+	td.Daemon, err = NewDaemon(cfg, DaemonOptions{Logger: quietLog, NewNIC: func(spec NICSpec, up l2.Sink) (DaemonNIC, error) {
 		return &testNIC{inbox: newInbox(), spec: spec, uplink: up}, nil
 	}})
 	if err != nil {

@@ -3,6 +3,7 @@ package device
 import (
 	"context"
 	"encoding/binary"
+	"falconnic/device/cm"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -36,7 +37,7 @@ const (
 )
 
 func newFairRig(t *testing.T) *fairRig {
-	mgr := NewConnManager(nil)
+	mgr := cm.NewOnFabric(nil)
 	pa, pb := NewFalconPort(nil, nil), NewFalconPort(nil, nil)
 	r := &fairRig{t: t, pa: pa, a: newVMOn(t, 0xa, mgr, pa), b: newVMOn(t, 0xb, mgr, pb)}
 	ini, tgt := NewNVMeFunc(pa, 1), NewNVMeFunc(pb, 2) // before Run: SetULP

@@ -1,6 +1,7 @@
 package device
 
 import (
+	"falconnic/device/l2"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -31,7 +32,7 @@ func newBenchPipe(b *testing.B, size int) *benchPipe {
 	for _, q := range append(p.ga.qs, p.gb.qs...) {
 		q.EventIdx = true
 	}
-	p.frame = ethFrame(macB, macA, 0x0800, string(make([]byte, size-EthHeaderLen)))
+	p.frame = ethFrame(macB, macA, 0x0800, string(make([]byte, size-l2.HeaderLen)))
 	p.gb.postRX(0, testRingSize)
 	return p
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"falconnic/device/l2"
 	"fmt"
 	"net"
 	"os"
@@ -272,8 +273,8 @@ func TestFramesWaitInNICWhileGuestHasNoBuffers(t *testing.T) {
 	g.postRX(0, testRingSize)
 	got := g.recvN(0, rxQueueDepth)
 	for i, f := range got {
-		if want := fmt.Sprintf("frame %d", i); string(f[EthHeaderLen:]) != want {
-			t.Fatalf("frame %d = %q, want %q (order kept)", i, f[EthHeaderLen:], want)
+		if want := fmt.Sprintf("frame %d", i); string(f[l2.HeaderLen:]) != want {
+			t.Fatalf("frame %d = %q, want %q (order kept)", i, f[l2.HeaderLen:], want)
 		}
 	}
 }
@@ -349,8 +350,8 @@ func TestControlChannelFramesStayInTheNIC(t *testing.T) {
 		mu.Unlock()
 	})
 	g := attach(t, n, acked1)
-	ctl := ethFrame(macA, macA, EtherTypeControl, "rdma cm")
-	other := ethFrame(macB, macA, EtherTypeControl, "for B's NIC")
+	ctl := ethFrame(macA, macA, l2.EtherTypeControl, "rdma cm")
+	other := ethFrame(macB, macA, l2.EtherTypeControl, "for B's NIC")
 	g.send(0, ctl, other)
 	got := up.wait(t, 1)
 	if len(got) != 1 || !bytes.Equal(got[0], other) {
@@ -407,7 +408,7 @@ func TestTwoQueuePairsSpreadFlows(t *testing.T) {
 		copy(ip[12:], []byte{10, 0, 0, byte(i), 10, 0, 1, 1})
 		binary.BigEndian.PutUint16(ip[20:], uint16(1000+i))
 		f := ethFrame(macB, macA, 0x0800, string(ip))
-		want[int(flowHash(f)%2)]++
+		want[int(l2.FlowHash(f)%2)]++
 		n.Deliver(f)
 	}
 	if want[0] == 0 || want[1] == 0 {
@@ -445,7 +446,7 @@ func TestReconnectMidTrafficResumes(t *testing.T) {
 		t.Fatalf("unexpected drops %d", drops)
 	}
 	for i := 0; i < 5; i++ {
-		if string(got[i][EthHeaderLen:]) != fmt.Sprintf("during %d", i) || string(got[5+i][EthHeaderLen:]) != fmt.Sprintf("after %d", i) {
+		if string(got[i][l2.HeaderLen:]) != fmt.Sprintf("during %d", i) || string(got[5+i][l2.HeaderLen:]) != fmt.Sprintf("after %d", i) {
 			t.Fatalf("frames after reconnect: %q", got)
 		}
 	}
@@ -761,8 +762,8 @@ func TestLocalSenderWaitsForRoomInsteadOfDropping(t *testing.T) {
 	gb.postRX(0, 100)
 	got = append(got, gb.recvN(0, total-200)...)
 	for i, f := range got {
-		if want := fmt.Sprintf("frame %d", i); string(f[EthHeaderLen:]) != want {
-			t.Fatalf("frame %d = %q, want %q", i, f[EthHeaderLen:], want)
+		if want := fmt.Sprintf("frame %d", i); string(f[l2.HeaderLen:]) != want {
+			t.Fatalf("frame %d = %q, want %q", i, f[l2.HeaderLen:], want)
 		}
 	}
 	if c := b.Counters(); c.RxQueueFull.Load() != 0 || c.RxWaitTimeouts.Load() != 0 {

@@ -1,6 +1,9 @@
 package device
 
-import "falconnic/vhostuser"
+import (
+	"falconnic/device/l2"
+	"falconnic/vhostuser"
+)
 
 // txBatch bounds the chains returned between two notifications.
 const txBatch = 256
@@ -10,7 +13,7 @@ const txBatch = 256
 // hook), then returns the chains with one used-idx store per batch.
 func (n *NIC) runTX(q *vhostuser.Queue) {
 	var c vhostuser.Chain
-	scratch := make([]byte, netHdrLen+MaxFrameLen) // per ring start, not per frame
+	scratch := make([]byte, netHdrLen+l2.MaxFrameLen) // per ring start, not per frame
 	hdrLen, _ := n.dev.layout()
 	for {
 		select {
@@ -54,11 +57,11 @@ func (n *NIC) txChain(c *vhostuser.Chain, hdrLen int, scratch []byte) {
 		return
 	}
 	total := int(c.ReadLen)
-	if total < hdrLen+EthHeaderLen {
+	if total < hdrLen+l2.HeaderLen {
 		n.counters.TxRunt.Inc()
 		return
 	}
-	if total > hdrLen+MaxFrameLen {
+	if total > hdrLen+l2.MaxFrameLen {
 		n.counters.TxTooBig.Inc()
 		return
 	}
@@ -72,7 +75,7 @@ func (n *NIC) txChain(c *vhostuser.Chain, hdrLen int, scratch []byte) {
 		}
 		frame = scratch[hdrLen:total]
 	}
-	if isControl(frame, n.cfg.MAC) {
+	if l2.IsControl(frame, n.cfg.MAC) {
 		n.counters.ControlFrames.Inc()
 		if h := n.control.Load(); h != nil {
 			(*h)(frame)

@@ -3,6 +3,7 @@ package device
 import (
 	"context"
 	"errors"
+	"falconnic/device/l2"
 	"fmt"
 	"net"
 	"sort"
@@ -51,8 +52,8 @@ var ErrNICClosed = errors.New("device: NIC closed")
 type ControlHandler func(frame []byte)
 
 type uplinkBox struct {
-	s  FrameSink
-	ps PatientSink // s, when it can hold the sender back
+	s  l2.Sink
+	ps l2.PatientSink // s, when it can hold the sender back
 }
 
 // NIC is one guest NIC's Ethernet function (virtio-net over vhost-user),
@@ -82,7 +83,7 @@ type NIC struct {
 
 // NewNIC builds a NIC. uplink receives frames the guest transmits (it may
 // be nil and set later with SetUplink).
-func NewNIC(cfg NICConfig, uplink FrameSink) (*NIC, error) {
+func NewNIC(cfg NICConfig, uplink l2.Sink) (*NIC, error) {
 	if cfg.QueuePairs == 0 {
 		cfg.QueuePairs = 1
 	}
@@ -108,7 +109,7 @@ func NewNIC(cfg NICConfig, uplink FrameSink) (*NIC, error) {
 	}
 	n.large = make(chan []byte, largeBufs)
 	for i := 0; i < largeBufs; i++ {
-		n.large <- make([]byte, MaxFrameLen)
+		n.large <- make([]byte, l2.MaxFrameLen)
 	}
 	n.rxq = make([]chan []byte, cfg.QueuePairs)
 	for i := range n.rxq {
@@ -121,12 +122,12 @@ func NewNIC(cfg NICConfig, uplink FrameSink) (*NIC, error) {
 }
 
 // SetUplink sets where guest-transmitted frames go (may be called any time).
-func (n *NIC) SetUplink(uplink FrameSink) {
+func (n *NIC) SetUplink(uplink l2.Sink) {
 	if uplink == nil {
 		n.uplink.Store(nil)
 		return
 	}
-	ps, _ := uplink.(PatientSink)
+	ps, _ := uplink.(l2.PatientSink)
 	n.uplink.Store(&uplinkBox{s: uplink, ps: ps})
 }
 
@@ -218,11 +219,11 @@ func (n *NIC) putBuf(b []byte) {
 // admit checks a frame for the guest, copies it into a NIC buffer and picks
 // its RX pair; a nil buffer means it was dropped (counted).
 func (n *NIC) admit(frame []byte) (b []byte, pair int) {
-	if len(frame) < EthHeaderLen {
+	if len(frame) < l2.HeaderLen {
 		n.counters.RxRunt.Inc()
 		return nil, 0
 	}
-	if len(frame) > MaxFrameLen {
+	if len(frame) > l2.MaxFrameLen {
 		n.counters.RxTooBig.Inc()
 		return nil, 0
 	}
@@ -233,7 +234,7 @@ func (n *NIC) admit(frame []byte) (b []byte, pair int) {
 	copy(b, frame)
 	p := 0
 	if len(n.rxq) > 1 {
-		p = int(flowHash(frame) % uint32(len(n.rxq)))
+		p = int(l2.FlowHash(frame) % uint32(len(n.rxq)))
 		if !n.rxActive[p].Load() {
 			p = 0
 		}
@@ -241,7 +242,7 @@ func (n *NIC) admit(frame []byte) (b []byte, pair int) {
 	return b, p
 }
 
-// Deliver queues a frame toward the guest (it implements FrameSink). It
+// Deliver queues a frame toward the guest (it implements l2.Sink). It
 // never blocks: with no buffer or a full RX queue the frame is dropped and
 // counted.
 func (n *NIC) Deliver(frame []byte) {

@@ -2,6 +2,7 @@ package device
 
 import (
 	"encoding/binary"
+	"falconnic/device/cm"
 	"runtime"
 	"testing"
 
@@ -19,7 +20,7 @@ type benchPair struct {
 }
 
 func newBenchPair(t *testing.T, n int) *benchPair {
-	mgr := NewConnManager(nil)
+	mgr := cm.NewOnFabric(nil)
 	p := &benchPair{a: newVM(t, 0xa, mgr), b: newVM(t, 0xb, mgr)}
 	p.qa, p.qb = p.a.setupRC(16), p.b.setupRC(17)
 	p.a.connect(16, p.b.mac, 17)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"falconnic/device/fabric"
 	"net"
 	"testing"
 	"time"
@@ -314,7 +315,7 @@ func (v *vm) pollCQ(gpa uint64) verbs.WC {
 }
 
 func TestRDMAControlChannelWriteBetweenTwoNICs(t *testing.T) {
-	mgr := NewConnManager(nil)
+	mgr := cm.NewOnFabric(nil)
 	writeBetween(t, newVM(t, 0xa, mgr), newVM(t, 0xb, mgr))
 	if n := mgr.Stats.ConnsUp.Load(); n != 2 {
 		t.Fatalf("connections up %d, want one at each NIC", n)
@@ -325,11 +326,11 @@ func TestRDMAControlChannelWriteBetweenTwoNICs(t *testing.T) {
 // daemons: the connection manager's REQ/REP and the Falcon packets cross
 // real UDP sockets on loopback.
 func TestRDMAWriteOverTheFabric(t *testing.T) {
-	f1, err := NewFabric(FabricOptions{Listen: loopback})
+	f1, err := fabric.New(fabric.Options{Listen: loopback})
 	if err != nil {
 		t.Fatal(err)
 	}
-	f2, err := NewFabric(FabricOptions{Listen: loopback})
+	f2, err := fabric.New(fabric.Options{Listen: loopback})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,7 +340,7 @@ func TestRDMAWriteOverTheFabric(t *testing.T) {
 	defer cancel()
 	go f1.Run(ctx)
 	go f2.Run(ctx)
-	h1, h2 := NewConnManager(f1), NewConnManager(f2)
+	h1, h2 := cm.NewOnFabric(f1), cm.NewOnFabric(f2)
 	writeBetween(t, newVM(t, 0xa, h1), newVM(t, 0xb, h2))
 	if h1.Stats.REPRecv.Load() != 1 || h2.Stats.REQRecv.Load() == 0 {
 		t.Fatalf("REQ %d REP %d", h2.Stats.REQRecv.Load(), h1.Stats.REPRecv.Load())
@@ -350,9 +351,9 @@ func TestRDMAWriteOverTheFabric(t *testing.T) {
 // daemon (same MAC, new CIDs) sets up a new connection, which replaces the
 // old one at the NIC that stayed.
 func TestRDMAPeerRestartReplacesConnection(t *testing.T) {
-	var fabs []*Fabric
+	var fabs []*fabric.Fabric
 	for range 3 {
-		f, err := NewFabric(FabricOptions{Listen: loopback})
+		f, err := fabric.New(fabric.Options{Listen: loopback})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -365,13 +366,13 @@ func TestRDMAPeerRestartReplacesConnection(t *testing.T) {
 	for _, f := range fabs {
 		go f.Run(ctx)
 	}
-	h1 := NewConnManager(fabs[0])
+	h1 := cm.NewOnFabric(fabs[0])
 	a := newVM(t, 0xa, h1)
-	writeBetween(t, a, newVM(t, 0xb, NewConnManager(fabs[1])))
+	writeBetween(t, a, newVM(t, 0xb, cm.NewOnFabric(fabs[1])))
 	// B's daemon restarts on another address; B's guest sends first.
 	fabs[0].AddPeer(fabs[2].LocalAddr())
 	fabs[2].AddPeer(fabs[0].LocalAddr())
-	b2 := newVM(t, 0xb, NewConnManager(fabs[2]))
+	b2 := newVM(t, 0xb, cm.NewOnFabric(fabs[2]))
 	a.inst++ // A's application starts over too (OPEN by a new instance reclaims)
 	writeBetween(t, b2, a)
 	if h1.Stats.Replaced.Load() != 1 {
@@ -413,7 +414,7 @@ func writeBetween(t *testing.T, a, b *vm) {
 }
 
 func TestRDMAControlChannelStatuses(t *testing.T) {
-	v := newVM(t, 1, NewConnManager(nil))
+	v := newVM(t, 1, cm.NewOnFabric(nil))
 	// Before OPEN, only PROBE/OPEN/CLOSE are accepted.
 	if st, _ := v.send(rdmauapi.OpCreatePD, v.inst, handle(1)); st != rdmauapi.StatusBadInstance {
 		t.Fatalf("create before open: %d", st)
@@ -462,7 +463,7 @@ func TestRDMAControlChannelStatuses(t *testing.T) {
 }
 
 func TestRDMAOpenByNewInstanceReclaims(t *testing.T) {
-	v := newVM(t, 2, NewConnManager(nil))
+	v := newVM(t, 2, cm.NewOnFabric(nil))
 	v.setupRC(16)
 	v.regMR(1, 4096, verbs.AccessLocalWrite)
 	v.inst++ // a reloaded module
@@ -533,7 +534,7 @@ func TestEveryRequestOpcodeHasAHandler(t *testing.T) {
 }
 
 func TestRDMAControlSRQAHQueries(t *testing.T) {
-	v := newVM(t, 4, NewConnManager(nil))
+	v := newVM(t, 4, cm.NewOnFabric(nil))
 	v.setupRC(16)
 	// SRQ: create, query, modify the limit, destroy.
 	b := make([]byte, rdmauapi.CreateSRQSize)
@@ -590,7 +591,7 @@ func TestRDMAControlSRQAHQueries(t *testing.T) {
 // When a guest dies its NIC drops every RDMA object; the peer's next WRITE
 // completes in error at the peer and touches nothing.
 func TestRDMAPeerGuestDiesMidTraffic(t *testing.T) {
-	mgr := NewConnManager(nil)
+	mgr := cm.NewOnFabric(nil)
 	a, b := newVM(t, 0xa, mgr), newVM(t, 0xb, mgr)
 	writeBetween(t, a, b)
 	b.r.SetMemTable(nil)

@@ -75,6 +75,6 @@ func vhostVM(t *testing.T, macByte byte, mgr *cm.Manager) *vm {
 // vhost-user NICs: PROBE, OPEN, objects, QPs to RTS, a WRITE posted in the
 // SQ ring and kicked with DB_SQ over the TX ring, the CQE in the CQ ring.
 func TestRDMAOverVirtioNet(t *testing.T) {
-	hub := NewConnManager(nil)
+	hub := cm.NewOnFabric(nil)
 	writeBetween(t, vhostVM(t, 1, hub), vhostVM(t, 2, hub))
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"falconnic/device/fabric"
 	"flag"
 	"fmt"
 	"io"
@@ -154,7 +155,7 @@ func printStatus(w io.Writer, st device.Status) error {
 	return nil
 }
 
-func printMACs(w io.Writer, where string, macs []device.MACStatus) {
+func printMACs(w io.Writer, where string, macs []fabric.MACStatus) {
 	if len(macs) == 0 {
 		return
 	}

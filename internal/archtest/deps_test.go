@@ -24,8 +24,10 @@ var rules = map[string][]string{
 	"device":      {"device", "vhostuser", "verbs", "nvme", "falcon", "firmware", "internal/"},
 	// The function rooms under device/ reach each other only through the
 	// port (and the daemon, at device/, assembles them).
+	"device/l2":       {"internal/"},
+	"device/fabric":   {"device/l2", "internal/"},
 	"device/port":     {"falcon", "firmware", "internal/"},
-	"device/cm":       {"device/port", "falcon", "internal/"},
+	"device/cm":       {"device/port", "device/fabric", "falcon", "internal/"},
 	"device/vsock":    {"vhostuser", "internal/"},
 	"device/rdmauapi": {"internal/"},
 	"qemu":            {"qemu", "internal/"},
@@ -118,6 +120,10 @@ func TestRuleMatching(t *testing.T) {
 		{"device/port", "vhostuser", false},
 		{"device/cm", "device/port", true},
 		{"device/cm", "device", false},
+		{"device/cm", "device/fabric", true},
+		{"device/fabric", "device/port", false},
+		{"device/fabric", "device", false},
+		{"device/l2", "device/fabric", false},
 		{"device/cm", "verbs", false},
 		{"device/vsock", "device", false},
 		{"device/vsock", "vhostuser", true},

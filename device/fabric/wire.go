@@ -1,4 +1,4 @@
-package device
+package fabric
 
 import (
 	"encoding/binary"
@@ -25,23 +25,23 @@ import (
 // its kind's minimum. The flow label also picks the sender's UDP source port
 // (path = flow % paths), so ECMP hashing in an IP network sees entropy.
 const (
-	FabricMagic     = 0xFA1C
-	FabricVersion   = 1
-	FabricHeaderLen = 12
-	// FabricMaxPayload is the largest payload one datagram carries: the
+	Magic     = 0xFA1C
+	Version   = 1
+	HeaderLen = 12
+	// MaxPayload is the largest payload one datagram carries: the
 	// IPv4 UDP payload limit (65,535 - 20 - 8) minus the fabric header.
-	FabricMaxPayload = 65507 - FabricHeaderLen
+	MaxPayload = 65507 - HeaderLen
 )
 
-// FabricKind says what a fabric datagram's payload is.
-type FabricKind uint8
+// Kind says what a fabric datagram's payload is.
+type Kind uint8
 
 // Fabric payload kinds. Zero is invalid on the wire.
 const (
-	KindEthernet FabricKind = 1 // an Ethernet frame for the peer's switch
-	KindFalcon   FabricKind = 2 // a Falcon transport packet
-	KindCM       FabricKind = 3 // a connection-manager message
-	numKinds                = 4
+	KindEthernet Kind = 1 // an Ethernet frame for the peer's switch
+	KindFalcon   Kind = 2 // a Falcon transport packet
+	KindCM       Kind = 3 // a connection-manager message
+	numKinds          = 4
 )
 
 // fabricKinds is the kind table: name and shortest valid payload.
@@ -54,62 +54,62 @@ var fabricKinds = [numKinds]struct {
 	KindCM:       {"cm", 1},
 }
 
-func (k FabricKind) valid() bool { return k > 0 && int(k) < numKinds }
+func (k Kind) valid() bool { return k > 0 && int(k) < numKinds }
 
 // String names the kind ("ethernet", "falcon", "cm", or "kind(N)").
-func (k FabricKind) String() string {
+func (k Kind) String() string {
 	if k.valid() {
 		return fabricKinds[k].name
 	}
 	return "kind(" + strconv.Itoa(int(k)) + ")"
 }
 
-// FabricHeader is a view of the 12-byte fabric header at the start of a
-// datagram. The getters and setters do not check length; DecodeFabric does.
-type FabricHeader []byte
+// Header is a view of the 12-byte fabric header at the start of a
+// datagram. The getters and setters do not check length; Decode does.
+type Header []byte
 
-// Magic returns the magic field (FabricMagic in a valid header).
-func (h FabricHeader) Magic() uint16 { return binary.BigEndian.Uint16(h[0:]) }
+// Magic returns the magic field (Magic in a valid header).
+func (h Header) Magic() uint16 { return binary.BigEndian.Uint16(h[0:]) }
 
-// Version returns the format version (FabricVersion).
-func (h FabricHeader) Version() uint8 { return h[2] }
+// Version returns the format version (Version).
+func (h Header) Version() uint8 { return h[2] }
 
 // Kind returns what the payload is.
-func (h FabricHeader) Kind() FabricKind { return FabricKind(h[3]) }
+func (h Header) Kind() Kind { return Kind(h[3]) }
 
 // FlowLabel returns the sender's flow label.
-func (h FabricHeader) FlowLabel() uint32 { return binary.BigEndian.Uint32(h[4:]) }
+func (h Header) FlowLabel() uint32 { return binary.BigEndian.Uint32(h[4:]) }
 
 // Length returns the payload length.
-func (h FabricHeader) Length() uint16 { return binary.BigEndian.Uint16(h[8:]) }
+func (h Header) Length() uint16 { return binary.BigEndian.Uint16(h[8:]) }
 
 // Reserved returns the reserved field (zero in a valid header).
-func (h FabricHeader) Reserved() uint16 { return binary.BigEndian.Uint16(h[10:]) }
+func (h Header) Reserved() uint16 { return binary.BigEndian.Uint16(h[10:]) }
 
 // SetMagic sets the magic field.
-func (h FabricHeader) SetMagic(v uint16) { binary.BigEndian.PutUint16(h[0:], v) }
+func (h Header) SetMagic(v uint16) { binary.BigEndian.PutUint16(h[0:], v) }
 
 // SetVersion sets the format version.
-func (h FabricHeader) SetVersion(v uint8) { h[2] = v }
+func (h Header) SetVersion(v uint8) { h[2] = v }
 
 // SetKind sets the payload kind.
-func (h FabricHeader) SetKind(k FabricKind) { h[3] = uint8(k) }
+func (h Header) SetKind(k Kind) { h[3] = uint8(k) }
 
 // SetFlowLabel sets the flow label.
-func (h FabricHeader) SetFlowLabel(v uint32) { binary.BigEndian.PutUint32(h[4:], v) }
+func (h Header) SetFlowLabel(v uint32) { binary.BigEndian.PutUint32(h[4:], v) }
 
 // SetLength sets the payload length.
-func (h FabricHeader) SetLength(v uint16) { binary.BigEndian.PutUint16(h[8:], v) }
+func (h Header) SetLength(v uint16) { binary.BigEndian.PutUint16(h[8:], v) }
 
 // SetReserved sets the reserved field.
-func (h FabricHeader) SetReserved(v uint16) { binary.BigEndian.PutUint16(h[10:], v) }
+func (h Header) SetReserved(v uint16) { binary.BigEndian.PutUint16(h[10:], v) }
 
-// EncodeFabric writes a header for a payload of length n and kind k with
-// flow label flow into b[:FabricHeaderLen].
-func EncodeFabric(b []byte, k FabricKind, flow uint32, n int) {
-	h := FabricHeader(b[:FabricHeaderLen])
-	h.SetMagic(FabricMagic)
-	h.SetVersion(FabricVersion)
+// Encode writes a header for a payload of length n and kind k with
+// flow label flow into b[:HeaderLen].
+func Encode(b []byte, k Kind, flow uint32, n int) {
+	h := Header(b[:HeaderLen])
+	h.SetMagic(Magic)
+	h.SetVersion(Version)
 	h.SetKind(k)
 	h.SetFlowLabel(flow)
 	h.SetLength(uint16(n))
@@ -150,32 +150,32 @@ var fabricDrops = [numFabricDrops]struct{ name, help string }{
 	dropControl:     {"rx_control", "Ethernet frames dropped: control-channel EtherType never crosses the fabric"},
 }
 
-// DecodeFabric checks datagram b strictly and returns its header and
+// Decode checks datagram b strictly and returns its header and
 // payload (a subslice of b). It never panics and does not allocate; an
 // invalid datagram yields ok == false.
-func DecodeFabric(b []byte) (h FabricHeader, payload []byte, ok bool) {
+func Decode(b []byte) (h Header, payload []byte, ok bool) {
 	h, payload, cause := decodeFabric(b)
 	return h, payload, cause == dropNone
 }
 
-func decodeFabric(b []byte) (FabricHeader, []byte, fabricDrop) {
-	if len(b) < FabricHeaderLen {
+func decodeFabric(b []byte) (Header, []byte, fabricDrop) {
+	if len(b) < HeaderLen {
 		return nil, nil, dropShort
 	}
-	h := FabricHeader(b[:FabricHeaderLen])
+	h := Header(b[:HeaderLen])
 	switch {
-	case h.Magic() != FabricMagic:
+	case h.Magic() != Magic:
 		return nil, nil, dropBadMagic
-	case h.Version() != FabricVersion:
+	case h.Version() != Version:
 		return nil, nil, dropBadVersion
 	case !h.Kind().valid():
 		return nil, nil, dropBadKind
-	case int(h.Length()) != len(b)-FabricHeaderLen:
+	case int(h.Length()) != len(b)-HeaderLen:
 		return nil, nil, dropBadLength
 	case h.Reserved() != 0:
 		return nil, nil, dropReserved
 	case int(h.Length()) < fabricKinds[h.Kind()].minPayload:
 		return nil, nil, dropRunt
 	}
-	return h, b[FabricHeaderLen:], dropNone
+	return h, b[HeaderLen:], dropNone
 }

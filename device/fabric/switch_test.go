@@ -1,8 +1,9 @@
-package device
+package fabric
 
 import (
 	"bytes"
 	"encoding/binary"
+	"falconnic/device/l2"
 	"fmt"
 	"net"
 	"sync"
@@ -12,7 +13,7 @@ import (
 	"falconnic/internal/clock"
 )
 
-// frameRecorder is a FrameSink that keeps a copy of every frame it gets.
+// frameRecorder is a l2.Sink that keeps a copy of every frame it gets.
 type frameRecorder struct {
 	mu     sync.Mutex
 	frames [][]byte
@@ -193,12 +194,12 @@ func TestSwitchDropsControlFrames(t *testing.T) {
 	r := newSwitchRig(t, 2)
 	r.ports[1].Deliver(testFrame(bcastMAC, testMAC(2), 0x0806, 28)) // learn mac 2
 	r.got()
-	plain := testFrame(testMAC(2), testMAC(1), EtherTypeControl, 32)
+	plain := testFrame(testMAC(2), testMAC(1), l2.EtherTypeControl, 32)
 	tagged := testFrame(testMAC(2), testMAC(1), etherVLAN, 36)
-	binary.BigEndian.PutUint16(tagged[16:], EtherTypeControl)
+	binary.BigEndian.PutUint16(tagged[16:], l2.EtherTypeControl)
 	qinq := testFrame(bcastMAC, testMAC(1), etherQinQ, 40)
 	binary.BigEndian.PutUint16(qinq[16:], etherVLAN)
-	binary.BigEndian.PutUint16(qinq[20:], EtherTypeControl)
+	binary.BigEndian.PutUint16(qinq[20:], l2.EtherTypeControl)
 	for _, f := range [][]byte{plain, tagged, qinq} {
 		r.ports[0].Deliver(f)
 	}
@@ -356,7 +357,7 @@ func TestSwitchForwardingDoesNotAllocate(t *testing.T) {
 // control-channel frame, and forward frames unchanged.
 func FuzzSwitchDeliver(f *testing.F) {
 	f.Add([]byte(testFrame(bcastMAC, testMAC(1), 0x0806, 28)), uint8(0))
-	f.Add([]byte(testFrame(testMAC(2), testMAC(1), EtherTypeControl, 10)), uint8(1))
+	f.Add([]byte(testFrame(testMAC(2), testMAC(1), l2.EtherTypeControl, 10)), uint8(1))
 	f.Add([]byte(testFrame(testMAC(2), testMAC(1), etherVLAN, 10)), uint8(2))
 	f.Add([]byte{1, 2, 3}, uint8(0))
 	f.Fuzz(func(t *testing.T, fr []byte, in uint8) {

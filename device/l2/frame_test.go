@@ -1,12 +1,20 @@
-package device
+package l2
 
 import (
 	"encoding/binary"
-	"reflect"
+	"net"
 	"testing"
-
-	"falconnic/internal/stats"
 )
+
+var (
+	macA = net.HardwareAddr{0x52, 0x54, 0, 0, 0, 0xa}
+	macB = net.HardwareAddr{0x52, 0x54, 0, 0, 0, 0xb}
+)
+
+func ethFrame(dst, src net.HardwareAddr, etype uint16, payload string) []byte {
+	f := append(append(append([]byte(nil), dst...), src...), byte(etype>>8), byte(etype))
+	return append(f, payload...)
+}
 
 // FuzzFrameParsing runs the parsers the data path applies to
 // guest-controlled frames: control-channel detection and the flow hash
@@ -18,20 +26,20 @@ func FuzzFrameParsing(f *testing.F) {
 	f.Add(ethFrame(macA, macB, 0x0800, string(ip)))
 	ip[0] = 0x4f // IHL 60 bytes but only 24 present
 	f.Add(ethFrame(macA, macB, 0x0800, string(ip)))
-	f.Add(make([]byte, EthHeaderLen))
+	f.Add(make([]byte, HeaderLen))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if len(b) < EthHeaderLen {
-			if isControl(b, macA) {
+		if len(b) < HeaderLen {
+			if IsControl(b, macA) {
 				t.Fatal("runt taken as control frame")
 			}
 			return
 		}
-		e := EthFrame(b)
+		e := Frame(b)
 		_ = e.Dst().String() + e.Src().String()
-		if isControl(b, macA) != (e.EtherType() == EtherTypeControl && string(b[:6]) == string(macA)) {
-			t.Fatal("isControl disagrees with the header")
+		if IsControl(b, macA) != (e.EtherType() == EtherTypeControl && string(b[:6]) == string(macA)) {
+			t.Fatal("IsControl disagrees with the header")
 		}
-		_ = flowHash(b)
+		_ = FlowHash(b)
 	})
 }
 
@@ -42,29 +50,11 @@ func TestFlowHashKeepsAFlowOnOnePair(t *testing.T) {
 	binary.BigEndian.PutUint16(ip[20:], 4000)
 	a := ethFrame(macA, macB, 0x0800, string(ip)+"payload one")
 	b := ethFrame(macA, macB, 0x0800, string(ip)+"another payload")
-	if flowHash(a) != flowHash(b) {
+	if FlowHash(a) != FlowHash(b) {
 		t.Fatal("same 5-tuple hashed differently")
 	}
 	binary.BigEndian.PutUint16(ip[20:], 4001)
-	if flowHash(a) == flowHash(ethFrame(macA, macB, 0x0800, string(ip))) {
+	if FlowHash(a) == FlowHash(ethFrame(macA, macB, 0x0800, string(ip))) {
 		t.Log("port change collided (possible but unlikely)")
-	}
-}
-
-func TestEveryNetCounterIsListed(t *testing.T) {
-	var c NetCounters
-	seen := map[*stats.Counter]bool{}
-	names := map[string]bool{}
-	for _, d := range c.Set() {
-		if d.Help == "" || names[d.Name] || seen[d.Counter] {
-			t.Errorf("counter %q: empty help or duplicate", d.Name)
-		}
-		names[d.Name], seen[d.Counter] = true, true
-	}
-	v := reflect.ValueOf(&c).Elem()
-	for i := 0; i < v.NumField(); i++ {
-		if !seen[v.Field(i).Addr().Interface().(*stats.Counter)] {
-			t.Errorf("counter field %s is not in Set()", v.Type().Field(i).Name)
-		}
 	}
 }

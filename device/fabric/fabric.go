@@ -1,8 +1,9 @@
-package device
+package fabric
 
 import (
 	"context"
 	"errors"
+	"falconnic/device/l2"
 	"fmt"
 	"log/slog"
 	"net"
@@ -18,8 +19,8 @@ import (
 
 // Fabric limits.
 const (
-	MaxFabricPaths = 16 // most UDP source ports (paths) one fabric port uses
-	fabricReadBuf  = 4 << 20
+	MaxPaths      = 16 // most UDP source ports (paths) one fabric port uses
+	fabricReadBuf = 4 << 20
 )
 
 // Fabric errors.
@@ -30,8 +31,8 @@ var (
 	ErrClosed      = errors.New("fabric: closed")
 )
 
-// FabricOptions configures a Fabric. Zero fields take defaults.
-type FabricOptions struct {
+// Options configures a Fabric. Zero fields take defaults.
+type Options struct {
 	// Listen is the local UDP address. Port 0 picks a free one.
 	Listen netip.AddrPort
 	// Peers are the other daemons' listen addresses.
@@ -53,31 +54,31 @@ type FabricOptions struct {
 	Logger *slog.Logger
 }
 
-// FabricReceiver takes datagrams of one kind from the fabric. from is the
+// Receiver takes datagrams of one kind from the fabric. from is the
 // peer's configured address (send replies there); payload is valid only
 // during the call. Receive runs on the fabric's read goroutine and must not
 // block long.
-type FabricReceiver interface {
+type Receiver interface {
 	ReceiveFabric(from netip.AddrPort, flow uint32, payload []byte)
 }
 
 // Fabric is the switch port that reaches other daemons over UDP: a full
 // mesh of peers, each datagram carrying one fabric header (see the wire
-// format above FabricMagic) and one payload.
+// format above Magic) and one payload.
 //
 // For Ethernet it behaves like a switch port towards a set of peers: it
 // learns which peer holds which source MAC (with aging) and sends known
 // unicast to that peer, everything else to every peer. Frames received from
 // the fabric go to the local switch only (split horizon), so a full mesh has
 // no loops. Other kinds (Falcon packets, connection-manager messages) are
-// sent with Send or a FabricLink and received by the FabricReceiver
+// sent with Send or a Link and received by the Receiver
 // registered with Handle.
 //
-// Everything received is hostile: DecodeFabric checks each datagram, and
+// Everything received is hostile: Decode checks each datagram, and
 // every drop is counted by cause. Datagrams from addresses that are not
 // configured peers are dropped.
 type Fabric struct {
-	opts  FabricOptions
+	opts  Options
 	log   *slog.Logger
 	conns []*net.UDPConn // conns[i] sends path i; conns[0] is Listen
 	local netip.AddrPort
@@ -89,9 +90,9 @@ type Fabric struct {
 	receivers [numKinds]atomic.Pointer[receiverBox]
 	sink      atomic.Pointer[sinkBox] // where Ethernet frames from the fabric go
 	imp       atomic.Pointer[impairer]
-	bufs      sync.Pool // *[]byte of FabricHeaderLen+FabricMaxPayload
+	bufs      sync.Pool // *[]byte of HeaderLen+MaxPayload
 
-	c      FabricCounters
+	c      Counters
 	drops  [numFabricDrops]stats.Counter
 	counts stats.Set
 
@@ -99,11 +100,11 @@ type Fabric struct {
 	closed    atomic.Bool
 }
 
-type receiverBox struct{ r FabricReceiver }
+type receiverBox struct{ r Receiver }
 
-// FabricCounters are the fabric port's counters (receive drops by cause are
+// Counters are the fabric port's counters (receive drops by cause are
 // kept in the drop table and exported in the same Set).
-type FabricCounters struct {
+type Counters struct {
 	RxDatagrams     stats.Counter
 	RxBytes         stats.Counter
 	RxReadError     stats.Counter
@@ -140,8 +141,8 @@ type peerSet struct {
 	byIP   map[netip.Addr][]*fabricPeer
 }
 
-// NewFabric binds the fabric's UDP sockets. Call Run to receive.
-func NewFabric(opts FabricOptions) (*Fabric, error) {
+// New binds the fabric's UDP sockets. Call Run to receive.
+func New(opts Options) (*Fabric, error) {
 	if opts.Clock == nil {
 		opts.Clock = clock.Real
 	}
@@ -151,8 +152,8 @@ func NewFabric(opts FabricOptions) (*Fabric, error) {
 	if opts.Paths == 0 {
 		opts.Paths = 1
 	}
-	if opts.Paths < 1 || opts.Paths > MaxFabricPaths {
-		return nil, fmt.Errorf("fabric: paths %d out of range 1..%d", opts.Paths, MaxFabricPaths)
+	if opts.Paths < 1 || opts.Paths > MaxPaths {
+		return nil, fmt.Errorf("fabric: paths %d out of range 1..%d", opts.Paths, MaxPaths)
 	}
 	if opts.MACAge <= 0 {
 		opts.MACAge = DefaultMACAge
@@ -171,7 +172,7 @@ func NewFabric(opts FabricOptions) (*Fabric, error) {
 	f.macs = newMACTable[fabricPeer](opts.MACAge, opts.MaxMACs, &f.c.macCounters)
 	f.peers.Store(&peerSet{byAddr: map[netip.AddrPort]*fabricPeer{}, byIP: map[netip.Addr][]*fabricPeer{}})
 	f.bufs.New = func() any {
-		b := make([]byte, FabricHeaderLen+FabricMaxPayload)
+		b := make([]byte, HeaderLen+MaxPayload)
 		return &b
 	}
 	f.imp.Store(imp)
@@ -323,7 +324,7 @@ func (f *Fabric) peerFrom(src netip.AddrPort) *fabricPeer {
 // Handle registers r as the receiver of datagrams of kind k (replacing any
 // earlier one; nil unregisters). Ethernet frames always go to the switch
 // (SetFrameSink), so k must not be KindEthernet.
-func (f *Fabric) Handle(k FabricKind, r FabricReceiver) error {
+func (f *Fabric) Handle(k Kind, r Receiver) error {
 	if !k.valid() || k == KindEthernet {
 		return fmt.Errorf("%w: %v", ErrBadKind, k)
 	}
@@ -337,7 +338,7 @@ func (f *Fabric) Handle(k FabricKind, r FabricReceiver) error {
 
 // SetFrameSink sets where Ethernet frames received from the fabric go: the
 // fabric's switch port.
-func (f *Fabric) SetFrameSink(s FrameSink) {
+func (f *Fabric) SetFrameSink(s l2.Sink) {
 	if s == nil {
 		f.sink.Store(nil)
 		return
@@ -467,7 +468,7 @@ func (f *Fabric) receiveEthernet(p *fabricPeer, frame []byte) {
 }
 
 // Deliver sends an Ethernet frame leaving the local switch to the peer that
-// holds its destination, or to every peer. It makes Fabric a FrameSink.
+// holds its destination, or to every peer. It makes Fabric a l2.Sink.
 func (f *Fabric) Deliver(frame []byte) {
 	if len(frame) < ethHeaderLen {
 		f.c.TxRunt.Inc()
@@ -503,7 +504,7 @@ func ethFlow(frame []byte) uint32 {
 
 // Send sends payload of kind k to the peer listening at dst with flow label
 // flow. Errors are also counted.
-func (f *Fabric) Send(k FabricKind, dst netip.AddrPort, flow uint32, payload []byte) error {
+func (f *Fabric) Send(k Kind, dst netip.AddrPort, flow uint32, payload []byte) error {
 	if !k.valid() {
 		f.c.TxBadKind.Inc()
 		return fmt.Errorf("%w: %v", ErrBadKind, k)
@@ -516,8 +517,8 @@ func (f *Fabric) Send(k FabricKind, dst netip.AddrPort, flow uint32, payload []b
 	return f.sendPeer(p, k, flow, payload)
 }
 
-func (f *Fabric) sendPeer(p *fabricPeer, k FabricKind, flow uint32, payload []byte) error {
-	if len(payload) > FabricMaxPayload {
+func (f *Fabric) sendPeer(p *fabricPeer, k Kind, flow uint32, payload []byte) error {
+	if len(payload) > MaxPayload {
 		f.c.TxTooBig.Inc()
 		return ErrTooBig
 	}
@@ -527,9 +528,9 @@ func (f *Fabric) sendPeer(p *fabricPeer, k FabricKind, flow uint32, payload []by
 	}
 	bp := f.bufs.Get().(*[]byte)
 	defer f.bufs.Put(bp)
-	b := (*bp)[:FabricHeaderLen+len(payload)]
-	EncodeFabric(b, k, flow, len(payload))
-	copy(b[FabricHeaderLen:], payload)
+	b := (*bp)[:HeaderLen+len(payload)]
+	Encode(b, k, flow, len(payload))
+	copy(b[HeaderLen:], payload)
 	conn := f.conns[flow%uint32(len(f.conns))]
 	p.c.TxDatagrams.Inc()
 	p.c.TxBytes.Add(uint64(len(b)))
@@ -552,8 +553,8 @@ func (f *Fabric) write(conn *net.UDPConn, dst netip.AddrPort, b []byte) error {
 // Sweep removes aged-out MAC entries; lookups already ignore them.
 func (f *Fabric) Sweep() int { return f.macs.sweep(f.opts.Clock.Now()) }
 
-// FabricStatus is the fabric's part of the daemon status.
-type FabricStatus struct {
+// Status is the fabric's part of the daemon status.
+type Status struct {
 	Listen     string            `json:"listen"`
 	Paths      int               `json:"paths"`
 	Peers      []PeerStatus      `json:"peers"`
@@ -572,8 +573,8 @@ type PeerStatus struct {
 }
 
 // Status reports the peers, learned MACs, impairment and counters.
-func (f *Fabric) Status() FabricStatus {
-	st := FabricStatus{
+func (f *Fabric) Status() Status {
+	st := Status{
 		Listen:     f.local.String(),
 		Paths:      f.opts.Paths,
 		Impairment: f.Impairment(),
@@ -601,7 +602,7 @@ func (f *Fabric) Status() FabricStatus {
 // SendToMAC sends payload of kind k toward the NIC with MAC mac: to the
 // peer daemon that last showed that MAC, or, when none has, to every peer.
 // It reports an error only when nothing could be sent.
-func (f *Fabric) SendToMAC(mac [6]byte, k FabricKind, payload []byte) error {
+func (f *Fabric) SendToMAC(mac [6]byte, k Kind, payload []byte) error {
 	if p := f.macs.lookup(ethAddr(mac), f.opts.Clock.Now()); p != nil {
 		return f.sendPeer(p, k, 0, payload)
 	}

@@ -1,4 +1,4 @@
-package device
+package fabric
 
 import (
 	"net/netip"
@@ -9,10 +9,10 @@ import (
 )
 
 // The fabric is a Falcon link: the transport can send on it as is.
-var _ link.Link = (*FabricLink)(nil)
+var _ link.Link = (*Link)(nil)
 
 func TestFabricLinkFeedsAFalconReceiver(t *testing.T) {
-	a, b := newNode(t, FabricOptions{}), newNode(t, FabricOptions{})
+	a, b := newNode(t, Options{}), newNode(t, Options{})
 	mesh(t, a, b)
 	got := make(chan uint32, 1)
 	var recv link.Receiver = func(pkt []byte, flow uint32) {
@@ -20,7 +20,7 @@ func TestFabricLinkFeedsAFalconReceiver(t *testing.T) {
 			got <- flow
 		}
 	}
-	b.fab.Handle(KindFalcon, FabricReceiverFunc(func(_ netip.AddrPort, flow uint32, p []byte) { recv(p, flow) }))
+	b.fab.Handle(KindFalcon, ReceiverFunc(func(_ netip.AddrPort, flow uint32, p []byte) { recv(p, flow) }))
 	var l link.Link = a.fab.Link(b.fab.LocalAddr(), KindFalcon)
 	l.Send([]byte("falcon"), 3)
 	select {

@@ -1,10 +1,11 @@
-package device
+package fabric
 
 import (
 	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
+	"falconnic/device/l2"
 	"fmt"
 	"net"
 	"net/netip"
@@ -22,7 +23,7 @@ const waitBound = 10 * time.Second
 
 var loopback = netip.MustParseAddrPort("127.0.0.1:0")
 
-// inbox is a FrameSink and FabricReceiver that hands copies to a channel.
+// inbox is a l2.Sink and Receiver that hands copies to a channel.
 type inbox struct{ ch chan inboxItem }
 
 type inboxItem struct {
@@ -71,12 +72,12 @@ type node struct {
 	fab *Fabric
 }
 
-func newNode(t *testing.T, opts FabricOptions) *node {
+func newNode(t *testing.T, opts Options) *node {
 	t.Helper()
 	if !opts.Listen.IsValid() {
 		opts.Listen = loopback
 	}
-	fab, err := NewFabric(opts)
+	fab, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +113,7 @@ func mesh(t *testing.T, nodes ...*node) {
 }
 
 func TestFabricCarriesFramesBetweenDaemons(t *testing.T) {
-	a, b, c := newNode(t, FabricOptions{}), newNode(t, FabricOptions{}), newNode(t, FabricOptions{})
+	a, b, c := newNode(t, Options{}), newNode(t, Options{}), newNode(t, Options{})
 	mesh(t, a, b, c)
 
 	arp := testFrame(bcastMAC, testMAC(1), 0x0806, 28)
@@ -154,9 +155,9 @@ func TestFabricCarriesFramesBetweenDaemons(t *testing.T) {
 }
 
 func TestFabricNeverCarriesControlFrames(t *testing.T) {
-	a, b := newNode(t, FabricOptions{}), newNode(t, FabricOptions{})
+	a, b := newNode(t, Options{}), newNode(t, Options{})
 	mesh(t, a, b)
-	ctl := testFrame(bcastMAC, testMAC(1), EtherTypeControl, 30)
+	ctl := testFrame(bcastMAC, testMAC(1), l2.EtherTypeControl, 30)
 	a.fab.Deliver(ctl) // bypassing a's switch, which would drop it too
 	if got := a.fab.c.TxControl.Load(); got != 1 {
 		t.Errorf("TxControl = %d, want 1", got)
@@ -180,7 +181,7 @@ func TestFabricNeverCarriesControlFrames(t *testing.T) {
 }
 
 func TestFabricCountsBadDatagrams(t *testing.T) {
-	b := newNode(t, FabricOptions{})
+	b := newNode(t, Options{})
 	peer, err := net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(b.fab.LocalAddr()))
 	if err != nil {
 		t.Fatal(err)
@@ -219,7 +220,7 @@ func TestFabricCountsBadDatagrams(t *testing.T) {
 }
 
 func TestFabricDropsUnknownPeers(t *testing.T) {
-	f, err := NewFabric(FabricOptions{Listen: loopback, Paths: 2})
+	f, err := New(Options{Listen: loopback, Paths: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +250,7 @@ func TestFabricFlowLabelPicksSourcePort(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer raw.Close()
-	f, err := NewFabric(FabricOptions{Listen: loopback, Paths: 4, Peers: []netip.AddrPort{raw.LocalAddr().(*net.UDPAddr).AddrPort()}})
+	f, err := New(Options{Listen: loopback, Paths: 4, Peers: []netip.AddrPort{raw.LocalAddr().(*net.UDPAddr).AddrPort()}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +265,7 @@ func TestFabricFlowLabelPicksSourcePort(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h, payload, ok := DecodeFabric(buf[:n])
+		h, payload, ok := Decode(buf[:n])
 		if !ok || h.FlowLabel() != flow || h.Kind() != KindFalcon || payload[0] != byte(flow) {
 			t.Fatalf("flow %d: got % x", flow, buf[:n])
 		}
@@ -275,13 +276,13 @@ func TestFabricFlowLabelPicksSourcePort(t *testing.T) {
 }
 
 func TestFabricLinkAndReceiverPerKind(t *testing.T) {
-	a, b := newNode(t, FabricOptions{Paths: 2}), newNode(t, FabricOptions{Paths: 2})
+	a, b := newNode(t, Options{Paths: 2}), newNode(t, Options{Paths: 2})
 	mesh(t, a, b)
 	falcon, cm := newInbox(), newInbox()
 	if err := b.fab.Handle(KindFalcon, falcon); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.fab.Handle(KindCM, FabricReceiverFunc(cm.ReceiveFabric)); err != nil {
+	if err := b.fab.Handle(KindCM, ReceiverFunc(cm.ReceiveFabric)); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.fab.Handle(KindEthernet, cm); !errors.Is(err, ErrBadKind) {
@@ -299,7 +300,7 @@ func TestFabricLinkAndReceiverPerKind(t *testing.T) {
 }
 
 func TestFabricSendErrors(t *testing.T) {
-	f, err := NewFabric(FabricOptions{Listen: loopback})
+	f, err := New(Options{Listen: loopback})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,7 +310,7 @@ func TestFabricSendErrors(t *testing.T) {
 		t.Errorf("send to a stranger: %v", err)
 	}
 	f.AddPeer(stranger)
-	if err := f.Send(KindFalcon, stranger, 0, make([]byte, FabricMaxPayload+1)); !errors.Is(err, ErrTooBig) {
+	if err := f.Send(KindFalcon, stranger, 0, make([]byte, MaxPayload+1)); !errors.Is(err, ErrTooBig) {
 		t.Errorf("oversize send: %v", err)
 	}
 	if err := f.Send(0, stranger, 0, []byte{1}); !errors.Is(err, ErrBadKind) {
@@ -322,7 +323,7 @@ func TestFabricSendErrors(t *testing.T) {
 			t.Errorf("%s = %d, want 1", name, snap[name])
 		}
 	}
-	g, err := NewFabric(FabricOptions{Listen: loopback, Paths: 4})
+	g, err := New(Options{Listen: loopback, Paths: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,10 +342,10 @@ func TestFabricSendErrors(t *testing.T) {
 	if err := g.AddPeer(netip.MustParseAddrPort("192.0.2.1:7004")); err != nil {
 		t.Errorf("adjacent port range refused: %v", err)
 	}
-	if _, err := NewFabric(FabricOptions{Listen: loopback, Paths: MaxFabricPaths + 1}); err == nil {
+	if _, err := New(Options{Listen: loopback, Paths: MaxPaths + 1}); err == nil {
 		t.Error("accepted too many paths")
 	}
-	if _, err := NewFabric(FabricOptions{Listen: loopback, Impair: Impairment{LossPercent: 101}}); err == nil {
+	if _, err := New(Options{Listen: loopback, Impair: Impairment{LossPercent: 101}}); err == nil {
 		t.Error("accepted 101% loss")
 	}
 }
@@ -364,7 +365,7 @@ func newImpairRig(t *testing.T, im Impairment) *impairRig {
 	}
 	t.Cleanup(func() { raw.Close() })
 	clk := clock.NewManual(0)
-	f, err := NewFabric(FabricOptions{Listen: loopback, Clock: clk, Impair: im,
+	f, err := New(Options{Listen: loopback, Clock: clk, Impair: im,
 		Peers: []netip.AddrPort{raw.LocalAddr().(*net.UDPAddr).AddrPort()}})
 	if err != nil {
 		t.Fatal(err)
@@ -391,7 +392,7 @@ func (r *impairRig) recv(t *testing.T, n int) []uint32 {
 		if err != nil {
 			t.Fatalf("after %v: %v", out, err)
 		}
-		_, payload, ok := DecodeFabric(buf[:m])
+		_, payload, ok := Decode(buf[:m])
 		if !ok {
 			t.Fatalf("bad datagram % x", buf[:m])
 		}
@@ -461,11 +462,11 @@ func TestFabricSetImpairmentReleasesHeld(t *testing.T) {
 func BenchmarkFabricLoopback(b *testing.B) {
 	for _, size := range []int{64, 1500} {
 		b.Run(fmt.Sprintf("%dB", size), func(b *testing.B) {
-			tx, err := NewFabric(FabricOptions{Listen: loopback})
+			tx, err := New(Options{Listen: loopback})
 			if err != nil {
 				b.Fatal(err)
 			}
-			rx, err := NewFabric(FabricOptions{Listen: loopback})
+			rx, err := New(Options{Listen: loopback})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -514,7 +515,7 @@ func (c *countingRx) Deliver([]byte) { c.mu.Lock(); c.n++; c.mu.Unlock() }
 func (c *countingRx) load() uint64   { c.mu.Lock(); defer c.mu.Unlock(); return c.n }
 
 func TestCounterTablesAreComplete(t *testing.T) {
-	f, err := NewFabric(FabricOptions{Listen: loopback})
+	f, err := New(Options{Listen: loopback})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -539,7 +540,7 @@ func TestFabricSendDoesNotAllocate(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer raw.Close()
-	f, err := NewFabric(FabricOptions{Listen: loopback, Peers: []netip.AddrPort{raw.LocalAddr().(*net.UDPAddr).AddrPort()}})
+	f, err := New(Options{Listen: loopback, Peers: []netip.AddrPort{raw.LocalAddr().(*net.UDPAddr).AddrPort()}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,8 @@
-package device
+package fabric
 
 import (
 	"encoding/binary"
+	"falconnic/device/l2"
 	"fmt"
 	"net"
 	"sort"
@@ -15,14 +16,10 @@ import (
 
 // Ethernet framing constants (IEEE 802.3 §3.1.1; 802.1Q §9.6).
 const (
-	ethHeaderLen = 14     // destination, source, EtherType
-	etherTypeOff = 12     // offset of the (outer) EtherType
-	etherVLAN    = 0x8100 // 802.1Q C-tag
-	etherQinQ    = 0x88A8 // 802.1ad S-tag
-	// EtherTypeControl is the NIC control channel's EtherType (IEEE 802 local
-	// experimental, ARCHITECTURE.md §3.2). Such frames are consumed by the NIC
-	// they are addressed to and must never cross the switch or the fabric.
-	EtherTypeControl = 0x88B5
+	ethHeaderLen = l2.HeaderLen // destination, source, EtherType
+	etherTypeOff = 12           // offset of the (outer) EtherType
+	etherVLAN    = 0x8100       // 802.1Q C-tag
+	etherQinQ    = 0x88A8       // 802.1ad S-tag
 )
 
 // Switch defaults.
@@ -86,8 +83,8 @@ type SwitchPort struct {
 }
 
 type sinkBox struct {
-	s  FrameSink
-	ps PatientSink // s, when it can hold a sender back
+	s  l2.Sink
+	ps l2.PatientSink // s, when it can hold a sender back
 }
 
 // PortCounters are the counters of one switch port: traffic in each
@@ -132,6 +129,9 @@ func NewSwitch(opts SwitchOptions) *Switch {
 	}, s.c.macCounters.set("")...)
 	return s
 }
+
+// MACAge returns how long a learned address stays valid.
+func (s *Switch) MACAge() time.Duration { return s.opts.MACAge }
 
 // Counters returns the switch-wide counter table.
 func (s *Switch) Counters() stats.Set { return s.counts }
@@ -211,12 +211,12 @@ func (p *SwitchPort) Counters() stats.Set { return p.counts }
 
 // Connect sets where frames leaving the switch through p go (the NIC's
 // receive path, the fabric's egress). A nil sink disconnects.
-func (p *SwitchPort) Connect(out FrameSink) {
+func (p *SwitchPort) Connect(out l2.Sink) {
 	if out == nil {
 		p.out.Store(nil)
 		return
 	}
-	ps, _ := out.(PatientSink)
+	ps, _ := out.(l2.PatientSink)
 	p.out.Store(&sinkBox{s: out, ps: ps})
 }
 
@@ -226,7 +226,7 @@ func (p *SwitchPort) Deliver(frame []byte) { p.deliver(frame, false) }
 
 // DeliverPatient is Deliver for a sender that can be held back (a local
 // NIC's TX path): a frame forwarded to one learned port may wait there for
-// room (see PatientSink). Flooded frames never wait.
+// room (see l2.PatientSink). Flooded frames never wait.
 func (p *SwitchPort) DeliverPatient(frame []byte) { p.deliver(frame, true) }
 
 func (p *SwitchPort) deliver(frame []byte, patient bool) {
@@ -307,7 +307,7 @@ func isControlFrame(frame []byte) bool {
 			return false
 		}
 		switch binary.BigEndian.Uint16(frame[off:]) {
-		case EtherTypeControl:
+		case l2.EtherTypeControl:
 			return true
 		case etherVLAN, etherQinQ:
 			off += 4

@@ -1,14 +1,14 @@
-package device
+package fabric
 
 import (
 	"bytes"
 	"testing"
 )
 
-func fabricDatagram(k FabricKind, flow uint32, payload []byte) []byte {
-	b := make([]byte, FabricHeaderLen+len(payload))
-	EncodeFabric(b, k, flow, len(payload))
-	copy(b[FabricHeaderLen:], payload)
+func fabricDatagram(k Kind, flow uint32, payload []byte) []byte {
+	b := make([]byte, HeaderLen+len(payload))
+	Encode(b, k, flow, len(payload))
+	copy(b[HeaderLen:], payload)
 	return b
 }
 
@@ -18,7 +18,7 @@ func TestFabricHeaderLayout(t *testing.T) {
 	if !bytes.Equal(b, want) {
 		t.Fatalf("encoded % x, want % x", b, want)
 	}
-	h, payload, ok := DecodeFabric(b)
+	h, payload, ok := Decode(b)
 	if !ok || h.Kind() != KindFalcon || h.FlowLabel() != 0x01020304 || h.Length() != 2 || !bytes.Equal(payload, want[12:]) {
 		t.Fatalf("decode: ok=%v kind=%v flow=%#x len=%d payload=% x", ok, h.Kind(), h.FlowLabel(), h.Length(), payload)
 	}
@@ -35,7 +35,7 @@ func TestFabricDecodeRejects(t *testing.T) {
 	}{
 		{"good", good, dropNone},
 		{"empty", nil, dropShort},
-		{"header minus one", good[:FabricHeaderLen-1], dropShort},
+		{"header minus one", good[:HeaderLen-1], dropShort},
 		{"magic", mutate(func(b []byte) []byte { b[0] = 0xFB; return b }), dropBadMagic},
 		{"version 0", mutate(func(b []byte) []byte { b[2] = 0; return b }), dropBadVersion},
 		{"version 2", mutate(func(b []byte) []byte { b[2] = 2; return b }), dropBadVersion},
@@ -68,12 +68,12 @@ func TestFabricTablesHaveEveryRow(t *testing.T) {
 		}
 		names[d.name] = true
 	}
-	for k := FabricKind(1); k < numKinds; k++ {
+	for k := Kind(1); k < numKinds; k++ {
 		if fabricKinds[k].name == "" || fabricKinds[k].minPayload < 1 {
 			t.Errorf("kind %d has no row", k)
 		}
 	}
-	if got := FabricKind(9).String(); got != "kind(9)" {
+	if got := Kind(9).String(); got != "kind(9)" {
 		t.Errorf("String of an unknown kind = %q", got)
 	}
 }
@@ -85,11 +85,11 @@ func FuzzFabricDecode(f *testing.F) {
 	f.Add([]byte{0xFA, 0x1C, 1, 1, 0, 0, 0, 0, 0xff, 0xff, 0, 0})
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		h, payload, ok := DecodeFabric(b)
+		h, payload, ok := Decode(b)
 		if !ok {
 			return
 		}
-		if int(h.Length()) != len(payload) || len(payload)+FabricHeaderLen != len(b) {
+		if int(h.Length()) != len(payload) || len(payload)+HeaderLen != len(b) {
 			t.Fatalf("accepted length %d with payload %d of datagram %d", h.Length(), len(payload), len(b))
 		}
 		again := fabricDatagram(h.Kind(), h.FlowLabel(), payload)
