@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"falconnic/device/ether"
 	"falconnic/device/fabric"
 	"falconnic/device/vsock"
 	"fmt"
@@ -18,9 +19,6 @@ import (
 // DefaultControlSocket is where the daemon listens for the CLI when the
 // config does not say.
 var DefaultControlSocket = filepath.Join(os.TempDir(), "falconnic", "control.sock")
-
-// MaxQueuePairs bounds a NIC's virtio-net queue pairs.
-const MaxQueuePairs = 16
 
 // Config is the daemon's configuration file: JSON, unknown fields rejected.
 //
@@ -202,8 +200,8 @@ func (cfg *Config) check() error {
 		if n.QueuePairs == 0 {
 			n.QueuePairs = 1
 		}
-		if n.QueuePairs < 1 || n.QueuePairs > MaxQueuePairs {
-			return fmt.Errorf("nic %s: queue_pairs %d out of range 1..%d", n.Name, n.QueuePairs, MaxQueuePairs)
+		if n.QueuePairs < 1 || n.QueuePairs > ether.MaxQueuePairs {
+			return fmt.Errorf("nic %s: queue_pairs %d out of range 1..%d", n.Name, n.QueuePairs, ether.MaxQueuePairs)
 		}
 	}
 	if err := cfg.checkVsock(names, sockets); err != nil {

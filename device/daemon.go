@@ -24,7 +24,7 @@ import (
 type DaemonOptions struct {
 	Clock  clock.Clock  // default clock.Real
 	Logger *slog.Logger // default slog.Default()
-	// NewNIC builds one guest NIC whose frames toward the network go to
+	// ether.New builds one guest NIC whose frames toward the network go to
 	// uplink. Default: the vhost-user NIC (newVhostNIC).
 	NewNIC func(spec NICSpec, uplink l2.Sink) (DaemonNIC, error)
 	// RingWatchdogObserve has the disks' vhost-user ring watchdog count and

@@ -3,6 +3,7 @@ package device
 import (
 	"bytes"
 	"context"
+	"falconnic/device/ether/ethertest"
 	"falconnic/device/l2"
 	"fmt"
 	"net"
@@ -11,8 +12,6 @@ import (
 	"testing"
 
 	"falconnic/internal/control"
-	"falconnic/vhostuser"
-	"falconnic/vhostuser/vhostusertest"
 )
 
 // qemuSide plays QEMU with `-chardev socket,server=on`: it listens on the
@@ -36,41 +35,14 @@ func listenLikeQEMU(t *testing.T, dir, name string) *qemuSide {
 
 // boot accepts the NIC's connection and replays QEMU 7.2's virtio-net init
 // and start with one queue pair; the guest posts RX buffers.
-func (q *qemuSide) boot(t *testing.T) *testGuest {
+func (q *qemuSide) boot(t *testing.T) *ethertest.Guest {
 	t.Helper()
 	c, err := q.ln.AcceptUnix()
 	if err != nil {
 		t.Fatal(err)
 	}
-	mem, err := vhostusertest.NewGuestMemory(vhostusertest.TwoRegions(1<<20, 4<<20, 2*testRingSize*(testBufSize+300)+(1<<20)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := &testGuest{t: t, mem: mem, acked: acked1 | vhostuser.FeatureProtocolFeatures, pairs: 1, rxLen: 1536}
-	for i := range 2 {
-		dq, err := vhostusertest.NewDriverQueue(mem, i, testRingSize, 1, testBufSize)
-		if err != nil {
-			t.Fatal(err)
-		}
-		g.qs = append(g.qs, dq)
-	}
-	if g.fe, err = vhostusertest.NewFrontend(c, mem, g.qs); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		g.fe.Close()
-		for _, dq := range g.qs {
-			dq.Close()
-		}
-		mem.Close()
-	})
-	if err := g.fe.NetInit(1); err != nil {
-		t.Fatal(err)
-	}
-	if err := g.fe.NetStart(g.acked, 1, nil); err != nil {
-		t.Fatal(err)
-	}
-	g.postRX(0, 16)
+	g := ethertest.AttachConn(t, c, 1, ethertest.Acked1)
+	g.PostRX(0, 16)
 	return g
 }
 
@@ -116,20 +88,20 @@ func TestDaemonSwitchesGuestsOverVhostUser(t *testing.T) {
 	ga, gb := sides["a"].boot(t), sides["b"].boot(t)
 	macA, macB := hw(d.cfg.NICs[0].MAC), hw(d.cfg.NICs[1].MAC)
 
-	arp := ethFrame(net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, macA, 0x0806, "who has 10.0.0.2")
-	ga.send(0, arp)
-	if got := gb.recvN(0, 1)[0]; !bytes.Equal(got, arp) {
+	arp := ethertest.EthFrame(net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, macA, 0x0806, "who has 10.0.0.2")
+	ga.Send(0, arp)
+	if got := gb.RecvN(0, 1)[0]; !bytes.Equal(got, arp) {
 		t.Fatalf("guest B got % x, want the broadcast", got)
 	}
-	reply := ethFrame(macA, macB, 0x0806, "10.0.0.2 is at B")
-	gb.send(0, reply)
-	if got := ga.recvN(0, 1)[0]; !bytes.Equal(got, reply) {
+	reply := ethertest.EthFrame(macA, macB, 0x0806, "10.0.0.2 is at B")
+	gb.Send(0, reply)
+	if got := ga.RecvN(0, 1)[0]; !bytes.Equal(got, reply) {
 		t.Fatalf("guest A got % x, want the reply", got)
 	}
 	// A control-channel frame from guest A never reaches guest B: the
 	// guest sends it, then a marker; B sees only the marker.
-	ga.send(0, ethFrame(macB, macA, l2.EtherTypeControl, "doorbell"), ethFrame(macB, macA, 0x0800, "marker"))
-	if got := gb.recvN(0, 1)[0]; !bytes.HasSuffix(got, []byte("marker")) {
+	ga.Send(0, ethertest.EthFrame(macB, macA, l2.EtherTypeControl, "doorbell"), ethertest.EthFrame(macB, macA, 0x0800, "marker"))
+	if got := gb.RecvN(0, 1)[0]; !bytes.HasSuffix(got, []byte("marker")) {
 		t.Fatalf("guest B got % x, want only the marker", got)
 	}
 
@@ -154,19 +126,19 @@ func TestDaemonsConnectGuestsOverTheFabric(t *testing.T) {
 	ga, gb := sa["a"].boot(t), sb["b"].boot(t)
 	macA, macB := hw(da.cfg.NICs[0].MAC), hw(db.cfg.NICs[0].MAC)
 
-	arp := ethFrame(net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, macA, 0x0806, "who has 10.0.0.2")
-	ga.send(0, arp)
+	arp := ethertest.EthFrame(net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, macA, 0x0806, "who has 10.0.0.2")
+	ga.Send(0, arp)
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("A: %+v\nB: %+v", da.Status(), db.Status())
 		}
 	})
-	if got := gb.recvN(0, 1)[0]; !bytes.Equal(got, arp) {
+	if got := gb.RecvN(0, 1)[0]; !bytes.Equal(got, arp) {
 		t.Fatalf("guest B got % x, want the broadcast", got)
 	}
-	big := ethFrame(macA, macB, 0x0800, strings.Repeat("x", 1486))
-	gb.send(0, big)
-	if got := ga.recvN(0, 1)[0]; !bytes.Equal(got, big) {
+	big := ethertest.EthFrame(macA, macB, 0x0800, strings.Repeat("x", 1486))
+	gb.Send(0, big)
+	if got := ga.RecvN(0, 1)[0]; !bytes.Equal(got, big) {
 		t.Fatalf("guest A got %d bytes, want the 1500-byte reply", len(got))
 	}
 	if got := db.Fabric().Status().Counters["tx_flooded"]; got != 0 {

@@ -3,8 +3,12 @@ package device
 import (
 	"encoding/json"
 	"falconnic/device/cm"
+	"falconnic/device/ether"
 	"falconnic/device/fabric"
 	"falconnic/device/l2"
+	"falconnic/device/port"
+	"falconnic/device/rdma"
+	"falconnic/device/storage"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -21,13 +25,13 @@ type daemonNIC struct {
 	spec   NICSpec
 	eth    DaemonNIC
 	sw     *fabric.SwitchPort
-	falcon *FalconPort
+	falcon *port.Port
 	cm     *cm.Agent
-	rdma   *RDMAFunc   // nil unless eth is a vhost-user NIC
-	nvme   *NVMeFunc   // nil without namespaces or disks
-	disks  []*nvmeDisk // the disks whose initiator this NIC is
-	mu     sync.Mutex  // err
-	err    error       // why Serve stopped early, if it did
+	rdma   *rdma.Func        // nil unless eth is a vhost-user NIC
+	nvme   *storage.NVMeFunc // nil without namespaces or disks
+	disks  []*nvmeDisk       // the disks whose initiator this NIC is
+	mu     sync.Mutex        // err
+	err    error             // why Serve stopped early, if it did
 }
 
 // newNIC builds the NIC spec describes: its Ethernet function through
@@ -52,11 +56,11 @@ func (d *Daemon) newNIC(spec NICSpec, newEth func(NICSpec, l2.Sink) (DaemonNIC, 
 		return nil, fmt.Errorf("nic %s: %w", spec.Name, err)
 	}
 	sw.Connect(eth)
-	n := &daemonNIC{spec: spec, eth: eth, sw: sw, falcon: NewFalconPort(d.clk, nil)}
+	n := &daemonNIC{spec: spec, eth: eth, sw: sw, falcon: port.New(d.clk, nil)}
 	n.cm = d.cm.Attach(n.mac(), n.falcon)
-	if v, ok := eth.(*NIC); ok {
-		n.rdma = NewRDMAFunc(v.MAC(), v.Deliver, n.cm, n.falcon)
-		v.AttachRDMA(n.rdma)
+	if v, ok := eth.(*ether.NIC); ok {
+		n.rdma = rdma.New(v.MAC(), v.Deliver, n.cm, n.falcon)
+		v.Attach("rdma", n.rdma)
 	}
 	return n, nil
 }
@@ -101,7 +105,7 @@ func (n *daemonNIC) report() NICReport {
 // newVhostNIC builds the vhost-user NIC (device.NIC) for spec, with uplink
 // (its switch port) as where guest-transmitted frames go.
 func newVhostNIC(spec NICSpec, uplink l2.Sink) (DaemonNIC, error) {
-	return NewNIC(NICConfig{
+	return ether.New(ether.Config{
 		Name:       spec.Name,
 		Socket:     spec.Socket,
 		MAC:        spec.hwAddr(),
@@ -111,4 +115,4 @@ func newVhostNIC(spec NICSpec, uplink l2.Sink) (DaemonNIC, error) {
 }
 
 // The vhost-user NIC is what the daemon runs by default.
-var _ DaemonNIC = (*NIC)(nil)
+var _ DaemonNIC = (*ether.NIC)(nil)

@@ -2,6 +2,8 @@ package device
 
 import (
 	"context"
+	"falconnic/device/port"
+	"falconnic/device/storage"
 	"fmt"
 	"net"
 	"os"
@@ -23,10 +25,10 @@ type nvmeDaemon struct {
 
 type nvmeDisk struct {
 	spec DiskSpec
-	ini  *NVMeFunc // its NIC's NVMe function
+	ini  *storage.NVMeFunc // its NIC's NVMe function
 	// blk and srv are set by NewDaemon for a local target, by remoteDisk
 	// in Run (under nvmeDaemon.mu) for a target on another daemon.
-	blk *Blk
+	blk *storage.Blk
 	srv *vhostuser.Server
 	err error
 }
@@ -49,7 +51,7 @@ func (d *Daemon) addNVMeFuncs() []*daemonNIC {
 		if n == nil || n.nvme != nil {
 			return
 		}
-		n.nvme = NewNVMeFunc(n.falcon, uint32(len(order)+1))
+		n.nvme = storage.NewNVMeFunc(n.falcon, uint32(len(order)+1))
 		n.nvme.AttachCM(n.cm)
 		if t := spec.CommandTimeout; t > 0 {
 			n.nvme.Engine.SetCommandTimeout(time.Duration(t))
@@ -76,7 +78,7 @@ func (d *Daemon) addNVMe() error {
 		f := d.nic(s.NIC).nvme
 		var err error
 		if !f.Port.Call(func(*falcon.Endpoint) { _, err = f.AddNamespace(s) }) {
-			err = ErrPortStopped
+			err = port.ErrStopped
 		}
 		if err != nil {
 			return fmt.Errorf("nic %s: %w", s.NIC, err)
@@ -99,15 +101,15 @@ func (d *Daemon) addNVMe() error {
 			n.disks = append(n.disks, &nvmeDisk{spec: ds, ini: ini})
 			continue
 		}
-		path, _, err := ConnectNVMeLocal(ini, tgt.nvme, LocalCIDs(d.cm, ini, tgt.nvme))
+		path, _, err := storage.ConnectNVMeLocal(ini, tgt.nvme, storage.LocalCIDs(d.cm, ini, tgt.nvme))
 		if err != nil {
 			return fmt.Errorf("disk %s: %w", ds.Name, err)
 		}
-		info, err := IdentifyRemote(ini.Port, path, ds.NSID, nvmeIdentifyTimeout)
+		info, err := storage.IdentifyRemote(ini.Port, path, ds.NSID, nvmeIdentifyTimeout)
 		if err != nil {
 			return fmt.Errorf("disk %s: %w", ds.Name, err)
 		}
-		blk, err := NewBlk(BlkConfig{Port: ini.Port, Path: path, NSID: ds.NSID, Info: info, Serial: ds.Serial, Queues: ds.Queues})
+		blk, err := storage.NewBlk(storage.BlkConfig{Port: ini.Port, Path: path, NSID: ds.NSID, Info: info, Serial: ds.Serial, Queues: ds.Queues})
 		if err != nil {
 			return fmt.Errorf("disk %s: %w", ds.Name, err)
 		}
@@ -116,41 +118,6 @@ func (d *Daemon) addNVMe() error {
 	}
 	return nil
 }
-
-// diskPaths is a remote disk's view of its NIC's NVMe path to the target
-// NIC (BlkPaths); used on the port's goroutine.
-type diskPaths struct {
-	f      *NVMeFunc
-	peer   [6]byte
-	blk    *Blk
-	latest *nvme.Path
-	first  chan *nvme.Path
-}
-
-// use takes a new path from the CM.
-func (p *diskPaths) use(path *nvme.Path) {
-	p.latest = path
-	if p.blk != nil {
-		p.blk.SetPath(path)
-		return
-	}
-	select {
-	case p.first <- path:
-	default:
-	}
-}
-
-// attach hands the path to blk from now on (and any newer one it missed).
-func (p *diskPaths) attach(b *Blk) {
-	p.blk = b
-	b.cfg.Port.AddTimers(b)
-	if p.latest != nil && p.latest != b.path {
-		b.SetPath(p.latest)
-	}
-}
-
-// Broken implements BlkPaths.
-func (p *diskPaths) Broken(path *nvme.Path) { p.f.Broken(p.peer, path) }
 
 // remoteRetryEvery paces a remote disk's set-up while its target does
 // not answer (its daemon not up yet).
@@ -165,34 +132,33 @@ func (d *Daemon) remoteDisk(ctx context.Context, k *nvmeDisk) (*vhostuser.Server
 	if err != nil || len(hw) != 6 {
 		return nil, fmt.Errorf("target %q: not a MAC address", ds.Target)
 	}
-	p := &diskPaths{f: ini, first: make(chan *nvme.Path, 1)}
-	copy(p.peer[:], hw)
-	if !ini.Port.Call(func(*falcon.Endpoint) { ini.Dial(p.peer, p.use) }) {
-		return nil, ErrPortStopped
+	p := storage.NewDiskPaths(ini, [6]byte(hw))
+	if !ini.Port.Call(func(*falcon.Endpoint) { ini.Dial([6]byte(hw), p.Use) }) {
+		return nil, port.ErrStopped
 	}
 	var path *nvme.Path
 	for {
 		wait, stop := d.after(remoteRetryEvery * 5)
 		select {
-		case path = <-p.first:
+		case path = <-p.First():
 			stop()
 		case <-ctx.Done():
 			stop()
 			return nil, ctx.Err()
 		case <-wait:
 			d.log.Warn("disk waiting for its target", "disk", ds.Name, "target", ds.Target)
-			ini.Port.Do(func(*falconEndpoint) { p.Broken(p.latest) })
+			ini.Port.Do(func(*falcon.Endpoint) { p.BrokenLatest() })
 			continue
 		}
-		info, err := IdentifyRemote(ini.Port, path, ds.NSID, nvmeIdentifyTimeout)
+		info, err := storage.IdentifyRemote(ini.Port, path, ds.NSID, nvmeIdentifyTimeout)
 		if err == nil {
-			blk, err := NewBlk(BlkConfig{Port: ini.Port, Path: path, NSID: ds.NSID, Info: info, Serial: ds.Serial,
+			blk, err := storage.NewBlk(storage.BlkConfig{Port: ini.Port, Path: path, NSID: ds.NSID, Info: info, Serial: ds.Serial,
 				Queues: ds.Queues, Paths: p, RetryWindow: time.Duration(d.cfg.NVMe.RetryWindow)})
 			if err != nil {
 				return nil, err
 			}
-			if !ini.Port.Call(func(*falcon.Endpoint) { p.attach(blk) }) {
-				return nil, ErrPortStopped
+			if !ini.Port.Call(func(*falcon.Endpoint) { p.Attach(blk) }) {
+				return nil, port.ErrStopped
 			}
 			srv := &vhostuser.Server{Path: ds.Socket, Dial: ds.Dial, Device: blk, Log: d.log.With("disk", ds.Name), WatchdogObserve: d.watchObserve}
 			d.nvme.mu.Lock()
@@ -208,7 +174,7 @@ func (d *Daemon) remoteDisk(ctx context.Context, k *nvmeDisk) (*vhostuser.Server
 			return nil, ctx.Err()
 		case <-pause:
 		}
-		ini.Port.Do(func(*falconEndpoint) { p.Broken(path) })
+		ini.Port.Do(func(*falcon.Endpoint) { p.Broken(path) })
 	}
 }
 
@@ -281,7 +247,7 @@ func (d *Daemon) nvmeStatus() *NVMeStatus {
 	for _, k := range d.disks() {
 		ds := DiskStatus{Name: k.spec.Name, Socket: k.spec.Socket, Target: k.spec.Target, NSID: k.spec.NSID}
 		if k.blk != nil {
-			ds.Blocks, ds.Session, ds.Counters = k.blk.cfg.Info.Blocks, k.srv.Status(), k.blk.Stats.Set().Snapshot()
+			ds.Blocks, ds.Session, ds.Counters = k.blk.Blocks(), k.srv.Status(), k.blk.Stats.Set().Snapshot()
 			ds.VhostUser = k.srv.Counters.Set().Snapshot()
 		}
 		st.Disks = append(st.Disks, ds)
@@ -295,11 +261,7 @@ func (d *Daemon) nvmeStatus() *NVMeStatus {
 	if d.cfg.NVMe != nil {
 		for _, s := range d.cfg.NVMe.Namespaces {
 			if n := d.nic(s.NIC); n != nil && n.nvme != nil {
-				if ns := n.nvme.Engine.Namespace(s.NSID); ns != nil {
-					set := ns.Stats.Set()
-					if p, ok := ns.Config().Backend.(*nsPool); ok {
-						set = append(set, p.Stats.Set()...)
-					}
+				if set, ok := n.nvme.NamespaceCounters(s.NSID); ok {
 					st.Namespaces[fmt.Sprintf("%s/%d", s.NIC, s.NSID)] = set.Snapshot()
 				}
 			}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"falconnic/device/l2"
+	"falconnic/device/storage"
+	"falconnic/device/storage/blktest"
 	"fmt"
 	"net"
 	"os"
@@ -54,8 +56,16 @@ func hostConfigTimeout(listen, peer, impair, timeout string) string {
 }`, listen, peer, impair, timeout)
 }
 
+// diskDriver is a guest's driver on a daemon's disk, with the disk (for
+// its counters).
+type diskDriver struct {
+	*blktest.Driver
+	t   testing.TB
+	blk *storage.Blk
+}
+
 // remoteDisk is a guest (vhost-user simulator) on daemon A's disk.
-func remoteDisk(t testing.TB, host *testDaemon) *blkRig {
+func remoteDisk(t testing.TB, host *testDaemon) *diskDriver {
 	t.Helper()
 	sock := filepath.Join(filepath.Dir(host.ControlSocket()), "vm", "d0.sock")
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
@@ -86,34 +96,37 @@ func remoteDisk(t testing.TB, host *testDaemon) *blkRig {
 	if _, err := fe.BlkInit(57); err != nil {
 		t.Fatal(err)
 	}
-	if err := fe.BlkStart(q, blkLinuxFeatures&^blkFRO|vhostuser.FeatureProtocolFeatures, 0); err != nil {
+	if err := fe.BlkStart(q, blktest.LinuxFeatures&^blktest.FeatureRO|vhostuser.FeatureProtocolFeatures, 0); err != nil {
 		t.Fatal(err)
 	}
 	host.nvme.mu.Lock()
 	defer host.nvme.mu.Unlock()
-	return &blkRig{t: t, q: q, gm: gm, blk: host.disks()[0].blk}
+	blk := host.disks()[0].blk
+	d := &diskDriver{Driver: &blktest.Driver{T: t, Q: q, GM: gm}, t: t, blk: blk}
+	d.Describe = func() string { return fmt.Sprintf("blk %v", blk.Stats.Set().NonZero()) }
+	return d
 }
 
 // writeRead writes n 4 KiB requests at sector base with a pattern of seed
 // in one batch, reads them back in another and checks the data.
-func (r *blkRig) writeRead(base uint64, n int, seed byte) {
+func (r *diskDriver) writeRead(base uint64, n int, seed byte) {
 	r.t.Helper()
-	var ws, rs []*blkReqBuilder
+	var ws, rs []*blktest.Request
 	var data [][]byte
 	for i := 0; i < n; i++ {
 		d := bytes.Repeat([]byte{seed, byte(i), 0x5a, byte(i >> 8)}, 1024)
 		data = append(data, d)
-		ws = append(ws, r.request(blkTypeOut, base+uint64(i)*8, false, d, 4096))
+		ws = append(ws, r.Request(blktest.TypeOut, base+uint64(i)*8, false, d, 4096))
 	}
-	r.run(ws...)
+	r.Run(ws...)
 	for i := 0; i < n; i++ {
-		rs = append(rs, r.request(blkTypeIn, base+uint64(i)*8, true, nil, 4096))
+		rs = append(rs, r.Request(blktest.TypeIn, base+uint64(i)*8, true, nil, 4096))
 	}
-	r.run(rs...)
+	r.Run(rs...)
 	for i := range ws {
-		if ws[i].status() != blkStatusOK || rs[i].status() != blkStatusOK || !bytes.Equal(rs[i].data(4096), data[i]) {
-			r.t.Fatalf("request %d: write %d read %d, data equal %v; blk %v", i, ws[i].status(), rs[i].status(),
-				bytes.Equal(rs[i].data(4096), data[i]), r.blk.Stats.Set().NonZero())
+		if ws[i].Status() != blktest.StatusOK || rs[i].Status() != blktest.StatusOK || !bytes.Equal(rs[i].Data(4096), data[i]) {
+			r.t.Fatalf("request %d: write %d read %d, data equal %v; blk %v", i, ws[i].Status(), rs[i].Status(),
+				bytes.Equal(rs[i].Data(4096), data[i]), r.blk.Stats.Set().NonZero())
 		}
 	}
 }
@@ -129,7 +142,7 @@ func TestDiskReachesANamespaceOnAnotherDaemon(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			la, lb := freeUDPPort(t), freeUDPPort(t)
-			store := startDaemon(t, storeConfig(lb, la, NamespaceMemory, c.impair))
+			store := startDaemon(t, storeConfig(lb, la, storage.NamespaceMemory, c.impair))
 			host := startDaemon(t, hostConfig(la, lb, c.impair))
 			r := remoteDisk(t, host)
 			for round := 0; round < 8; round++ {
@@ -175,47 +188,47 @@ func targetRestart(t *testing.T, timeout string) {
 	r.writeRead(0, 8, 1)
 
 	// 16 writes in flight when B goes away.
-	var ws []*blkReqBuilder
+	var ws []*blktest.Request
 	for i := 0; i < 16; i++ {
-		ws = append(ws, r.request(blkTypeOut, 1024+uint64(i)*8, false, bytes.Repeat([]byte{byte(i)}, 4096), 4096))
+		ws = append(ws, r.Request(blktest.TypeOut, 1024+uint64(i)*8, false, bytes.Repeat([]byte{byte(i)}, 4096), 4096))
 	}
 	for _, w := range ws {
-		w.post()
+		w.Post()
 	}
-	r.q.Publish()
-	r.q.Kick()
+	r.Q.Publish()
+	r.Q.Kick()
 	if err := store.stop(); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(300 * time.Millisecond)
 	startDaemon(t, storeConfig(lb, la, backing, ""))
 
-	r.waitInterrupts(len(ws)) // bounded: fails the test after 10 s without progress
+	r.WaitInterrupts(len(ws)) // bounded: fails the test after 10 s without progress
 	for range ws {
-		r.q.PopUsed()
+		r.Q.PopUsed()
 	}
-	r.consumed += uint16(len(ws))
+	r.Consumed += uint16(len(ws))
 	ok := 0
 	for _, w := range ws {
-		switch w.status() {
-		case blkStatusOK:
+		switch w.Status() {
+		case blktest.StatusOK:
 			ok++
-		case blkStatusIOErr:
+		case blktest.StatusIOErr:
 		default:
-			t.Fatalf("status %d", w.status())
+			t.Fatalf("status %d", w.Status())
 		}
 	}
 	t.Logf("%d of %d in-flight writes completed OK; blk %v; cm %v", ok, len(ws), r.blk.Stats.Set().NonZero(),
 		host.cm.Stats.Set().NonZero())
 	// What completed OK is in the namespace the new daemon serves.
-	var rs []*blkReqBuilder
+	var rs []*blktest.Request
 	for i := range ws {
-		rs = append(rs, r.request(blkTypeIn, 1024+uint64(i)*8, true, nil, 4096))
+		rs = append(rs, r.Request(blktest.TypeIn, 1024+uint64(i)*8, true, nil, 4096))
 	}
-	r.run(rs...)
+	r.Run(rs...)
 	for i, w := range ws {
-		if w.status() == blkStatusOK && (rs[i].status() != blkStatusOK || !bytes.Equal(rs[i].data(4096), bytes.Repeat([]byte{byte(i)}, 4096))) {
-			t.Errorf("write %d completed OK but reads back %d / differs", i, rs[i].status())
+		if w.Status() == blktest.StatusOK && (rs[i].Status() != blktest.StatusOK || !bytes.Equal(rs[i].Data(4096), bytes.Repeat([]byte{byte(i)}, 4096))) {
+			t.Errorf("write %d completed OK but reads back %d / differs", i, rs[i].Status())
 		}
 	}
 	if r.blk.Stats.Retries.Load() == 0 {
@@ -232,7 +245,7 @@ func targetRestart(t *testing.T, timeout string) {
 // new disk reads what the old one wrote.
 func TestRestartedInitiatorDaemonReplacesItsPath(t *testing.T) {
 	la, lb := freeUDPPort(t), freeUDPPort(t)
-	store := startDaemon(t, storeConfig(lb, la, NamespaceMemory, ""))
+	store := startDaemon(t, storeConfig(lb, la, storage.NamespaceMemory, ""))
 	host := startDaemon(t, hostConfig(la, lb, ""))
 	r := remoteDisk(t, host)
 	r.writeRead(0, 8, 7)
@@ -241,15 +254,15 @@ func TestRestartedInitiatorDaemonReplacesItsPath(t *testing.T) {
 	}
 	host = startDaemon(t, hostConfig(la, lb, ""))
 	r = remoteDisk(t, host)
-	var rs []*blkReqBuilder
+	var rs []*blktest.Request
 	for i := 0; i < 8; i++ {
-		rs = append(rs, r.request(blkTypeIn, uint64(i)*8, true, nil, 4096))
+		rs = append(rs, r.Request(blktest.TypeIn, uint64(i)*8, true, nil, 4096))
 	}
-	r.run(rs...)
+	r.Run(rs...)
 	for i, rd := range rs {
 		want := bytes.Repeat([]byte{7, byte(i), 0x5a, 0}, 1024)
-		if rd.status() != blkStatusOK || !bytes.Equal(rd.data(4096), want) {
-			t.Fatalf("read %d after the restart: status %d, data equal %v", i, rd.status(), bytes.Equal(rd.data(4096), want))
+		if rd.Status() != blktest.StatusOK || !bytes.Equal(rd.Data(4096), want) {
+			t.Fatalf("read %d after the restart: status %d, data equal %v", i, rd.Status(), bytes.Equal(rd.Data(4096), want))
 		}
 	}
 	if n := store.cm.Stats.Replaced.Load(); n != 1 {
@@ -304,28 +317,28 @@ func BenchmarkRemoteDisk(b *testing.B) {
 	for _, c := range []struct {
 		name string
 		typ  uint32
-	}{{"write4K", blkTypeOut}, {"read4K", blkTypeIn}} {
+	}{{"write4K", blktest.TypeOut}, {"read4K", blktest.TypeIn}} {
 		b.Run(c.name, func(b *testing.B) {
 			la, lb := freeUDPPort(b), freeUDPPort(b)
-			runDaemonTB(b, storeConfig(lb, la, NamespaceMemory, ""))
+			runDaemonTB(b, storeConfig(lb, la, storage.NamespaceMemory, ""))
 			host := runDaemonTB(b, hostConfig(la, lb, ""))
 			r := remoteDisk(b, host)
-			r.noInterrupt = true
+			r.NoInterrupt = true
 			data := bytes.Repeat([]byte{0xa5}, 4096)
 			const depth = 16
 			b.SetBytes(4096)
 			b.ResetTimer()
 			for done := 0; done < b.N; done += depth {
-				var reqs []*blkReqBuilder
+				var reqs []*blktest.Request
 				for i := 0; i < depth; i++ {
 					sector := uint64((done+i)%1024) * 8
-					if c.typ == blkTypeOut {
-						reqs = append(reqs, r.request(blkTypeOut, sector, false, data, 4096))
+					if c.typ == blktest.TypeOut {
+						reqs = append(reqs, r.Request(blktest.TypeOut, sector, false, data, 4096))
 					} else {
-						reqs = append(reqs, r.request(blkTypeIn, sector, true, nil, 4096))
+						reqs = append(reqs, r.Request(blktest.TypeIn, sector, true, nil, 4096))
 					}
 				}
-				r.run(reqs...)
+				r.Run(reqs...)
 			}
 			b.StopTimer()
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "IOPS")

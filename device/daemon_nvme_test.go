@@ -3,6 +3,7 @@ package device
 import (
 	"bytes"
 	"encoding/binary"
+	"falconnic/device/storage/blktest"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -65,20 +66,20 @@ func TestDaemonServesConfiguredDisks(t *testing.T) {
 	if got := binary.LittleEndian.Uint64(cfg); got != 8192 { // 4 MiB in 512-byte sectors
 		t.Fatalf("capacity bytes % x", cfg[:8])
 	}
-	if err := fe.BlkStart(q, blkLinuxFeatures&^blkFRO|vhostuser.FeatureProtocolFeatures, 0); err != nil {
+	if err := fe.BlkStart(q, blktest.LinuxFeatures&^blktest.FeatureRO|vhostuser.FeatureProtocolFeatures, 0); err != nil {
 		t.Fatal(err)
 	}
-	r := &blkRig{t: t, q: q, gm: gm}
+	r := &blktest.Driver{T: t, Q: q, GM: gm}
 	data := bytes.Repeat([]byte("daemon-disk-d0.."), 256)
-	w := r.request(blkTypeOut, 8, false, data, 4096)
-	r.run(w)
-	rd := r.request(blkTypeIn, 8, true, nil, 4096)
-	id := r.request(blkTypeGetID, 0, true, nil, 20)
-	r.run(rd, id)
-	if w.status() != blkStatusOK || rd.status() != blkStatusOK || !bytes.Equal(rd.data(4096), data) {
-		t.Fatalf("write %d read %d or data differs", w.status(), rd.status())
+	w := r.Request(blktest.TypeOut, 8, false, data, 4096)
+	r.Run(w)
+	rd := r.Request(blktest.TypeIn, 8, true, nil, 4096)
+	id := r.Request(blktest.TypeGetID, 0, true, nil, 20)
+	r.Run(rd, id)
+	if w.Status() != blktest.StatusOK || rd.Status() != blktest.StatusOK || !bytes.Equal(rd.Data(4096), data) {
+		t.Fatalf("write %d read %d or data differs", w.Status(), rd.Status())
 	}
-	if got := string(bytes.TrimRight(id.data(20), "\x00")); got != "d0-serial" {
+	if got := string(bytes.TrimRight(id.Data(20), "\x00")); got != "d0-serial" {
 		t.Fatalf("serial %q", got)
 	}
 	st := d.status(t)

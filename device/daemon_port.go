@@ -2,6 +2,7 @@ package device
 
 import (
 	"context"
+	"falconnic/device/port"
 	"sync"
 
 	"falconnic/falcon"
@@ -17,13 +18,13 @@ type daemonPorts struct {
 // runPorts starts the NICs' port goroutines once every function is
 // attached. The ports of the NICs in shared (those with NVMe functions, in
 // the order they were built) spread over cores goroutines, a port hosting
-// the others (FalconPort.Host): a disk whose initiator and target NICs are
+// the others (Port.Host): a disk whose initiator and target NICs are
 // in one daemon then passes each burst of frames between them without
 // waking another thread. Every other NIC's port has a goroutine of its own.
 func (d *Daemon) runPorts(shared []*daemonNIC, cores int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	d.ports.stop = cancel
-	var hosts []*FalconPort
+	var hosts []*port.Port
 	for i, n := range shared {
 		if i < max(cores, 1) {
 			hosts = append(hosts, n.falcon)

@@ -28,9 +28,9 @@
 // Frames wait in the NIC while the guest has posted no RX buffers; beyond
 // the bound they are dropped and counted (RxQueueFull) — except from a
 // local NIC's TX path, which uses DeliverPatient: it waits (bounded by
-// NICConfig.RxWait, once per stall) for room, so the sending guest's TX
+// ether.Config.RxWait, once per stall) for room, so the sending guest's TX
 // ring fills and its TCP backs off instead of retransmitting. Buffers come from
-// a fixed pool allocated at NewNIC, so steady-state traffic allocates
+// a fixed pool allocated at ether.New, so steady-state traffic allocates
 // nothing.
 //
 // Lifetime: a NIC outlives vhost-user sessions. When QEMU reconnects it
@@ -45,15 +45,15 @@
 // num_buffers (counted as HdrFixups), and vhostuser keeps avail_event
 // armed so such a guest keeps kicking.
 //
-// Falcon port (package device/port): each NIC has one FalconPort, its one
+// Falcon port (package device/port): each NIC has one Falcon port (port.Port), its one
 // Falcon endpoint driven by one goroutine, carrying every Falcon ULP of the
 // NIC: the RDMA function's verbs engine (protocol 2) and the NVMe
 // function's engine (protocol 3) attach to it by protocol, so the NIC has
 // one CID space, one set of resource pools and one RUE, and the RDMA
 // function's control frames are work items of the port. Connections
 // between two NICs of the daemon hand each burst of frames straight to the
-// other port (FalconPort.LinkTo). The ports of the NICs with NVMe functions share
-// "nvme.cores" goroutines (default one; FalconPort.Host); every other
+// other port (Port.LinkTo). The ports of the NICs with NVMe functions share
+// "nvme.cores" goroutines (default one; Port.Host); every other
 // NIC's port has a goroutine of its own.
 //
 // NVMe function (nvme_*.go, daemon_nvme.go; the disks are blk*.go): a
@@ -66,7 +66,7 @@
 // goroutines makes blocking preadv/pwritev calls
 // (BenchmarkBlkSeq128KQD32AIO compares the two).
 //
-// Invariants: every drop has a counter (NetCounters, plus the back-end's
+// Invariants: every drop has a counter (ether.Counters, plus the back-end's
 // vhostuser.Counters); frames and descriptors from a guest never reach
 // another NIC's memory: the only thing crossing NICs is a frame — copied,
 // or in the daemon's packet memory (falcon/framebuf: Pull Data handed over

@@ -2,11 +2,10 @@ package tests
 
 import (
 	"encoding/json"
+	"falconnic/device/ether"
 	"path/filepath"
 	"testing"
 	"time"
-
-	"falconnic/device"
 )
 
 // killAtFraction is how far into the transfer the daemon dies: late
@@ -127,7 +126,7 @@ func waitSessionsRunning(t *testing.T, d *daemonProc, bound time.Duration, nics 
 		var waiting []string
 		for _, name := range nics {
 			r, ok := nicReport(st, name)
-			var ns device.NICStatus
+			var ns ether.Status
 			if ok {
 				json.Unmarshal(r.Device, &ns)
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"falconnic/device/ether"
 	"falconnic/device/fabric"
 	"flag"
 	"fmt"
@@ -80,7 +81,7 @@ func controlError(socket string, err error) error {
 func printStatus(w io.Writer, st device.Status) error {
 	fmt.Fprintf(w, "daemon up %s, control %s\n\n", st.Uptime.Round(time.Second), st.Control)
 
-	devs := make([]device.NICStatus, len(st.NICs))
+	devs := make([]ether.Status, len(st.NICs))
 	for i, n := range st.NICs {
 		json.Unmarshal(n.Device, &devs[i]) // absent or foreign: columns stay empty
 	}
