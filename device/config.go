@@ -4,9 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"falconnic/device/ether"
-	"falconnic/device/fabric"
-	"falconnic/device/vsock"
 	"fmt"
 	"net"
 	"net/netip"
@@ -14,6 +11,10 @@ import (
 	"path/filepath"
 	"regexp"
 	"time"
+
+	"falconnic/device/ether"
+	"falconnic/device/fabric"
+	"falconnic/device/vsock"
 )
 
 // DefaultControlSocket is where the daemon listens for the CLI when the

@@ -1,10 +1,11 @@
 package device
 
 import (
-	"falconnic/device/storage"
 	"fmt"
 	"net"
 	"path/filepath"
+
+	"falconnic/device/storage"
 )
 
 // NVMeSpec is the "nvme" section of the config: namespaces NICs export and

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"falconnic/device/fabric"
-	"falconnic/device/l2"
 	"fmt"
 	"log/slog"
 	"net"
@@ -14,6 +12,8 @@ import (
 	"time"
 
 	"falconnic/device/cm"
+	"falconnic/device/fabric"
+	"falconnic/device/l2"
 	"falconnic/device/vsock"
 	"falconnic/internal/clock"
 	"falconnic/internal/control"

@@ -5,8 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"falconnic/device/fabric"
-	"falconnic/device/l2"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"falconnic/device/fabric"
+	"falconnic/device/l2"
 	"falconnic/internal/control"
 )
 

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"falconnic/device/ether"
 	"fmt"
 	"io"
 	"os"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"falconnic/device"
+	"falconnic/device/ether"
 	"falconnic/internal/control"
 )
 

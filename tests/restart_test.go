@@ -2,10 +2,11 @@ package tests
 
 import (
 	"encoding/json"
-	"falconnic/device/ether"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"falconnic/device/ether"
 )
 
 // killAtFraction is how far into the transfer the daemon dies: late

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"falconnic/device/storage"
 	"flag"
 	"fmt"
 	"io"
@@ -22,6 +21,7 @@ import (
 	"time"
 
 	"falconnic/device"
+	"falconnic/device/storage"
 	"falconnic/qemu"
 )
 

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"falconnic/device/fabric"
 	"flag"
 	"fmt"
 	"io"
@@ -11,6 +10,7 @@ import (
 	"strings"
 
 	"falconnic/device"
+	"falconnic/device/fabric"
 )
 
 func init() {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"falconnic/device/ether"
-	"falconnic/device/fabric"
 	"flag"
 	"fmt"
 	"io"
@@ -18,6 +16,8 @@ import (
 	"time"
 
 	"falconnic/device"
+	"falconnic/device/ether"
+	"falconnic/device/fabric"
 	"falconnic/internal/control"
 )
 

@@ -1,12 +1,12 @@
 package ether
 
 import (
-	"falconnic/device/ether/ethertest"
-	"falconnic/device/l2"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
+	"falconnic/device/ether/ethertest"
+	"falconnic/device/l2"
 	"falconnic/vhostuser/vhostusertest"
 )
 

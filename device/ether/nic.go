@@ -3,7 +3,6 @@ package ether
 import (
 	"context"
 	"errors"
-	"falconnic/device/l2"
 	"fmt"
 	"net"
 	"sort"
@@ -11,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"falconnic/device/l2"
 	"falconnic/vhostuser"
 )
 

@@ -5,8 +5,6 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
-	"falconnic/device/ether/ethertest"
-	"falconnic/device/l2"
 	"fmt"
 	"net"
 	"os"
@@ -15,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"falconnic/device/ether/ethertest"
+	"falconnic/device/l2"
 	"falconnic/internal/stats"
 	"falconnic/vhostuser"
 	"falconnic/vhostuser/vhostusertest"

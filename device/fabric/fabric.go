@@ -3,7 +3,6 @@ package fabric
 import (
 	"context"
 	"errors"
-	"falconnic/device/l2"
 	"fmt"
 	"log/slog"
 	"net"
@@ -13,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"falconnic/device/l2"
 	"falconnic/internal/clock"
 	"falconnic/internal/stats"
 )

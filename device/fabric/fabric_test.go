@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"falconnic/device/l2"
 	"fmt"
 	"net"
 	"net/netip"
@@ -13,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"falconnic/device/l2"
 	"falconnic/internal/clock"
 	"falconnic/internal/stats"
 )

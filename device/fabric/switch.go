@@ -2,7 +2,6 @@ package fabric
 
 import (
 	"encoding/binary"
-	"falconnic/device/l2"
 	"fmt"
 	"net"
 	"sort"
@@ -10,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"falconnic/device/l2"
 	"falconnic/internal/clock"
 	"falconnic/internal/stats"
 )

@@ -3,13 +3,13 @@ package fabric
 import (
 	"bytes"
 	"encoding/binary"
-	"falconnic/device/l2"
 	"fmt"
 	"net"
 	"sync"
 	"testing"
 	"time"
 
+	"falconnic/device/l2"
 	"falconnic/internal/clock"
 )
 

@@ -2,10 +2,10 @@ package rdma
 
 import (
 	"encoding/binary"
-	"falconnic/device/cm"
 	"runtime"
 	"testing"
 
+	"falconnic/device/cm"
 	"falconnic/verbs"
 )
 

@@ -3,14 +3,14 @@ package rdma
 import (
 	"context"
 	"encoding/binary"
-	"falconnic/device/cm"
-	"falconnic/device/port"
-	"falconnic/device/storage"
-	"falconnic/falcon"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"falconnic/device/cm"
+	"falconnic/device/port"
+	"falconnic/device/storage"
+	"falconnic/falcon"
 	"falconnic/nvme"
 	"falconnic/verbs"
 )

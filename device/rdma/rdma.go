@@ -25,10 +25,10 @@ package rdma
 // netDev.SetMemTable, which vhostuser calls (rdma_nic.go).
 
 import (
-	"falconnic/device/port"
 	"net"
 
 	"falconnic/device/cm"
+	"falconnic/device/port"
 	"falconnic/falcon"
 	"falconnic/falcon/wire"
 	"falconnic/internal/stats"

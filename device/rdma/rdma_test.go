@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"falconnic/device/fabric"
-	"falconnic/device/port"
 	"net"
 	"net/netip"
 	"testing"
@@ -14,6 +12,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"falconnic/device/cm"
+	"falconnic/device/fabric"
+	"falconnic/device/port"
 	"falconnic/device/rdmauapi"
 	"falconnic/verbs"
 	"falconnic/vhostuser"

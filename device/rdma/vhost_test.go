@@ -2,14 +2,14 @@ package rdma
 
 import (
 	"context"
-	"falconnic/device/ether"
-	"falconnic/device/ether/ethertest"
-	"falconnic/device/port"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"falconnic/device/cm"
+	"falconnic/device/ether"
+	"falconnic/device/ether/ethertest"
+	"falconnic/device/port"
 	"falconnic/vhostuser"
 )
 

@@ -3,10 +3,10 @@ package storage
 import (
 	"encoding/binary"
 	"errors"
-	"falconnic/device/port"
 	"sync"
 	"time"
 
+	"falconnic/device/port"
 	"falconnic/falcon"
 	"falconnic/internal/stats"
 	"falconnic/nvme"

@@ -4,9 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"falconnic/device/port"
-	"falconnic/device/storage/blktest"
-	"falconnic/falcon"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -14,6 +11,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"falconnic/device/port"
+	"falconnic/device/storage/blktest"
+	"falconnic/falcon"
 	"falconnic/nvme"
 	"falconnic/vhostuser"
 	"falconnic/vhostuser/vhostusertest"

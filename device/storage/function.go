@@ -1,15 +1,15 @@
 package storage
 
 import (
-	"falconnic/device/port"
-	"falconnic/internal/stats"
 	"fmt"
 	"time"
 
 	"falconnic/device/cm"
+	"falconnic/device/port"
 	"falconnic/falcon"
 	"falconnic/falcon/rue"
 	"falconnic/falcon/wire"
+	"falconnic/internal/stats"
 	"falconnic/nvme"
 )
 

@@ -1,10 +1,10 @@
 package storage
 
 import (
-	"falconnic/device/port"
 	"testing"
 	"time"
 
+	"falconnic/device/port"
 	"falconnic/internal/clock"
 	"falconnic/nvme"
 )

@@ -2,8 +2,6 @@ package storage
 
 import (
 	"cmp"
-	"falconnic/device/port"
-	"falconnic/falcon"
 	"os"
 	"slices"
 	"sync"
@@ -12,6 +10,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"falconnic/device/port"
+	"falconnic/falcon"
 	"falconnic/internal/stats"
 	"falconnic/internal/uring"
 	"falconnic/nvme"

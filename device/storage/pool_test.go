@@ -2,14 +2,14 @@ package storage
 
 import (
 	"bytes"
-	"falconnic/device/storage/blktest"
-	"falconnic/falcon"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
 
+	"falconnic/device/storage/blktest"
+	"falconnic/falcon"
 	"falconnic/nvme"
 )
 

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"falconnic/device/port"
-	"falconnic/device/vsock"
 	"fmt"
 	"net"
 	"os"
@@ -17,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"falconnic/device/port"
+	"falconnic/device/vsock"
 	"falconnic/falcon"
 	"falconnic/guest/agentproto"
 	"falconnic/vhostuser"

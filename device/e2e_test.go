@@ -3,14 +3,14 @@ package device
 import (
 	"bytes"
 	"context"
-	"falconnic/device/ether/ethertest"
-	"falconnic/device/l2"
 	"fmt"
 	"net"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"falconnic/device/ether/ethertest"
+	"falconnic/device/l2"
 	"falconnic/internal/control"
 )
 

@@ -2,8 +2,6 @@ package device
 
 import (
 	"context"
-	"falconnic/device/port"
-	"falconnic/device/storage"
 	"fmt"
 	"net"
 	"os"
@@ -11,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"falconnic/device/port"
+	"falconnic/device/storage"
 	"falconnic/falcon"
 	"falconnic/nvme"
 	"falconnic/vhostuser"

@@ -2,6 +2,11 @@ package device
 
 import (
 	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+
 	"falconnic/device/cm"
 	"falconnic/device/ether"
 	"falconnic/device/fabric"
@@ -9,10 +14,6 @@ import (
 	"falconnic/device/port"
 	"falconnic/device/rdma"
 	"falconnic/device/storage"
-	"fmt"
-	"os"
-	"path/filepath"
-	"sync"
 )
 
 // daemonNIC is one NIC of the daemon with everything it owns: its Ethernet

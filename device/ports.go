@@ -2,9 +2,9 @@ package device
 
 import (
 	"context"
-	"falconnic/device/port"
 	"sync"
 
+	"falconnic/device/port"
 	"falconnic/falcon"
 )
 

@@ -3,9 +3,6 @@ package device
 import (
 	"bytes"
 	"context"
-	"falconnic/device/l2"
-	"falconnic/device/storage"
-	"falconnic/device/storage/blktest"
 	"fmt"
 	"net"
 	"os"
@@ -14,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"falconnic/device/l2"
+	"falconnic/device/storage"
+	"falconnic/device/storage/blktest"
 	"falconnic/vhostuser"
 	"falconnic/vhostuser/vhostusertest"
 )

@@ -3,12 +3,12 @@ package device
 import (
 	"bytes"
 	"encoding/binary"
-	"falconnic/device/storage/blktest"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"falconnic/device/storage/blktest"
 	"falconnic/vhostuser"
 	"falconnic/vhostuser/vhostusertest"
 )
