@@ -149,10 +149,10 @@ func TestDiskReachesANamespaceOnAnotherDaemon(t *testing.T) {
 				r.writeRead(uint64(round)*64*8, 16, byte(round+1))
 			}
 			st, hs := store.status(t), host.status(t)
-			if got := st.NVMe.Namespaces["store/1"]["WriteBytes"]; got != 8*16*4096 {
+			if got := st.NVMe.Namespaces["store/1"]["write_bytes"]; got != 8*16*4096 {
 				t.Errorf("namespace wrote %d bytes", got)
 			}
-			if hs.NVMe.Engines["host"]["Completed"] < 8*32 || hs.NVMe.Engines["host"]["CompletedInError"] != 0 {
+			if hs.NVMe.Engines["host"]["completed"] < 8*32 || hs.NVMe.Engines["host"]["completed_in_error"] != 0 {
 				t.Errorf("host engine %v", hs.NVMe.Engines["host"])
 			}
 			if cm := host.cm.Stats.ConnsUp.Load(); cm != 1 {

@@ -86,7 +86,7 @@ func TestDaemonServesConfiguredDisks(t *testing.T) {
 	if st.NVMe == nil || len(st.NVMe.Disks) != 2 {
 		t.Fatalf("status nvme %+v", st.NVMe)
 	}
-	if st.NVMe.Disks[0].Counters["blk_writes"] != 1 || st.NVMe.Namespaces["store/1"]["WriteBytes"] != 4096 ||
+	if st.NVMe.Disks[0].Counters["blk_writes"] != 1 || st.NVMe.Namespaces["store/1"]["write_bytes"] != 4096 ||
 		st.NVMe.Disks[1].Blocks != 256 {
 		t.Fatalf("status counters %+v", st.NVMe)
 	}

@@ -16,8 +16,8 @@ var (
 // memFaultCounters are the back-end counters that a GPA the NIC cannot
 // translate, or a region it failed to map, would raise.
 var memFaultCounters = []string{
-	"vhost.BadMemRegion", "vhost.MemoryFaults", "vhost.ChainBadGPA",
-	"vhost.BadRingAddr", "vhost.RingUnmapped", "vhost.SessionResets",
+	"vhost.bad_mem_region", "vhost.memory_faults", "vhost.chain_bad_gpa",
+	"vhost.bad_ring_addr", "vhost.ring_unmapped", "vhost.session_resets",
 }
 
 // A 3 GiB guest on q35 has RAM on both sides of the PCI hole: [0, 2 GiB)
@@ -93,7 +93,7 @@ func TestThreeGiBGuestThroughAFalconnicNIC(t *testing.T) {
 	if len(faults) > 0 {
 		t.Fatalf("big0 counted memory faults: %s", strings.Join(faults, " "))
 	}
-	t.Logf("big0: vhost.MemTables %d, vhost.ChainsPopped %d", c["vhost.MemTables"], c["vhost.ChainsPopped"])
+	t.Logf("big0: vhost.MemTables %d, vhost.ChainsPopped %d", c["vhost.mem_tables"], c["vhost.chains_popped"])
 	if vs := vsockStatus(t, d, "vsbig"); vs.Counters["host_connects"] < 2 {
 		t.Fatalf("the 3 GiB guest's agent sessions did not use vsock: %+v", vs.Counters)
 	}

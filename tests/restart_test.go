@@ -106,7 +106,7 @@ func TestDaemonKilledMidTransferRestartsAndTheTransferCompletes(t *testing.T) {
 	}
 	ra, _ := nicReport(st, "a0")
 	rb, _ := nicReport(st, "b0")
-	t.Logf("restarted daemon: a0 RxBytes %d, b0 TxBytes %d; a0 vhost sessions %d", ra.Port["rx_bytes"], rb.Port["tx_bytes"], nicCounters(t, ra)["vhost.Sessions"])
+	t.Logf("restarted daemon: a0 RxBytes %d, b0 TxBytes %d; a0 vhost sessions %d", ra.Port["rx_bytes"], rb.Port["tx_bytes"], nicCounters(t, ra)["vhost.sessions"])
 	if ra.Port["rx_bytes"] < uint64(n/2) || rb.Port["tx_bytes"] < uint64(n/2) {
 		t.Fatalf("the restarted daemon carried too little of the %d bytes: a0 RxBytes %d, b0 TxBytes %d", n, ra.Port["rx_bytes"], rb.Port["tx_bytes"])
 	}

@@ -127,7 +127,7 @@ func TestInflightResubmitsPoppedRequestAfterReconnect(t *testing.T) {
 	if len(got) != 3 || string(got[2]) != "second" {
 		t.Fatalf("requests %q", got)
 	}
-	if n := r.counters()["InflightResub"]; n != 1 {
+	if n := r.counters()["inflight_resub"]; n != 1 {
 		t.Fatalf("InflightResub = %d", n)
 	}
 	// last_avail = used idx + inflight count, so nothing else is redone.

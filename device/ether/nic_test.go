@@ -289,7 +289,7 @@ func TestReconnectMidTrafficResumes(t *testing.T) {
 			t.Fatalf("frames after reconnect: %q", got)
 		}
 	}
-	if s := b.Status(); s.Session != "running" || s.Counters["vhost.Sessions"] != 2 {
+	if s := b.Status(); s.Session != "running" || s.Counters["vhost.sessions"] != 2 {
 		t.Fatalf("status %+v", s)
 	}
 }
@@ -543,7 +543,7 @@ func TestFrontEndReconnectMidTrafficLosesNothingUncounted(t *testing.T) {
 		}
 		gb.Qs[0].WaitUsed(1, 5*time.Millisecond)
 	}
-	if s := b.Status(); s.Counters["vhost.Sessions"] != 2 || s.Session != "running" {
+	if s := b.Status(); s.Counters["vhost.sessions"] != 2 || s.Session != "running" {
 		t.Fatalf("status %+v", s)
 	}
 }

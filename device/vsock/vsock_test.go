@@ -442,7 +442,7 @@ func TestVsockQemu72NegotiationAndCallSwapMidRun(t *testing.T) {
 		t.Fatal("TX not completed")
 	}
 	st := r.v.Status()
-	if st.Session.State != "running" || st.Counters["dial_failed"] != 2 || st.Backend["CallFDSwaps"] == 0 {
+	if st.Session.State != "running" || st.Counters["dial_failed"] != 2 || st.Backend["call_fd_swaps"] == 0 {
 		t.Fatalf("status %+v", st)
 	}
 }
