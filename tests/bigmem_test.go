@@ -22,7 +22,7 @@ var memFaultCounters = []string{
 
 // A 3 GiB guest on q35 has RAM on both sides of the PCI hole: [0, 2 GiB)
 // and [4 GiB, 5 GiB), which QEMU sends as two memory regions of one memfd
-// (notes/qemu-vhost-user.md §0.5, §7.9). Linux allocates from ZONE_NORMAL,
+// (vhostusertest.TwoRegions builds the same layout). Linux allocates from ZONE_NORMAL,
 // the RAM above 4 GiB, first, so the rings and packet buffers the NIC
 // translates live mostly in the second region. Ping and a checksummed
 // transfer each way with a 1 GiB guest must work, with no memory fault

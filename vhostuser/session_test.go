@@ -175,7 +175,7 @@ func newRig(t *testing.T, dev *echoDev, layout []vhostusertest.RegionLayout, rin
 	}}
 	r.connect()
 	t.Cleanup(func() {
-		if t.Failed() { // dump the message trace (STYLE.md item 13)
+		if t.Failed() { // dump the message trace
 			r.tmu.Lock()
 			t.Logf("back-end trace:\n%s", strings.Join(r.trace, "\n"))
 			r.tmu.Unlock()

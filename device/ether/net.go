@@ -79,7 +79,7 @@ func (c *Counters) Set() stats.Set {
 }
 
 // netDev is the virtio-net function as a vhostuser.Device. Queue 2k is the
-// RX ring of pair k, 2k+1 its TX ring (notes §3.2); the control queue stays
+// RX ring of pair k, 2k+1 its TX ring (virtio 1.2 §5.1.2); the control queue stays
 // in QEMU.
 type netDev struct {
 	nic      *NIC
@@ -102,7 +102,8 @@ func (d *netDev) Features() uint64 {
 	return f
 }
 
-// ProtocolFeatures adds nothing: QEMU emulates net config itself (notes §2).
+// ProtocolFeatures adds nothing: QEMU emulates net config itself
+// (hw/virtio/vhost-user.c drops PROTOCOL_F_CONFIG for net).
 func (d *netDev) ProtocolFeatures() uint64 { return 0 }
 func (d *netDev) NumQueues() int           { return 2 * d.pairs }
 func (d *netDev) QueueNum() uint64         { return uint64(d.pairs) }

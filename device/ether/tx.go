@@ -49,7 +49,8 @@ func (n *NIC) runTX(q *vhostuser.Queue) {
 }
 
 // txChain sends one TX chain. Frames sit in one descriptor with VERSION_1
-// and in two (10 B header + frame) in legacy mode (notes §5.1); any layout
+// and in two (10 B header + frame) in legacy mode (virtio 1.2, "Legacy
+// Interface: Message Framing"); any layout
 // is gathered.
 func (n *NIC) txChain(c *vhostuser.Chain, hdrLen int, scratch []byte) {
 	if c.WriteLen != 0 {

@@ -5,7 +5,7 @@ import (
 )
 
 // An Upper is a function that rides on the NIC's netdev, as the RDMA
-// function does (ARCHITECTURE.md §3.2): it receives the control-channel
+// function does: it receives the control-channel
 // frames the guest sends to the NIC's own MAC, sees each guest memory
 // table, and its counters appear in the NIC's status under its name.
 type Upper interface {

@@ -1,4 +1,4 @@
-// Package rdma is a NIC's RDMA function (ARCHITECTURE.md §3.2, §6): the
+// Package rdma is a NIC's RDMA function: the
 // control channel the guest driver speaks (package rdmauapi), the verbs
 // engine and the DMA engine over the guest's memory, attached to the
 // NIC's Falcon port (package port) as the ULP of protocol 2, and riding on

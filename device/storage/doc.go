@@ -4,7 +4,7 @@
 // memory, a file or a block device) and initiator of its disks: a
 // vhost-user-blk device (Blk) whose blocks live on a namespace of another
 // NIC, maps the guest's virtio-blk requests to NVMe commands over an
-// nvme.Path (ARCHITECTURE.md §3.3). The connection manager (package cm)
+// nvme.Path. The connection manager (package cm)
 // sets up the paths to NICs of other daemons; a remote disk resubmits
 // what a broken path failed on the path that replaces it (DiskPaths).
 //

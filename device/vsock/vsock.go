@@ -83,7 +83,7 @@ func (c *Config) ResolvePaths(dir string) {
 const vsockConnectLineMax = 32
 
 // vsockRxQueue and vsockTxQueue are the virtqueues the back-end serves;
-// the event queue (2) stays in QEMU (notes §3.4).
+// the event queue (2) stays in QEMU (hw/virtio/vhost-vsock-common.c).
 const (
 	vsockRxQueue = 0
 	vsockTxQueue = 1
@@ -631,7 +631,8 @@ func (d vsockDevice) Features() uint64 {
 	return vhostuser.FeatureVersion1 | vhostuser.FeatureIndirectDesc | vhostuser.FeatureEventIdx
 }
 
-// ProtocolFeatures: QEMU 7.2 requires CONFIG for vhost-user-vsock (notes §2).
+// ProtocolFeatures: QEMU 7.2 requires CONFIG for vhost-user-vsock
+// (hw/virtio/vhost-user-vsock.c).
 func (d vsockDevice) ProtocolFeatures() uint64 { return vhostuser.ProtoConfig }
 func (d vsockDevice) NumQueues() int           { return 2 }
 func (d vsockDevice) QueueNum() uint64         { return 2 }
