@@ -17,20 +17,20 @@ type daemonPorts struct {
 
 // runPorts starts the NICs' port goroutines once every function is
 // attached. The ports of the NICs in shared (those with NVMe functions, in
-// the order they were built) spread over cores goroutines, a port hosting
-// the others (Port.Host): a disk whose initiator and target NICs are
+// the order they were built) spread over cores goroutines, one port's
+// goroutine running the others (Port.Adopt): a disk whose initiator and target NICs are
 // in one daemon then passes each burst of frames between them without
 // waking another thread. Every other NIC's port has a goroutine of its own.
 func (d *Daemon) runPorts(shared []*daemonNIC, cores int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	d.ports.stop = cancel
-	var hosts []*port.Port
+	var runners []*port.Port
 	for i, n := range shared {
 		if i < max(cores, 1) {
-			hosts = append(hosts, n.falcon)
+			runners = append(runners, n.falcon)
 			continue
 		}
-		hosts[i%len(hosts)].Host(n.falcon)
+		runners[i%len(runners)].Adopt(n.falcon)
 	}
 	for _, n := range d.nics {
 		p := n.falcon

@@ -53,7 +53,7 @@ func newBlkRigCores(t testing.TB, ns NamespaceSpec, queues, cores int) *blkRig {
 	a, b := port.New(nil, nil), port.New(nil, nil)
 	ini, tgt := NewNVMeFunc(a, 1), NewNVMeFunc(b, 2) // before Run: SetULP
 	if cores == 1 {                                  // as the daemon runs them by default (NVMeSpec.Cores)
-		a.Host(b)
+		a.Adopt(b)
 	}
 	go a.Run(ctx)
 	go b.Run(ctx)
