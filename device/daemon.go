@@ -63,7 +63,7 @@ type Daemon struct {
 
 	sw     *fabric.Switch
 	fabric *fabric.Fabric // nil without a fabric section
-	nics   []*daemonNIC   // each with the functions it owns (daemon_nic.go)
+	nics   []*daemonNIC   // each with the functions it owns (nic.go)
 	vsocks []*vsock.Device
 	cm     *cm.Manager // connection set-up for every protocol, and the fabric's Falcon demux
 	ports  daemonPorts

@@ -103,7 +103,7 @@ func (n *daemonNIC) report() NICReport {
 	return r
 }
 
-// newVhostNIC builds the vhost-user NIC (device.NIC) for spec, with uplink
+// newVhostNIC builds the vhost-user NIC (ether.NIC) for spec, with uplink
 // (its switch port) as where guest-transmitted frames go.
 func newVhostNIC(spec NICSpec, uplink l2.Sink) (DaemonNIC, error) {
 	return ether.New(ether.Config{

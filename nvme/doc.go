@@ -56,7 +56,7 @@
 // drop has its counter (Counters, NamespaceCounters).
 //
 // Backends (aio.go): a plain Backend (memory) is called on the endpoint's
-// goroutine. An AsyncBackend (files and block devices in package device:
+// goroutine. An AsyncBackend (files and block devices in package device/storage:
 // io_uring submitted from the port's goroutine, or a worker pool) gets each nCMD's IO through Submit — data in a 4 KiB
 // aligned buffer the target slot keeps, so O_DIRECT needs no bounce — and
 // hands it back through Engine.IODone on the endpoint's goroutine; the
