@@ -257,13 +257,16 @@ func IdentifyRemote(fp *port.Port, path *nvme.Path, nsid uint16, timeout time.Du
 	if err != nil {
 		return nvme.NamespaceInfo{}, err
 	}
+	expired := make(chan struct{})
+	t := fp.Clock().AfterFunc(timeout, func() { close(expired) })
+	defer t.Stop()
 	select {
 	case st := <-done:
 		if !st.OK() {
 			return nvme.NamespaceInfo{}, errors.New("blk: identify namespace: " + st.String())
 		}
 		return nvme.ParseIdentify(buf)
-	case <-time.After(timeout):
+	case <-expired:
 		fp.Call(func(*falcon.Endpoint) { path.Cancel(cmd) })
 		return nvme.NamespaceInfo{}, errors.New("blk: identify namespace timed out")
 	}

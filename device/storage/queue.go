@@ -1,7 +1,6 @@
 package storage
 
 import (
-	"time"
 
 	"falconnic/falcon"
 	"falconnic/nvme"
@@ -274,13 +273,14 @@ func (w *blkWorker) reap(pushed bool) {
 // rest from guest memory and leaves them unanswered: with inflight
 // tracking the next session resubmits them.
 func (w *blkWorker) drain() {
-	t := time.NewTimer(w.b.drain)
+	expired := make(chan struct{})
+	t := w.b.cfg.Port.Clock().AfterFunc(w.b.drain, func() { close(expired) })
 	defer t.Stop()
 	for w.live > 0 {
 		select {
 		case r := <-w.cpl:
 			w.finish(r)
-		case <-t.C:
+		case <-expired:
 			w.cancelAll()
 			return
 		}
