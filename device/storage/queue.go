@@ -1,7 +1,6 @@
 package storage
 
 import (
-
 	"falconnic/falcon"
 	"falconnic/nvme"
 	"falconnic/vhostuser"
