@@ -21,7 +21,7 @@ var rules = map[string][]string{
 	"verbs":       {"verbs", "falcon", "internal/"},
 	"nvme":        {"nvme", "falcon", "internal/"},
 	"vhostuser":   {"vhostuser", "internal/"},
-	"device":      {"device", "vhostuser", "verbs", "nvme", "falcon", "firmware", "internal/"},
+	"device":      {"device", "vhostuser", "nvme", "falcon", "internal/"},
 	// The function rooms under device/ reach each other only through the
 	// port, the connection manager and the frame vocabulary (l2); the
 	// daemon, at device/, assembles them. Test peers import only what a
