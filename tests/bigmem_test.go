@@ -93,7 +93,7 @@ func TestThreeGiBGuestThroughAFalconnicNIC(t *testing.T) {
 	if len(faults) > 0 {
 		t.Fatalf("big0 counted memory faults: %s", strings.Join(faults, " "))
 	}
-	t.Logf("big0: vhost.MemTables %d, vhost.ChainsPopped %d", c["vhost.mem_tables"], c["vhost.chains_popped"])
+	t.Logf("big0: vhost.mem_tables %d, vhost.chains_popped %d", c["vhost.mem_tables"], c["vhost.chains_popped"])
 	if vs := vsockStatus(t, d, "vsbig"); vs.Counters["host_connects"] < 2 {
 		t.Fatalf("the 3 GiB guest's agent sessions did not use vsock: %+v", vs.Counters)
 	}
