@@ -82,10 +82,10 @@ func NewDaemon(cfg *Config, opts DaemonOptions) (_ *Daemon, err error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	if opts.NewNIC == nil {
-		opts.NewNIC = newVhostNIC
-	}
 	d := &Daemon{cfg: cfg, clk: opts.Clock, log: opts.Logger, started: opts.Clock.Now(), watchObserve: opts.RingWatchdogObserve}
+	if opts.NewNIC == nil {
+		opts.NewNIC = d.newVhostNIC
+	}
 	defer func() {
 		if err != nil {
 			d.close()

@@ -104,14 +104,16 @@ func (n *daemonNIC) report() NICReport {
 }
 
 // newVhostNIC builds the vhost-user NIC (ether.NIC) for spec, with uplink
-// (its switch port) as where guest-transmitted frames go.
-func newVhostNIC(spec NICSpec, uplink l2.Sink) (DaemonNIC, error) {
+// (its switch port) as where guest-transmitted frames go, on the daemon's
+// clock.
+func (d *Daemon) newVhostNIC(spec NICSpec, uplink l2.Sink) (DaemonNIC, error) {
 	return ether.New(ether.Config{
 		Name:       spec.Name,
 		Socket:     spec.Socket,
 		MAC:        spec.hwAddr(),
 		QueuePairs: spec.QueuePairs,
 		Dial:       spec.Dial,
+		Clock:      d.clk,
 	}, uplink)
 }
 

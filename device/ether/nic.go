@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"falconnic/device/l2"
+	"falconnic/internal/clock"
 	"falconnic/vhostuser"
 )
 
@@ -25,6 +26,8 @@ type Config struct {
 	// queue (DeliverPatient) before the frame drops. 0 means
 	// DefaultRxWait; negative means never wait.
 	RxWait time.Duration
+	// Clock times those waits; nil means the real clock.
+	Clock clock.Clock
 }
 
 // MaxQueuePairs bounds a NIC's virtio-net queue pairs.
@@ -89,6 +92,9 @@ type NIC struct {
 func New(cfg Config, uplink l2.Sink) (*NIC, error) {
 	if cfg.QueuePairs == 0 {
 		cfg.QueuePairs = 1
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real
 	}
 	switch {
 	case cfg.Name == "":
@@ -279,12 +285,13 @@ func (n *NIC) DeliverPatient(frame []byte) {
 	}
 	if wait := n.rxWait(); wait > 0 && n.rxActive[p].Load() && !n.rxStalled[p].Load() {
 		n.counters.RxWaits.Inc()
-		t := time.NewTimer(wait)
+		expired := make(chan struct{})
+		t := n.cfg.Clock.AfterFunc(wait, func() { close(expired) })
 		select {
 		case n.rxq[p] <- b:
 			t.Stop()
 			return
-		case <-t.C:
+		case <-expired:
 			n.rxStalled[p].Store(true)
 			n.counters.RxWaitTimeouts.Inc()
 		}
