@@ -37,7 +37,8 @@ type Config struct {
 	// Dial makes the daemon connect to QEMU's server socket instead of
 	// listening (QEMU chardev server=on).
 	Dial bool `json:"dial,omitempty"`
-	// Clock times host-initiated connects (nil: clock.Real).
+	// Clock times host-initiated connects and the re-dials of a NIC in
+	// dial mode (nil: clock.Real).
 	Clock clock.Clock `json:"-"`
 }
 
@@ -262,11 +263,12 @@ func (v *Device) serveDial(ctx context.Context) error {
 		var d net.Dialer
 		c, err := d.DialContext(ctx, "unix", v.cfg.Socket)
 		if err != nil {
-			t := time.NewTimer(200 * time.Millisecond)
+			retry := make(chan struct{})
+			t := v.clk.AfterFunc(200*time.Millisecond, func() { close(retry) })
 			select {
 			case <-ctx.Done():
 				t.Stop()
-			case <-t.C:
+			case <-retry:
 			}
 			continue
 		}
