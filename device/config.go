@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"falconnic/device/vsock"
 	"fmt"
 	"net"
 	"net/netip"
@@ -12,14 +11,15 @@ import (
 	"path/filepath"
 	"regexp"
 	"time"
+
+	"falconnic/device/ether"
+	"falconnic/device/fabric"
+	"falconnic/device/vsock"
 )
 
 // DefaultControlSocket is where the daemon listens for the CLI when the
 // config does not say.
 var DefaultControlSocket = filepath.Join(os.TempDir(), "falconnic", "control.sock")
-
-// MaxQueuePairs bounds a NIC's virtio-net queue pairs.
-const MaxQueuePairs = 16
 
 // Config is the daemon's configuration file: JSON, unknown fields rejected.
 //
@@ -201,8 +201,8 @@ func (cfg *Config) check() error {
 		if n.QueuePairs == 0 {
 			n.QueuePairs = 1
 		}
-		if n.QueuePairs < 1 || n.QueuePairs > MaxQueuePairs {
-			return fmt.Errorf("nic %s: queue_pairs %d out of range 1..%d", n.Name, n.QueuePairs, MaxQueuePairs)
+		if n.QueuePairs < 1 || n.QueuePairs > ether.MaxQueuePairs {
+			return fmt.Errorf("nic %s: queue_pairs %d out of range 1..%d", n.Name, n.QueuePairs, ether.MaxQueuePairs)
 		}
 	}
 	if err := cfg.checkVsock(names, sockets); err != nil {
@@ -226,8 +226,8 @@ func (cfg *Config) check() error {
 		if f.Paths == 0 {
 			f.Paths = 1
 		}
-		if f.Paths < 1 || f.Paths > MaxFabricPaths {
-			return fmt.Errorf("fabric: paths %d out of range 1..%d", f.Paths, MaxFabricPaths)
+		if f.Paths < 1 || f.Paths > fabric.MaxPaths {
+			return fmt.Errorf("fabric: paths %d out of range 1..%d", f.Paths, fabric.MaxPaths)
 		}
 		if err := f.impairment().Validate(); err != nil {
 			return err
@@ -253,8 +253,8 @@ func (cfg *Config) resolve(dir string) {
 	cfg.NVMe.resolve(dir)
 }
 
-func (f *FabricSpec) impairment() Impairment {
-	return Impairment{LossPercent: f.LossPercent, ReorderPercent: f.ReorderPercent, Seed: f.Seed}
+func (f *FabricSpec) impairment() fabric.Impairment {
+	return fabric.Impairment{LossPercent: f.LossPercent, ReorderPercent: f.ReorderPercent, Seed: f.Seed}
 }
 
 // hwAddr returns the NIC's MAC (checked by ParseConfig).

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"falconnic/device/cm"
+	"falconnic/device/fabric"
+	"falconnic/device/l2"
 	"falconnic/device/vsock"
 	"falconnic/internal/clock"
 	"falconnic/internal/control"
@@ -22,9 +24,9 @@ import (
 type DaemonOptions struct {
 	Clock  clock.Clock  // default clock.Real
 	Logger *slog.Logger // default slog.Default()
-	// NewNIC builds one guest NIC whose frames toward the network go to
+	// ether.New builds one guest NIC whose frames toward the network go to
 	// uplink. Default: the vhost-user NIC (newVhostNIC).
-	NewNIC func(spec NICSpec, uplink FrameSink) (DaemonNIC, error)
+	NewNIC func(spec NICSpec, uplink l2.Sink) (DaemonNIC, error)
 	// RingWatchdogObserve has the disks' vhost-user ring watchdog count and
 	// log lost notifications without curing them (diagnosis: the stall
 	// stays for a stall report).
@@ -59,9 +61,9 @@ type Daemon struct {
 	// watchObserve: disks' ring watchdogs count and log, and do not act
 	watchObserve bool
 
-	sw     *Switch
-	fabric *Fabric      // nil without a fabric section
-	nics   []*daemonNIC // each with the functions it owns (daemon_nic.go)
+	sw     *fabric.Switch
+	fabric *fabric.Fabric // nil without a fabric section
+	nics   []*daemonNIC   // each with the functions it owns (nic.go)
 	vsocks []*vsock.Device
 	cm     *cm.Manager // connection set-up for every protocol, and the fabric's Falcon demux
 	ports  daemonPorts
@@ -80,10 +82,10 @@ func NewDaemon(cfg *Config, opts DaemonOptions) (_ *Daemon, err error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	if opts.NewNIC == nil {
-		opts.NewNIC = newVhostNIC
-	}
 	d := &Daemon{cfg: cfg, clk: opts.Clock, log: opts.Logger, started: opts.Clock.Now(), watchObserve: opts.RingWatchdogObserve}
+	if opts.NewNIC == nil {
+		opts.NewNIC = d.newVhostNIC
+	}
 	defer func() {
 		if err != nil {
 			d.close()
@@ -98,7 +100,7 @@ func NewDaemon(cfg *Config, opts DaemonOptions) (_ *Daemon, err error) {
 	d.ctl = control.NewServer(d.log)
 	d.registerMethods()
 
-	d.sw = NewSwitch(SwitchOptions{
+	d.sw = fabric.NewSwitch(fabric.SwitchOptions{
 		Clock:   d.clk,
 		MACAge:  time.Duration(cfg.Switch.MACAge),
 		MaxMACs: cfg.Switch.MaxMACs,
@@ -112,7 +114,7 @@ func NewDaemon(cfg *Config, opts DaemonOptions) (_ *Daemon, err error) {
 		if err != nil {
 			return nil, err
 		}
-		d.fabric, err = NewFabric(FabricOptions{
+		d.fabric, err = fabric.New(fabric.Options{
 			Listen:  listen,
 			Peers:   peers,
 			Paths:   fs.Paths,
@@ -129,7 +131,7 @@ func NewDaemon(cfg *Config, opts DaemonOptions) (_ *Daemon, err error) {
 		up.Connect(d.fabric)
 		d.fabric.SetFrameSink(up)
 	}
-	d.cm = NewConnManager(d.fabric)
+	d.cm = cm.NewOnFabric(d.fabric)
 	for _, spec := range cfg.NICs {
 		n, err := d.newNIC(spec, opts.NewNIC)
 		if err != nil {
@@ -153,10 +155,10 @@ func NewDaemon(cfg *Config, opts DaemonOptions) (_ *Daemon, err error) {
 }
 
 // Switch returns the daemon's switch.
-func (d *Daemon) Switch() *Switch { return d.sw }
+func (d *Daemon) Switch() *fabric.Switch { return d.sw }
 
 // Fabric returns the daemon's fabric port, or nil.
-func (d *Daemon) Fabric() *Fabric { return d.fabric }
+func (d *Daemon) Fabric() *fabric.Fabric { return d.fabric }
 
 // ControlSocket returns the control socket's path.
 func (d *Daemon) ControlSocket() string { return d.cfg.Control }
@@ -256,7 +258,7 @@ type sweeper struct {
 
 func (d *Daemon) startSweeper() *sweeper {
 	s := &sweeper{}
-	period := d.sw.opts.MACAge / 2
+	period := d.sw.MACAge() / 2
 	var arm func()
 	arm = func() {
 		s.mu.Lock()
@@ -287,13 +289,13 @@ func (s *sweeper) stop() {
 
 // Status is the daemon's state as `falconnic status` shows it.
 type Status struct {
-	Uptime  time.Duration `json:"uptime_ns"`
-	Control string        `json:"control"`
-	NICs    []NICReport   `json:"nics"`
-	Switch  SwitchStatus  `json:"switch"`
-	Fabric  *FabricStatus `json:"fabric,omitempty"`
-	Vsock   []any         `json:"vsock,omitempty"`
-	NVMe    *NVMeStatus   `json:"nvme,omitempty"`
+	Uptime  time.Duration       `json:"uptime_ns"`
+	Control string              `json:"control"`
+	NICs    []NICReport         `json:"nics"`
+	Switch  fabric.SwitchStatus `json:"switch"`
+	Fabric  *fabric.Status      `json:"fabric,omitempty"`
+	Vsock   []any               `json:"vsock,omitempty"`
+	NVMe    *NVMeStatus         `json:"nvme,omitempty"`
 	// CM are the connection manager's counters (every protocol).
 	CM map[string]uint64 `json:"cm,omitempty"`
 }
@@ -343,7 +345,7 @@ func (d *Daemon) registerMethods() {
 			if d.fabric == nil {
 				return nil, errors.New("this daemon has no fabric")
 			}
-			var im Impairment
+			var im fabric.Impairment
 			if err := json.Unmarshal(p, &im); err != nil {
 				return nil, fmt.Errorf("%w: %v", control.ErrBadParams, err)
 			}

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"falconnic/device/fabric"
+	"falconnic/device/l2"
 	"falconnic/internal/control"
 )
 
@@ -21,7 +23,7 @@ import (
 type testNIC struct {
 	*inbox
 	spec   NICSpec
-	uplink FrameSink
+	uplink l2.Sink
 	closed atomic.Bool
 }
 
@@ -51,7 +53,7 @@ func startDaemon(t *testing.T, cfgJSON string) *testDaemon {
 		t.Fatal(err)
 	}
 	td := &testDaemon{nics: map[string]*testNIC{}}
-	td.Daemon, err = NewDaemon(cfg, DaemonOptions{Logger: quietLog, NewNIC: func(spec NICSpec, up FrameSink) (DaemonNIC, error) {
+	td.Daemon, err = NewDaemon(cfg, DaemonOptions{Logger: quietLog, NewNIC: func(spec NICSpec, up l2.Sink) (DaemonNIC, error) {
 		n := &testNIC{inbox: newInbox(), spec: spec, uplink: up}
 		td.nics[spec.Name] = n
 		return n, nil
@@ -97,7 +99,7 @@ func TestDaemonSwitchesBetweenItsNICs(t *testing.T) {
 	d := startDaemon(t, twoNICs)
 	ping := testFrame(bcastMAC, testMAC(1), 0x0806, 28)
 	d.nics["a"].uplink.Deliver(ping)
-	if got := d.nics["b"].next(t, "broadcast at b").b; !bytes.Equal(got, ping) {
+	if got := d.nics["b"].next(t, "broadcast at b"); !bytes.Equal(got, ping) {
 		t.Fatalf("b got % x", got)
 	}
 	d.nics["a"].none(t, "a (the sender)")
@@ -148,7 +150,7 @@ func TestDaemonLocksNICPortsToTheirMAC(t *testing.T) {
 	d.nics["c"].uplink.Deliver(testFrame(bcastMAC, testMAC(2), 0x0800, 20)) // so does c, b's
 	marker := testFrame(testMAC(1), testMAC(8), 0x0800, 20)                 // c may use any source
 	d.nics["c"].uplink.Deliver(marker)
-	if got := d.nics["a"].next(t, "c's frame at a").b; !bytes.Equal(got, marker) {
+	if got := d.nics["a"].next(t, "c's frame at a"); !bytes.Equal(got, marker) {
 		t.Fatalf("a got % x, want only c's frame", got)
 	}
 	d.nics["b"].none(t, "b")
@@ -193,7 +195,7 @@ func TestDaemonReleasesEverythingWhenANICFails(t *testing.T) {
 	cfg.resolve(dir)
 	cfg.Fabric = &FabricSpec{Listen: "127.0.0.1:0", Paths: 1}
 	var built []*testNIC
-	_, err = NewDaemon(cfg, DaemonOptions{Logger: quietLog, NewNIC: func(spec NICSpec, up FrameSink) (DaemonNIC, error) {
+	_, err = NewDaemon(cfg, DaemonOptions{Logger: quietLog, NewNIC: func(spec NICSpec, up l2.Sink) (DaemonNIC, error) {
 		if spec.Name == "b" {
 			return nil, errors.New("socket busy")
 		}
@@ -225,7 +227,7 @@ func TestDaemonsExchangeFramesOverTheFabric(t *testing.T) {
 	b := startDaemon(t, fabricConfig("b", "52:54:00:00:00:02"))
 	// Peers join at run time through the control socket.
 	for _, pair := range [][2]*testDaemon{{a, b}, {b, a}} {
-		var peers []PeerStatus
+		var peers []fabric.PeerStatus
 		err := control.Call(context.Background(), pair[0].ControlSocket(), "fabric.add_peer",
 			map[string]string{"addr": pair[1].Fabric().LocalAddr().String()}, &peers)
 		if err != nil || len(peers) != 1 {
@@ -240,12 +242,12 @@ func TestDaemonsExchangeFramesOverTheFabric(t *testing.T) {
 
 	arp := testFrame(bcastMAC, testMAC(1), 0x0806, 28)
 	a.nics["a"].uplink.Deliver(arp)
-	if got := b.nics["b"].next(t, "broadcast at b").b; !bytes.Equal(got, arp) {
+	if got := b.nics["b"].next(t, "broadcast at b"); !bytes.Equal(got, arp) {
 		t.Fatalf("b got % x", got)
 	}
 	reply := testFrame(testMAC(1), testMAC(2), 0x0800, 1500-ethHeaderLen)
 	b.nics["b"].uplink.Deliver(reply)
-	if got := a.nics["a"].next(t, "reply at a").b; !bytes.Equal(got, reply) {
+	if got := a.nics["a"].next(t, "reply at a"); !bytes.Equal(got, reply) {
 		t.Fatalf("a got % x", got)
 	}
 	st := a.status(t)
@@ -265,12 +267,12 @@ func TestDaemonsExchangeFramesOverTheFabric(t *testing.T) {
 
 func TestDaemonSetsImpairmentOverControlSocket(t *testing.T) {
 	d := startDaemon(t, fabricConfig("a", "52:54:00:00:00:01"))
-	var got Impairment
-	err := control.Call(context.Background(), d.ControlSocket(), "fabric.impair", Impairment{LossPercent: 5, Seed: 7}, &got)
+	var got fabric.Impairment
+	err := control.Call(context.Background(), d.ControlSocket(), "fabric.impair", fabric.Impairment{LossPercent: 5, Seed: 7}, &got)
 	if err != nil || got.LossPercent != 5 || got.Seed != 7 {
 		t.Fatalf("impair: %+v, %v", got, err)
 	}
-	err = control.Call(context.Background(), d.ControlSocket(), "fabric.impair", Impairment{LossPercent: 500}, nil)
+	err = control.Call(context.Background(), d.ControlSocket(), "fabric.impair", fabric.Impairment{LossPercent: 500}, nil)
 	var ce *control.Error
 	if !errors.As(err, &ce) || ce.Code != control.CodeBadParams {
 		t.Errorf("500%% loss: %v, want bad_params", err)

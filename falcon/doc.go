@@ -1,6 +1,5 @@
 // Package falcon is falconnic's emulated transport silicon: the Falcon
-// reliable transport (OCP Falcon spec Rev 0.9; digest in
-// notes/falcon-spec.md) as a sans-I/O engine.
+// reliable transport (OCP Falcon spec Rev 0.9) as a sans-I/O engine.
 //
 // An Endpoint is one NIC's Falcon engine. Its connection table is keyed by
 // the local CID (the DCID peers put on the wire); the connection manager

@@ -1,10 +1,10 @@
 // Package nvme is falconnic's NVMe upper-layer protocol over Falcon
-// (notes/falcon-spec.md §9.3, [N]): the target that exports namespaces
+// (OCP Falcon spec Rev 0.9 §9.3): the target that exports namespaces
 // and the initiator that turns host block commands into NVMe-over-Falcon
 // transactions. Like package falcon it is sans-I/O: an Engine is the
 // falcon.ULP of its connections and runs on the goroutine that owns the
 // endpoint; namespaces are served through the Backend interface (memory
-// here; files and block devices in package device).
+// here; files and block devices in package device/storage).
 //
 // Command model: Read, Write, Flush, Write Zeroes, Dataset Management
 // (deallocate) and Identify Namespace, with NVMe completion statuses end
@@ -56,7 +56,7 @@
 // drop has its counter (Counters, NamespaceCounters).
 //
 // Backends (aio.go): a plain Backend (memory) is called on the endpoint's
-// goroutine. An AsyncBackend (files and block devices in package device:
+// goroutine. An AsyncBackend (files and block devices in package device/storage:
 // io_uring submitted from the port's goroutine, or a worker pool) gets each nCMD's IO through Submit — data in a 4 KiB
 // aligned buffer the target slot keeps, so O_DIRECT needs no bounce — and
 // hands it back through Engine.IODone on the endpoint's goroutine; the

@@ -79,18 +79,18 @@ type NamespaceCounters struct {
 // Set lists the counters with help text.
 func (c *NamespaceCounters) Set() stats.Set {
 	return stats.Set{
-		{Name: "Reads", Help: "read nCMDs executed", Counter: &c.Reads},
-		{Name: "Writes", Help: "write nCMDs executed", Counter: &c.Writes},
-		{Name: "Flushes", Help: "flush commands executed", Counter: &c.Flushes},
-		{Name: "WriteZeroes", Help: "write-zeroes commands executed", Counter: &c.WriteZeroes},
-		{Name: "Discards", Help: "deallocate (DSM) commands executed", Counter: &c.Discards},
-		{Name: "Identifies", Help: "identify commands answered", Counter: &c.Identifies},
-		{Name: "ReadBytes", Help: "bytes read", Counter: &c.ReadBytes},
-		{Name: "WriteBytes", Help: "bytes written", Counter: &c.WriteBytes},
-		{Name: "FUAWrites", Help: "write nCMDs made durable before completing (FUA)", Counter: &c.FUAWrites},
-		{Name: "OutOfRange", Help: "commands refused: LBA range beyond the namespace", Counter: &c.OutOfRange},
-		{Name: "WriteProtected", Help: "commands refused: write to a read-only namespace", Counter: &c.WriteProtected},
-		{Name: "BackendErrors", Help: "backend I/O errors", Counter: &c.BackendErrors},
+		{Name: "reads", Help: "read nCMDs executed", Counter: &c.Reads},
+		{Name: "writes", Help: "write nCMDs executed", Counter: &c.Writes},
+		{Name: "flushes", Help: "flush commands executed", Counter: &c.Flushes},
+		{Name: "write_zeroes", Help: "write-zeroes commands executed", Counter: &c.WriteZeroes},
+		{Name: "discards", Help: "deallocate (DSM) commands executed", Counter: &c.Discards},
+		{Name: "identifies", Help: "identify commands answered", Counter: &c.Identifies},
+		{Name: "read_bytes", Help: "bytes read", Counter: &c.ReadBytes},
+		{Name: "write_bytes", Help: "bytes written", Counter: &c.WriteBytes},
+		{Name: "fua_writes", Help: "write nCMDs made durable before completing (FUA)", Counter: &c.FUAWrites},
+		{Name: "out_of_range", Help: "commands refused: LBA range beyond the namespace", Counter: &c.OutOfRange},
+		{Name: "write_protected", Help: "commands refused: write to a read-only namespace", Counter: &c.WriteProtected},
+		{Name: "backend_errors", Help: "backend I/O errors", Counter: &c.BackendErrors},
 	}
 }
 

@@ -9,7 +9,7 @@ import (
 	"strings"
 )
 
-// Machine defaults, the fastest under TCG on our hosts (notes/guest-image.md).
+// Machine defaults, the fastest under TCG on our hosts.
 const (
 	DefaultMemMiB = 1024
 	DefaultCPUs   = 1
@@ -199,7 +199,7 @@ func (m Machine) Args() ([]string, error) {
 				"-chardev", "socket,id=c"+id+",path="+n.VhostUser+",reconnect=1",
 				"-netdev", netdev,
 				// vectors=0: QEMU 7.2 segfaults on vhost-user-net with
-				// MSI-X under TCG (notes/qemu-vhost-user.md §0).
+				// MSI-X under TCG.
 				// romfile=: no iPXE option ROM, which only slows the boot.
 				"-device", "virtio-net-pci,netdev="+id+",mac="+mac+mq+",vectors=0,romfile=")
 		case n.Stream != "":

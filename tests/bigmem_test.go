@@ -16,13 +16,13 @@ var (
 // memFaultCounters are the back-end counters that a GPA the NIC cannot
 // translate, or a region it failed to map, would raise.
 var memFaultCounters = []string{
-	"vhost.BadMemRegion", "vhost.MemoryFaults", "vhost.ChainBadGPA",
-	"vhost.BadRingAddr", "vhost.RingUnmapped", "vhost.SessionResets",
+	"vhost.bad_mem_region", "vhost.memory_faults", "vhost.chain_bad_gpa",
+	"vhost.bad_ring_addr", "vhost.ring_unmapped", "vhost.session_resets",
 }
 
 // A 3 GiB guest on q35 has RAM on both sides of the PCI hole: [0, 2 GiB)
 // and [4 GiB, 5 GiB), which QEMU sends as two memory regions of one memfd
-// (notes/qemu-vhost-user.md §0.5, §7.9). Linux allocates from ZONE_NORMAL,
+// (vhostusertest.TwoRegions builds the same layout). Linux allocates from ZONE_NORMAL,
 // the RAM above 4 GiB, first, so the rings and packet buffers the NIC
 // translates live mostly in the second region. Ping and a checksummed
 // transfer each way with a 1 GiB guest must work, with no memory fault
@@ -93,7 +93,7 @@ func TestThreeGiBGuestThroughAFalconnicNIC(t *testing.T) {
 	if len(faults) > 0 {
 		t.Fatalf("big0 counted memory faults: %s", strings.Join(faults, " "))
 	}
-	t.Logf("big0: vhost.MemTables %d, vhost.ChainsPopped %d", c["vhost.MemTables"], c["vhost.ChainsPopped"])
+	t.Logf("big0: vhost.mem_tables %d, vhost.chains_popped %d", c["vhost.mem_tables"], c["vhost.chains_popped"])
 	if vs := vsockStatus(t, d, "vsbig"); vs.Counters["host_connects"] < 2 {
 		t.Fatalf("the 3 GiB guest's agent sessions did not use vsock: %+v", vs.Counters)
 	}

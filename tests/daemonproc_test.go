@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"falconnic/device"
+	"falconnic/device/ether"
 	"falconnic/internal/control"
 )
 
@@ -178,7 +179,7 @@ func nicReport(st device.Status, name string) (device.NICReport, bool) {
 // "vhost."-prefixed back-end counters) from its report.
 func nicCounters(t *testing.T, r device.NICReport) map[string]uint64 {
 	t.Helper()
-	var ns device.NICStatus
+	var ns ether.Status
 	if err := json.Unmarshal(r.Device, &ns); err != nil {
 		t.Fatalf("NIC %s status: %v\n%s", r.Name, err, r.Device)
 	}

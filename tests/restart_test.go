@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"falconnic/device"
+	"falconnic/device/ether"
 )
 
 // killAtFraction is how far into the transfer the daemon dies: late
@@ -106,7 +106,7 @@ func TestDaemonKilledMidTransferRestartsAndTheTransferCompletes(t *testing.T) {
 	}
 	ra, _ := nicReport(st, "a0")
 	rb, _ := nicReport(st, "b0")
-	t.Logf("restarted daemon: a0 RxBytes %d, b0 TxBytes %d; a0 vhost sessions %d", ra.Port["rx_bytes"], rb.Port["tx_bytes"], nicCounters(t, ra)["vhost.Sessions"])
+	t.Logf("restarted daemon: a0 RxBytes %d, b0 TxBytes %d; a0 vhost sessions %d", ra.Port["rx_bytes"], rb.Port["tx_bytes"], nicCounters(t, ra)["vhost.sessions"])
 	if ra.Port["rx_bytes"] < uint64(n/2) || rb.Port["tx_bytes"] < uint64(n/2) {
 		t.Fatalf("the restarted daemon carried too little of the %d bytes: a0 RxBytes %d, b0 TxBytes %d", n, ra.Port["rx_bytes"], rb.Port["tx_bytes"])
 	}
@@ -127,7 +127,7 @@ func waitSessionsRunning(t *testing.T, d *daemonProc, bound time.Duration, nics 
 		var waiting []string
 		for _, name := range nics {
 			r, ok := nicReport(st, name)
-			var ns device.NICStatus
+			var ns ether.Status
 			if ok {
 				json.Unmarshal(r.Device, &ns)
 			}

@@ -38,7 +38,7 @@ func TestNVMeSoak(t *testing.T) {
 		if jerr := json.Unmarshal(out, &rep); err != nil || jerr != nil || !rep.Met {
 			t.Fatalf("bench soak %v: %v %v\n%s\n%s", args, err, jerr, out, stderr)
 		}
-		if rep.Runs["nvme"] < 4 || rep.Runs["local"] < 4 || rep.Restarts != 1 || rep.Counters["WatchdogChecks"] == 0 {
+		if rep.Runs["nvme"] < 4 || rep.Runs["local"] < 4 || rep.Restarts != 1 || rep.Counters["watchdog_checks"] == 0 {
 			t.Fatalf("bench soak %v ran too little: %s", args, out)
 		}
 		t.Logf("bench soak %v: runs %v, counters %v", args, rep.Runs, rep.Counters)

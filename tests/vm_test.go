@@ -175,7 +175,7 @@ func TestVMRunExecListStop(t *testing.T) {
 
 var bwLine = regexp.MustCompile(`(?m)^\s*65536\s+1000\s+([0-9.]+)\s+([0-9.]+)`)
 
-// The Soft-RoCE baseline of notes/guest-image.md: rdma_rxe on each guest's
+// The Soft-RoCE baseline (README, Measured): rdma_rxe on each guest's
 // eth0 over the stream link, and perftest's ib_write_bw between them. It
 // proves the image's rdma-core, providers and perftest work (full mode).
 func TestSoftRoCEBaselineOverAStreamLink(t *testing.T) {

@@ -127,7 +127,7 @@ func TestInflightResubmitsPoppedRequestAfterReconnect(t *testing.T) {
 	if len(got) != 3 || string(got[2]) != "second" {
 		t.Fatalf("requests %q", got)
 	}
-	if n := r.counters()["InflightResub"]; n != 1 {
+	if n := r.counters()["inflight_resub"]; n != 1 {
 		t.Fatalf("InflightResub = %d", n)
 	}
 	// last_avail = used idx + inflight count, so nothing else is redone.
@@ -137,7 +137,7 @@ func TestInflightResubmitsPoppedRequestAfterReconnect(t *testing.T) {
 }
 
 func TestInflightLayoutStride(t *testing.T) {
-	// notes §6: 2112 bytes per queue for queue size 128.
+	// align64(16*128 + 16): 2112 bytes per queue for queue size 128.
 	if got := vhostuser.InflightQueueStride(128); got != 2112 {
 		t.Fatalf("stride %d, want 2112", got)
 	}

@@ -2,7 +2,7 @@
 // (golang.org/x/sys/unix, no cgo). It serves virtio devices (net now, blk
 // and vsock later) to QEMU 7.2 front-ends over a unix socket.
 //
-// Layers (STYLE.md item 7; notes/qemu-vhost-user.md §9):
+// Layers:
 //
 //   - message.go, transport.go: the codec. Header and payload byte views, a
 //     table of every request with its payload size bounds, fd counts and

@@ -9,7 +9,8 @@ import (
 )
 
 // Inflight shared-memory layout (INFLIGHT_SHMFD, split rings), the one
-// QEMU's libvhost-user uses and notes/qemu-vhost-user.md §6 records:
+// QEMU's libvhost-user uses (docs/interop/vhost-user.rst, "Inflight I/O
+// tracking"):
 //
 //	per queue, stride align64(16*queue_size + 16):
 //	  u64 features; u16 version (=1); u16 desc_num; u16 last_batch_head; u16 used_idx;

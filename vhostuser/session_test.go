@@ -175,7 +175,7 @@ func newRig(t *testing.T, dev *echoDev, layout []vhostusertest.RegionLayout, rin
 	}}
 	r.connect()
 	t.Cleanup(func() {
-		if t.Failed() { // dump the message trace (STYLE.md item 13)
+		if t.Failed() { // dump the message trace
 			r.tmu.Lock()
 			t.Logf("back-end trace:\n%s", strings.Join(r.trace, "\n"))
 			r.tmu.Unlock()
@@ -425,7 +425,7 @@ func TestIndirectDescriptorsAndEventIdx(t *testing.T) {
 	if ev := q.AvailEvent(); ev != 1 {
 		t.Fatalf("avail_event %d, want 1", ev)
 	}
-	if c := r.counters()["Calls"]; c != 1 {
+	if c := r.counters()["calls"]; c != 1 {
 		t.Fatalf("calls %d, want 1", c)
 	}
 	// used_event 0xffff: "not yet", so the next completion is silent.
@@ -433,7 +433,7 @@ func TestIndirectDescriptorsAndEventIdx(t *testing.T) {
 	q.Publish()
 	q.Kick()
 	dev.waitBatch(t)
-	if c := r.counters()["Calls"]; c != 1 {
+	if c := r.counters()["calls"]; c != 1 {
 		t.Fatalf("calls %d, want 1 (used_event suppressed)", c)
 	}
 	// Ask for an interrupt when used idx passes 2.
@@ -442,7 +442,7 @@ func TestIndirectDescriptorsAndEventIdx(t *testing.T) {
 	q.Publish()
 	q.Kick()
 	dev.waitBatch(t)
-	if c := r.counters()["Calls"]; c != 2 {
+	if c := r.counters()["calls"]; c != 2 {
 		t.Fatalf("calls %d, want 2", c)
 	}
 	if ev := q.AvailEvent(); ev != 3 {
@@ -460,12 +460,12 @@ func TestBadChainsAreCountedAndReturned(t *testing.T) {
 		counter string
 		descs   func()
 	}{
-		{"ChainLoop", func() { q.RawDesc(1, good, 4, 1, 2); q.RawDesc(2, good, 4, 1, 1) }},
-		{"ChainBadGPA", func() { q.RawDesc(1, 2<<20, 4, 0, 0) }},
-		{"ChainCrossing", func() { q.RawDesc(1, 1<<20-2, 4, 0, 0) }},
-		{"ChainDirection", func() { q.RawDesc(1, good, 4, 3, 2); q.RawDesc(2, good, 4, 0, 0) }},
-		{"ChainBadNext", func() { q.RawDesc(1, good, 4, 1, 99) }},
-		{"ChainIndirNoNeg", func() { q.RawDesc(1, good, 16, 4, 0) }},
+		{"chain_loop", func() { q.RawDesc(1, good, 4, 1, 2); q.RawDesc(2, good, 4, 1, 1) }},
+		{"chain_bad_gpa", func() { q.RawDesc(1, 2<<20, 4, 0, 0) }},
+		{"chain_crossing", func() { q.RawDesc(1, 1<<20-2, 4, 0, 0) }},
+		{"chain_direction", func() { q.RawDesc(1, good, 4, 3, 2); q.RawDesc(2, good, 4, 0, 0) }},
+		{"chain_bad_next", func() { q.RawDesc(1, good, 4, 1, 99) }},
+		{"chain_indir_no_neg", func() { q.RawDesc(1, good, 16, 4, 0) }},
 	}
 	for i, c := range cases {
 		c.descs()
@@ -496,10 +496,10 @@ func TestBadChainsAreCountedAndReturned(t *testing.T) {
 	q.Publish()
 	q.Kick()
 	deadline := time.Now().Add(failsafe)
-	for r.counters()["BadHead"] == 0 && time.Now().Before(deadline) {
+	for r.counters()["bad_head"] == 0 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
-	if r.counters()["BadHead"] != 1 {
+	if r.counters()["bad_head"] != 1 {
 		t.Fatal("BadHead not counted")
 	}
 }
@@ -516,14 +516,14 @@ func TestMalformedMessages(t *testing.T) {
 		payload []byte
 		counter string
 	}{
-		{"short SET_FEATURES", vhostuser.ReqSetFeatures, []byte{1, 2, 3}, "BadSize"},
-		{"kick without fd", vhostuser.ReqSetVringKick, binary.LittleEndian.AppendUint64(nil, 0), "BadFDCount"},
-		{"ring index out of range", vhostuser.ReqSetVringNum, []byte{9, 0, 0, 0, 16, 0, 0, 0}, "BadRingIndex"},
-		{"ring size not a power of two", vhostuser.ReqSetVringNum, []byte{0, 0, 0, 0, 15, 0, 0, 0}, "BadRingSize"},
-		{"unaligned ring", vhostuser.ReqSetVringAddr, append([]byte{0, 0, 0, 0, 0, 0, 0, 0, 8}, make([]byte, 31)...), "BadRingAddr"},
-		{"mem table count mismatch", vhostuser.ReqSetMemTable, append([]byte{2, 0, 0, 0, 0, 0, 0, 0}, make([]byte, 32)...), "BadSize"},
-		{"unknown request", vhostuser.Request(77), nil, "UnknownRequest"},
-		{"log base unsupported", vhostuser.ReqSetLogBase, make([]byte, 16), "UnknownRequest"},
+		{"short SET_FEATURES", vhostuser.ReqSetFeatures, []byte{1, 2, 3}, "bad_size"},
+		{"kick without fd", vhostuser.ReqSetVringKick, binary.LittleEndian.AppendUint64(nil, 0), "bad_fd_count"},
+		{"ring index out of range", vhostuser.ReqSetVringNum, []byte{9, 0, 0, 0, 16, 0, 0, 0}, "bad_ring_index"},
+		{"ring size not a power of two", vhostuser.ReqSetVringNum, []byte{0, 0, 0, 0, 15, 0, 0, 0}, "bad_ring_size"},
+		{"unaligned ring", vhostuser.ReqSetVringAddr, append([]byte{0, 0, 0, 0, 0, 0, 0, 0, 8}, make([]byte, 31)...), "bad_ring_addr"},
+		{"mem table count mismatch", vhostuser.ReqSetMemTable, append([]byte{2, 0, 0, 0, 0, 0, 0, 0}, make([]byte, 32)...), "bad_size"},
+		{"unknown request", vhostuser.Request(77), nil, "unknown_request"},
+		{"log base unsupported", vhostuser.ReqSetLogBase, make([]byte, 16), "unknown_request"},
 	}
 	for _, c := range cases {
 		before := r.counters()[c.counter]
@@ -541,7 +541,7 @@ func TestMalformedMessages(t *testing.T) {
 	if err := <-r.done; err == nil {
 		t.Fatal("session survived a malformed GET")
 	}
-	if r.counters()["SessionResets"] != 1 {
+	if r.counters()["session_resets"] != 1 {
 		t.Fatal("reset not counted")
 	}
 	// A fresh session works again; a bad header version also resets.
@@ -552,8 +552,8 @@ func TestMalformedMessages(t *testing.T) {
 	if err := fe.Conn().WriteRequest(vhostuser.ReqGetFeatures, 2, nil); err != nil { // version 3
 		t.Fatal(err)
 	}
-	if err := <-r.done; err == nil || r.counters()["BadVersion"] != 1 {
-		t.Fatalf("bad version: err=%v counters=%v", err, r.counters()["BadVersion"])
+	if err := <-r.done; err == nil || r.counters()["bad_version"] != 1 {
+		t.Fatalf("bad version: err=%v counters=%v", err, r.counters()["bad_version"])
 	}
 	r.connect()
 }
@@ -594,7 +594,7 @@ func TestMemTableReplacedWhileRingRuns(t *testing.T) {
 	p, fds := r.mem.MemTablePayload()
 	must(t, r.fe.Set(vhostuser.ReqSetMemTable, true, p, fds...))
 	closeFDs(fds)
-	r.waitCounter("MemTablesFreed", 1)
+	r.waitCounter("mem_tables_freed", 1)
 	post(t, q, []byte("two"))
 	q.Publish()
 	q.Kick()
@@ -649,7 +649,7 @@ func TestAddAndRemoveMemRegions(t *testing.T) {
 	p, fd := r.mem.RegionPayload(0)
 	must(t, fe.Set(vhostuser.ReqAddMemReg, true, p, fd))
 	unix.Close(fd)
-	if r.counters()["DupMemRegions"] != 1 {
+	if r.counters()["dup_mem_regions"] != 1 {
 		t.Fatal("duplicate not counted")
 	}
 	// A different region overlapping region 0 is refused.
@@ -684,8 +684,8 @@ func TestAddAndRemoveMemRegions(t *testing.T) {
 	if !q.WaitUsed(2, failsafe) {
 		t.Fatal("chain not returned")
 	}
-	if r.counters()["ChainBadGPA"] != 1 || len(dev.received()) != 1 {
-		t.Fatalf("ChainBadGPA=%d received=%d", r.counters()["ChainBadGPA"], len(dev.received()))
+	if r.counters()["chain_bad_gpa"] != 1 || len(dev.received()) != 1 {
+		t.Fatalf("ChainBadGPA=%d received=%d", r.counters()["chain_bad_gpa"], len(dev.received()))
 	}
 	if st := r.srv.Status(); st.MemRegions != 1 {
 		t.Fatalf("regions %d", st.MemRegions)
@@ -722,7 +722,7 @@ func TestCallFDSwapWhileRunning(t *testing.T) {
 	if q.Calls() != 0 || other.Calls() != 1 {
 		t.Fatal("call not moved to the new fd")
 	}
-	if r.counters()["CallFDSwaps"] != 1 {
+	if r.counters()["call_fd_swaps"] != 1 {
 		t.Fatal("swap not counted")
 	}
 }
@@ -738,7 +738,7 @@ func TestMemoryFaultStopsOnlyThatRing(t *testing.T) {
 	q.Add([]vhostusertest.Seg{{GPA: 1<<20 - 4096, Len: 16}})
 	q.Publish()
 	q.Kick()
-	r.waitCounter("MemoryFaults", 1)
+	r.waitCounter("memory_faults", 1)
 	// The session is alive: it still answers.
 	if _, err := r.fe.GetU64(vhostuser.ReqGetFeatures); err != nil {
 		t.Fatal(err)
@@ -749,7 +749,7 @@ func TestMemoryFaultStopsOnlyThatRing(t *testing.T) {
 	if err := r.fe.Set(vhostuser.ReqSetMemTable, true, p, fds...); err == nil {
 		t.Fatal("region beyond the file accepted")
 	}
-	if r.counters()["BadMemRegion"] != 1 {
+	if r.counters()["bad_mem_region"] != 1 {
 		t.Fatal("BadMemRegion not counted")
 	}
 }
@@ -795,7 +795,7 @@ func TestSimulatorReplaysQEMUTwoPairSequence(t *testing.T) {
 	if st := r.srv.Status(); st.State != "running" || !st.Queues[3].Running || st.MemRegions != 1 {
 		t.Fatalf("status %+v", st)
 	}
-	if r.counters()["DupMemRegions"] != 1 {
+	if r.counters()["dup_mem_regions"] != 1 {
 		t.Fatal("pair 1's ADD_MEM_REG not taken as a duplicate")
 	}
 }
@@ -821,7 +821,7 @@ func TestRingResumesFromUsedIdxWhenBaseDisagrees(t *testing.T) {
 	if !q.WaitUsed(1, failsafe) {
 		t.Fatal("chain at avail 0 skipped")
 	}
-	if r.counters()["ResumedFromUsed"] != 1 {
+	if r.counters()["resumed_from_used"] != 1 {
 		t.Fatal("resume not counted")
 	}
 }

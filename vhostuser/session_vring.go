@@ -209,7 +209,8 @@ func (s *Session) getVringBase(m *Msg) ([]byte, []int, error) {
 }
 
 // tryStart starts the ring's worker once everything it needs has arrived,
-// in whatever order QEMU sent it (notes §7.2, §7.3).
+// in whatever order QEMU sent it (vhostusertest.Frontend replays the
+// orders QEMU 7.2 uses).
 func (s *Session) tryStart(q *Queue) {
 	if q.running || !q.addrValid || !q.kickSet || q.size == 0 || s.mem.Load() == nil {
 		return

@@ -40,7 +40,7 @@ func TestWatchdogWakesWorkerOnAvailWithoutKick(t *testing.T) {
 	q.Publish() // and no kick
 	r.srv.WatchdogCheck()
 	r.srv.WatchdogCheck()
-	if c := r.counters()["WatchdogAvailNoKick"]; c != 0 {
+	if c := r.counters()["watchdog_avail_no_kick"]; c != 0 {
 		t.Fatalf("watchdog acted before its third look: %d", c)
 	}
 	r.srv.WatchdogCheck()
@@ -49,7 +49,7 @@ func TestWatchdogWakesWorkerOnAvailWithoutKick(t *testing.T) {
 		t.Fatalf("device got %q", got)
 	}
 	c := r.counters()
-	if c["WatchdogAvailNoKick"] != 1 || c["WatchdogUsedNoCall"] != 0 || c["WatchdogChecks"] != 3 {
+	if c["watchdog_avail_no_kick"] != 1 || c["watchdog_used_no_call"] != 0 || c["watchdog_checks"] != 3 {
 		t.Fatalf("counters %v", c)
 	}
 	st := r.srv.Status().Queues[0].Ring
@@ -60,7 +60,7 @@ func TestWatchdogWakesWorkerOnAvailWithoutKick(t *testing.T) {
 	for i := 0; i < 4; i++ {
 		r.srv.WatchdogCheck()
 	}
-	if c := r.counters()["WatchdogAvailNoKick"]; c != 1 {
+	if c := r.counters()["watchdog_avail_no_kick"]; c != 1 {
 		t.Fatalf("watchdog acted on a drained ring: %d", c)
 	}
 }
@@ -81,7 +81,7 @@ func TestWatchdogLeavesUnwatchedRingsAvail(t *testing.T) {
 	for i := 0; i < 4; i++ {
 		r.srv.WatchdogCheck()
 	}
-	if c := r.counters()["WatchdogAvailNoKick"]; c != 0 || len(dev.received()) != 1 {
+	if c := r.counters()["watchdog_avail_no_kick"]; c != 0 || len(dev.received()) != 1 {
 		t.Fatalf("watchdog woke an unwatched ring: %d, got %q", c, dev.received())
 	}
 }
@@ -102,24 +102,24 @@ func TestWatchdogCallsForCompletionsWithoutCall(t *testing.T) {
 	for i := 0; i < 4; i++ {
 		r.srv.WatchdogCheck()
 	}
-	if c := r.counters()["WatchdogUsedNoCall"]; c != 0 || q.Calls() != 0 {
+	if c := r.counters()["watchdog_used_no_call"]; c != 0 || q.Calls() != 0 {
 		t.Fatalf("watchdog called although the guest asked not to be told: %d", c)
 	}
 
 	q.SetUsedEvent(0) // tell me once used idx passes 0: it is at 1
 	r.srv.WatchdogCheck()
 	r.srv.WatchdogCheck()
-	if c := r.counters()["WatchdogUsedNoCall"]; c != 0 {
+	if c := r.counters()["watchdog_used_no_call"]; c != 0 {
 		t.Fatalf("watchdog acted before its third look at the new state: %d", c)
 	}
 	r.srv.WatchdogCheck()
-	if c := r.counters()["WatchdogUsedNoCall"]; c != 1 || q.Calls() != 1 {
+	if c := r.counters()["watchdog_used_no_call"]; c != 1 || q.Calls() != 1 {
 		t.Fatalf("lost call not sent: counter %d", c)
 	}
 	for i := 0; i < 4; i++ {
 		r.srv.WatchdogCheck()
 	}
-	if c := r.counters()["WatchdogUsedNoCall"]; c != 1 || q.Calls() != 0 {
+	if c := r.counters()["watchdog_used_no_call"]; c != 1 || q.Calls() != 0 {
 		t.Fatalf("watchdog called again for the same completions: %d", c)
 	}
 }
@@ -139,14 +139,14 @@ func TestWatchdogCallsWithoutEventIdx(t *testing.T) {
 	for i := 0; i < 4; i++ {
 		r.srv.WatchdogCheck()
 	}
-	if c := r.counters()["WatchdogUsedNoCall"]; c != 0 {
+	if c := r.counters()["watchdog_used_no_call"]; c != 0 {
 		t.Fatalf("watchdog called through NO_INTERRUPT: %d", c)
 	}
 	q.SetNoInterrupt(false)
 	for i := 0; i < 3; i++ {
 		r.srv.WatchdogCheck()
 	}
-	if c := r.counters()["WatchdogUsedNoCall"]; c != 1 || q.Calls() != 1 {
+	if c := r.counters()["watchdog_used_no_call"]; c != 1 || q.Calls() != 1 {
 		t.Fatalf("lost call not sent: counter %d", c)
 	}
 }
@@ -175,7 +175,7 @@ func TestCallOwedWithoutFDIsNotForgotten(t *testing.T) {
 	q.Publish()
 	q.Kick()
 	dev.waitBatch(t)
-	if c := r.counters()["CallNoFD"]; c != 1 {
+	if c := r.counters()["call_no_fd"]; c != 1 {
 		t.Fatalf("CallNoFD %d, want 1", c)
 	}
 	must(t, r.fe.VringFile(vhostuser.ReqSetVringCall, 0, q.CallFD))

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"falconnic/device"
+	"falconnic/device/storage"
 	"falconnic/qemu"
 )
 
@@ -139,7 +140,7 @@ func benchNVMe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	cores := fs.Int("cores", 1, "goroutines running the two NICs' Falcon ports (the daemon's nvme.cores; 2: one per NIC)")
 	nsDirect := fs.Bool("direct", true, "open the namespace's file with O_DIRECT, as QEMU's cache=none opens the local disk's (false: through the host's page cache)")
 	procs := fs.Int("procs", 1, "GOMAXPROCS of this process, which runs the daemon: 1 leaves the other core of a 2-core host to the guest's vCPU; 0 keeps Go's default (every CPU)")
-	aio := fs.String("aio", device.AIOUring, "how the namespace's file IO reaches the host kernel: io_uring or threads (the namespace's aio)")
+	aio := fs.String("aio", storage.AIOUring, "how the namespace's file IO reaches the host kernel: io_uring or threads (the namespace's aio)")
 	memoryNS := fs.Bool("memory-namespace", false, "diagnosis: back the NVMe namespace with memory instead of the file (the local disk keeps the file), to take the target's file I/O out of the NVMe side")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process (the daemon's data path) to `FILE`")
 	only := fs.String("tests", "", "run only these tests (comma-separated names, e.g. write_128k); default all")
@@ -153,7 +154,7 @@ func benchNVMe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	if *sizeMiB < 16 || *runFor < time.Second || *samples < 1 || *queues < 1 || *queues > qemu.MaxDiskQueues || *cores < 1 || *cores > 2 || *procs < 0 ||
-		(*aio != device.AIOUring && *aio != device.AIOThreads) || (*watchdog != "act" && *watchdog != "observe") {
+		(*aio != storage.AIOUring && *aio != storage.AIOThreads) || (*watchdog != "act" && *watchdog != "observe") {
 		return fmt.Errorf("%w: size ≥ 16 MiB, runtime ≥ 1s, samples ≥ 1, queues 1..%d, cores 1..2, procs ≥ 0, aio io_uring or threads, watchdog act or observe", errUsage, qemu.MaxDiskQueues)
 	}
 	if *procs > 0 {
@@ -178,7 +179,7 @@ func benchNVMe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	// and a target NIC exporting the file, as in a one-daemon config.
 	backing := nsFile
 	if *memoryNS {
-		backing = device.NamespaceMemory
+		backing = storage.NamespaceMemory
 	}
 	cfgJSON := fmt.Sprintf(`{"control": "c.sock",
 	  "nics": [{"name": "ini", "socket": "ini.sock", "mac": "52:54:00:fb:00:01"},

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"falconnic/device"
+	"falconnic/device/fabric"
 )
 
 func init() {
@@ -62,7 +63,7 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if *seed != 0 {
 			cfg.Fabric.Seed = *seed
 		}
-		if err := (device.Impairment{LossPercent: cfg.Fabric.LossPercent, ReorderPercent: cfg.Fabric.ReorderPercent}).Validate(); err != nil {
+		if err := (fabric.Impairment{LossPercent: cfg.Fabric.LossPercent, ReorderPercent: cfg.Fabric.ReorderPercent}).Validate(); err != nil {
 			return fmt.Errorf("%w: %v", errUsage, err)
 		}
 	}

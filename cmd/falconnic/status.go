@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"falconnic/device"
+	"falconnic/device/ether"
+	"falconnic/device/fabric"
 	"falconnic/internal/control"
 )
 
@@ -79,7 +81,7 @@ func controlError(socket string, err error) error {
 func printStatus(w io.Writer, st device.Status) error {
 	fmt.Fprintf(w, "daemon up %s, control %s\n\n", st.Uptime.Round(time.Second), st.Control)
 
-	devs := make([]device.NICStatus, len(st.NICs))
+	devs := make([]ether.Status, len(st.NICs))
 	for i, n := range st.NICs {
 		json.Unmarshal(n.Device, &devs[i]) // absent or foreign: columns stay empty
 	}
@@ -154,7 +156,7 @@ func printStatus(w io.Writer, st device.Status) error {
 	return nil
 }
 
-func printMACs(w io.Writer, where string, macs []device.MACStatus) {
+func printMACs(w io.Writer, where string, macs []fabric.MACStatus) {
 	if len(macs) == 0 {
 		return
 	}

@@ -4,7 +4,7 @@
 // protocol — with one CID space, one set of resource pools and one RUE.
 // Everything else reaches the endpoint through Do/Call, Receive and
 // Control, which queue work for that goroutine. One goroutine may run
-// several ports (Host), as one core of a NIC runs several engines; two
+// several ports (Adopt), as one core of a NIC runs several engines; two
 // ports of one daemon exchange frames a burst at a time (LinkTo).
 //
 // Time is the port's injected clock: the endpoint reads it once per work
@@ -37,7 +37,7 @@ import (
 // NIC shares its one endpoint, CID space, resource pools and RUE.
 // Everything else reaches the endpoint through Do/Call, Receive and
 // Control, which queue work for that goroutine. One goroutine may run
-// several ports (Host), as one core of a NIC runs several engines.
+// several ports (Adopt), as one core of a NIC runs several engines.
 type Port struct {
 	ep    *falcon.Endpoint
 	clk   clock.Clock
@@ -58,12 +58,13 @@ type Port struct {
 	// outbox.
 	links map[*Port]portLink
 	// core lists the ports this port's goroutine runs (itself first; only
-	// on that goroutine). host is the port whose goroutine runs this one
-	// instead, guests how many this one hosts (Host).
-	core   []*Port
-	host   *Port
-	guests int
-	Stats  Counters
+	// on that goroutine). runner is the port whose goroutine runs this one
+	// instead, adopted how many ports this one's goroutine runs besides
+	// itself (Adopt).
+	core    []*Port
+	runner  *Port
+	adopted int
+	Stats   Counters
 }
 
 type portWork struct {
@@ -374,10 +375,10 @@ func (p *Port) Call(fn func(ep *falcon.Endpoint)) bool {
 var ErrStopped = errors.New("port: Falcon port stopped")
 
 // Run is the owning goroutine: work, then due timers, until ctx ends —
-// for p and the ports it hosts. A hosted port's Run only waits until ctx
-// ends or its host stops.
+// for p and the ports it adopted. An adopted port's Run only waits until
+// ctx ends or its runner stops.
 func (p *Port) Run(ctx context.Context) {
-	if p.host != nil {
+	if p.runner != nil {
 		select {
 		case <-ctx.Done():
 		case <-p.dead:
@@ -536,20 +537,20 @@ func (p *Port) coreDeadline() (time.Duration, bool) {
 	return at, ok
 }
 
-// Host has p's goroutine run q too, as one NIC core runs several ports:
+// Adopt has p's goroutine run q too, as one NIC core runs several ports:
 // frames between them (portLink) then pass without waking another
 // thread, and q's work, timers and end-of-burst work run between p's.
 // The ports then share one work queue (queueLen items), so a
 // port's bursts can fill it for the others. Call once q is set up
 // (SetULP, OnIdle) and before it takes work (p may be running); both must
-// have the same clock. q must not host ports itself, nor p be hosted (a
-// programming error: it panics).
-func (p *Port) Host(q *Port) {
-	if p.host != nil || q.host != nil || q.guests != 0 || p == q {
-		panic("port: Port.Host: the host is hosted, or the guest hosts or is hosted")
+// have the same clock. q must not have adopted ports itself, nor p be
+// adopted (a programming error: it panics).
+func (p *Port) Adopt(q *Port) {
+	if p.runner != nil || q.runner != nil || q.adopted != 0 || p == q {
+		panic("port: Port.Adopt: the runner is adopted, or the adopted port is or runs others")
 	}
-	q.work, q.dead, q.core, q.host = p.work, p.dead, nil, p
-	p.guests++
+	q.work, q.dead, q.core, q.runner = p.work, p.dead, nil, p
+	p.adopted++
 	// Through p's queue: q joins p's rounds before any of q's work.
 	p.Do(func(*falcon.Endpoint) { p.core = append(p.core, q) })
 }
@@ -806,7 +807,7 @@ func (ob *portOutbox) flush() {
 // (crypto/rand: safe from any goroutine).
 func (p *Port) RandomPSNs(c *falcon.ConnConfig) { p.ep.RandomPSNs(c) }
 
-// Stopped is closed once the port's goroutine (its host's, for a hosted
+// Stopped is closed once the port's goroutine (its runner's, for an adopted
 // port) has returned.
 func (p *Port) Stopped() <-chan struct{} { return p.dead }
 

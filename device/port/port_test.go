@@ -186,16 +186,16 @@ func TestCopyFrameEndsThePacketOnAPage(t *testing.T) {
 	}
 }
 
-// TestHostedPortRunsOnItsHost: a port another port hosts gets its work,
-// timers and end-of-burst work done by the host's goroutine alone (its
-// own Run only waits), frames between the two arrive, and once the host
-// stops neither takes work and the hosted port's Run returns.
-func TestHostedPortRunsOnItsHost(t *testing.T) {
+// TestAdoptedPortRunsOnItsRunner: a port another port adopted gets its
+// work, timers and end-of-burst work done by the runner's goroutine alone
+// (its own Run only waits), frames between the two arrive, and once the
+// runner stops neither takes work and the adopted port's Run returns.
+func TestAdoptedPortRunsOnItsRunner(t *testing.T) {
 	clk := clock.NewManual(time.Second)
-	host, guest := New(clk, nil), New(clk, nil)
-	host.Host(guest)
+	runner, adopted := New(clk, nil), New(clk, nil)
+	runner.Adopt(adopted)
 	idle := make(chan struct{}, 1)
-	guest.OnIdle(func() {
+	adopted.OnIdle(func() {
 		select {
 		case idle <- struct{}{}:
 		default:
@@ -203,60 +203,60 @@ func TestHostedPortRunsOnItsHost(t *testing.T) {
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go host.Run(ctx)
-	guestDone := make(chan struct{})
-	go func() { guest.Run(context.Background()); close(guestDone) }()
+	go runner.Run(ctx)
+	adoptedDone := make(chan struct{})
+	go func() { adopted.Run(context.Background()); close(adoptedDone) }()
 
 	var seen *falcon.Endpoint
-	if !guest.Call(func(ep *falcon.Endpoint) { seen = ep }) || seen != guest.ep {
-		t.Fatalf("the hosted port's work ran on endpoint %p, want its own %p", seen, guest.ep)
+	if !adopted.Call(func(ep *falcon.Endpoint) { seen = ep }) || seen != adopted.ep {
+		t.Fatalf("the adopted port's work ran on endpoint %p, want its own %p", seen, adopted.ep)
 	}
 	select {
 	case <-idle:
 	case <-time.After(10 * time.Second):
-		t.Fatal("the hosted port's end-of-burst work did not run")
+		t.Fatal("the adopted port's end-of-burst work did not run")
 	}
 	fired := make(chan time.Duration, 1)
-	guest.Call(func(*falcon.Endpoint) {
-		guest.AddTimers(&oneTimer{at: clk.Now(), fired: fired})
+	adopted.Call(func(*falcon.Endpoint) {
+		adopted.AddTimers(&oneTimer{at: clk.Now(), fired: fired})
 	})
 	select {
 	case now := <-fired:
 		if now != time.Second {
-			t.Errorf("the hosted port's timer ran at %v, want %v", now, time.Second)
+			t.Errorf("the adopted port's timer ran at %v, want %v", now, time.Second)
 		}
 	case <-time.After(10 * time.Second):
-		t.Fatal("the hosted port's due timer did not run")
+		t.Fatal("the adopted port's due timer did not run")
 	}
 
-	// A frame from the host's endpoint reaches the hosted port's.
+	// A frame from the runner's endpoint reaches the adopted port's.
 	var link portLink
-	host.Call(func(*falcon.Endpoint) { link = newPortLink(host, guest) })
-	before := guest.Stats.RxPackets.Load()
-	host.Call(func(*falcon.Endpoint) { link.Send([]byte{0xff}, 0) })
-	for deadline := time.Now().Add(10 * time.Second); guest.Stats.RxPackets.Load() == before; {
+	runner.Call(func(*falcon.Endpoint) { link = newPortLink(runner, adopted) })
+	before := adopted.Stats.RxPackets.Load()
+	runner.Call(func(*falcon.Endpoint) { link.Send([]byte{0xff}, 0) })
+	for deadline := time.Now().Add(10 * time.Second); adopted.Stats.RxPackets.Load() == before; {
 		if time.Now().After(deadline) {
-			t.Fatal("a frame from the host did not reach the hosted port")
+			t.Fatal("a frame from the runner did not reach the adopted port")
 		}
 		time.Sleep(time.Millisecond)
 	}
 
 	cancel()
 	select {
-	case <-guestDone:
+	case <-adoptedDone:
 	case <-time.After(10 * time.Second):
-		t.Fatal("the hosted port's Run did not return when its host stopped")
+		t.Fatal("the adopted port's Run did not return when its runner stopped")
 	}
-	if guest.Do(func(*falcon.Endpoint) {}) || host.Do(func(*falcon.Endpoint) {}) {
+	if adopted.Do(func(*falcon.Endpoint) {}) || runner.Do(func(*falcon.Endpoint) {}) {
 		t.Fatal("a stopped port took work")
 	}
 }
 
-// TestHostRejectsChains: a hosted port cannot host, nor a host be hosted.
-func TestHostRejectsChains(t *testing.T) {
+// TestAdoptRejectsChains: an adopted port cannot adopt, nor a runner be adopted.
+func TestAdoptRejectsChains(t *testing.T) {
 	a, b, c := New(clock.NewManual(0), nil), New(clock.NewManual(0), nil), New(clock.NewManual(0), nil)
-	a.Host(b)
-	for name, f := range map[string]func(){"hosted hosts": func() { b.Host(c) }, "host hosted": func() { c.Host(a) }, "itself": func() { c.Host(c) }} {
+	a.Adopt(b)
+	for name, f := range map[string]func(){"adopted adopts": func() { b.Adopt(c) }, "runner adopted": func() { c.Adopt(a) }, "itself": func() { c.Adopt(c) }} {
 		func() {
 			defer func() {
 				if recover() == nil {

@@ -37,7 +37,8 @@ type Config struct {
 	// Dial makes the daemon connect to QEMU's server socket instead of
 	// listening (QEMU chardev server=on).
 	Dial bool `json:"dial,omitempty"`
-	// Clock times host-initiated connects (nil: clock.Real).
+	// Clock times host-initiated connects and the re-dials of a NIC in
+	// dial mode (nil: clock.Real).
 	Clock clock.Clock `json:"-"`
 }
 
@@ -83,7 +84,7 @@ func (c *Config) ResolvePaths(dir string) {
 const vsockConnectLineMax = 32
 
 // vsockRxQueue and vsockTxQueue are the virtqueues the back-end serves;
-// the event queue (2) stays in QEMU (notes §3.4).
+// the event queue (2) stays in QEMU (hw/virtio/vhost-vsock-common.c).
 const (
 	vsockRxQueue = 0
 	vsockTxQueue = 1
@@ -262,11 +263,12 @@ func (v *Device) serveDial(ctx context.Context) error {
 		var d net.Dialer
 		c, err := d.DialContext(ctx, "unix", v.cfg.Socket)
 		if err != nil {
-			t := time.NewTimer(200 * time.Millisecond)
+			retry := make(chan struct{})
+			t := v.clk.AfterFunc(200*time.Millisecond, func() { close(retry) })
 			select {
 			case <-ctx.Done():
 				t.Stop()
-			case <-t.C:
+			case <-retry:
 			}
 			continue
 		}
@@ -631,7 +633,8 @@ func (d vsockDevice) Features() uint64 {
 	return vhostuser.FeatureVersion1 | vhostuser.FeatureIndirectDesc | vhostuser.FeatureEventIdx
 }
 
-// ProtocolFeatures: QEMU 7.2 requires CONFIG for vhost-user-vsock (notes §2).
+// ProtocolFeatures: QEMU 7.2 requires CONFIG for vhost-user-vsock
+// (hw/virtio/vhost-user-vsock.c).
 func (d vsockDevice) ProtocolFeatures() uint64 { return vhostuser.ProtoConfig }
 func (d vsockDevice) NumQueues() int           { return 2 }
 func (d vsockDevice) QueueNum() uint64         { return 2 }

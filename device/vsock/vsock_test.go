@@ -145,8 +145,8 @@ func (r *vsockRig) connect() {
 	go func() { r.done <- r.v.ServeConn(back) }()
 }
 
-// qemuVsockInit replays vhost-user-vsock realize in QEMU 7.2 (notes §2,
-// §3.4): negotiation with CONFIG kept, SET_OWNER late, GET_FEATURES again,
+// qemuVsockInit replays vhost-user-vsock realize in QEMU 7.2:
+// negotiation with CONFIG kept, SET_OWNER late, GET_FEATURES again,
 // masked call fds for the 2 back-end rings, then GET_CONFIG of the 8-byte
 // guest_cid. It returns the config bytes.
 func (r *vsockRig) qemuVsockInit() []byte {
@@ -195,7 +195,7 @@ func (r *vsockRig) status(v uint64) {
 	vsMust(r.t, r.fe.SetU64(vhostuser.ReqSetStatus, v))
 }
 
-// qemuVsockStart replays the guest driver's start (notes §3.4, like fs):
+// qemuVsockStart replays the guest driver's start (as for vhost-user-fs):
 // real call fds (unmask), SET_FEATURES, status, memory, both rings,
 // enables, the call fds again, DRIVER_OK. bases are the SET_VRING_BASE
 // values (nil: 0; a reconnect: the used idx).
@@ -442,7 +442,7 @@ func TestVsockQemu72NegotiationAndCallSwapMidRun(t *testing.T) {
 		t.Fatal("TX not completed")
 	}
 	st := r.v.Status()
-	if st.Session.State != "running" || st.Counters["dial_failed"] != 2 || st.Backend["CallFDSwaps"] == 0 {
+	if st.Session.State != "running" || st.Counters["dial_failed"] != 2 || st.Backend["call_fd_swaps"] == 0 {
 		t.Fatalf("status %+v", st)
 	}
 }

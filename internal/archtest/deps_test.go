@@ -21,18 +21,27 @@ var rules = map[string][]string{
 	"verbs":       {"verbs", "falcon", "internal/"},
 	"nvme":        {"nvme", "falcon", "internal/"},
 	"vhostuser":   {"vhostuser", "internal/"},
-	"device":      {"device", "vhostuser", "verbs", "nvme", "falcon", "firmware", "internal/"},
+	"device":      {"device", "vhostuser", "nvme", "falcon", "internal/"},
 	// The function rooms under device/ reach each other only through the
-	// port (and the daemon, at device/, assembles them).
-	"device/port":     {"falcon", "firmware", "internal/"},
-	"device/cm":       {"device/port", "falcon", "internal/"},
-	"device/vsock":    {"vhostuser", "internal/"},
-	"device/rdmauapi": {"internal/"},
-	"qemu":            {"qemu", "internal/"},
-	"guest":           {"guest", "internal/"},
-	"cmd/":            {""}, // mains may import anything
-	"tests":           {""}, // end-to-end tests build binaries and boot VMs
-	"guest-driver/":   {"guest-driver/", "internal/"},
+	// port, the connection manager and the frame vocabulary (l2); the
+	// daemon, at device/, assembles them. Test peers import only what a
+	// guest or QEMU would see.
+	"device/l2":              {"internal/"},
+	"device/ether":           {"device/l2", "vhostuser", "internal/"},
+	"device/rdma":            {"device/port", "device/cm", "device/rdmauapi", "verbs", "falcon", "vhostuser", "internal/"},
+	"device/storage":         {"device/port", "device/cm", "nvme", "falcon", "vhostuser", "internal/"},
+	"device/ether/ethertest": {"vhostuser", "internal/"},
+	"device/storage/blktest": {"vhostuser", "internal/"},
+	"device/fabric":          {"device/l2", "internal/"},
+	"device/port":            {"falcon", "firmware", "internal/"},
+	"device/cm":              {"device/port", "device/fabric", "falcon", "internal/"},
+	"device/vsock":           {"vhostuser", "internal/"},
+	"device/rdmauapi":        {"internal/"},
+	"qemu":                   {"qemu", "internal/"},
+	"guest":                  {"guest", "internal/"},
+	"cmd/":                   {""}, // mains may import anything
+	"tests":                  {""}, // end-to-end tests build binaries and boot VMs
+	"guest-driver/":          {"guest-driver/", "internal/"},
 }
 
 type pkg struct {
@@ -118,6 +127,19 @@ func TestRuleMatching(t *testing.T) {
 		{"device/port", "vhostuser", false},
 		{"device/cm", "device/port", true},
 		{"device/cm", "device", false},
+		{"device/cm", "device/fabric", true},
+		{"device/fabric", "device/port", false},
+		{"device/fabric", "device", false},
+		{"device/l2", "device/fabric", false},
+		{"device/ether", "device/rdma", false},
+		{"device/ether", "device/fabric", false},
+		{"device/rdma", "device/ether", false},
+		{"device/rdma", "device/storage", false},
+		{"device/rdma", "device/port", true},
+		{"device/storage", "device/rdma", false},
+		{"device/storage", "device", false},
+		{"device/storage/blktest", "device/storage", false},
+		{"device/ether/ethertest", "device/ether", false},
 		{"device/cm", "verbs", false},
 		{"device/vsock", "device", false},
 		{"device/vsock", "vhostuser", true},

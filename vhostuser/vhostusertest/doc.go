@@ -6,8 +6,8 @@
 //   - DriverQueue: the guest driver's side of a split ring: post chains
 //     (direct or indirect), publish, kick, read used elements, EVENT_IDX
 //     words.
-//   - Frontend: replays the message sequences recorded in
-//     notes/qemu-vhost-user.md §3 (net with 1 and 2 queue pairs, blk with
+//   - Frontend: replays the message sequences recorded from QEMU 7.2
+//     (net with 1 and 2 queue pairs, blk with
 //     SeaBIOS first and Linux after a reset, reconnects with the used idx
 //     as base) and keeps a one-line-per-message transcript.
 package vhostusertest

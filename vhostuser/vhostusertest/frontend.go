@@ -11,12 +11,13 @@ import (
 	"falconnic/vhostuser"
 )
 
-// qemuProtoMask is the protocol-feature mask of QEMU 7.2 (bits 0 to 16, notes §2).
+// qemuProtoMask is the protocol-feature mask of QEMU 7.2: bits 0 to 16,
+// VHOST_USER_PROTOCOL_F_MQ to F_STATUS (docs/interop/vhost-user.rst).
 const qemuProtoMask = 1<<17 - 1
 
 // Frontend is a pure-Go stand-in for QEMU 7.2's vhost-user front-end. It
-// replays the message sequences recorded in notes/qemu-vhost-user.md §3
-// and keeps a transcript, one line per message.
+// replays the message sequences recorded from QEMU 7.2 and keeps a
+// transcript, one line per message.
 type Frontend struct {
 	conn *vhostuser.Conn
 	raw  *net.UnixConn
@@ -31,7 +32,8 @@ type Frontend struct {
 	QueueNum uint64
 	// Log is the transcript.
 	Log []string
-	// StripConfig drops PROTOCOL_F_CONFIG as QEMU does for net (notes §2).
+	// StripConfig drops PROTOCOL_F_CONFIG as QEMU does for a device without
+	// config ops, such as net (hw/virtio/vhost-user.c).
 	StripConfig bool
 
 	masked   int          // the "masked notifier" eventfd QEMU installs before start
@@ -219,7 +221,7 @@ func (f *Frontend) GetVringBase(idx int) (uint16, error) {
 	return uint16(v), nil
 }
 
-// negotiate is the start of every vhost_dev's init (notes §3.1 #1-#4).
+// negotiate is the start of every vhost_dev's init (its first four messages).
 func (f *Frontend) negotiate(first bool) error {
 	var err error
 	if f.Features, err = f.GetU64(vhostuser.ReqGetFeatures); err != nil {
@@ -254,8 +256,8 @@ func (f *Frontend) negotiate(first bool) error {
 	return f.Set(vhostuser.ReqSetOwner, false, nil)
 }
 
-// NetInit replays QEMU 7.2's netdev init for pairs queue pairs (notes §3.1
-// #1-#12 and §3.2): negotiation, SET_OWNER late, GET_FEATURES twice,
+// NetInit replays QEMU 7.2's netdev init for pairs queue pairs:
+// negotiation, SET_OWNER late, GET_FEATURES twice,
 // masked call fds, and rings enabled before they exist.
 func (f *Frontend) NetInit(pairs int) error {
 	f.StripConfig = true
@@ -416,7 +418,7 @@ func (f *Frontend) NetStart(acked uint64, activePairs int, bases []uint16) error
 	return nil
 }
 
-// NetStop replays the guest's poweroff (notes §3.1 #33-#36): GET_VRING_BASE
+// NetStop replays the guest's poweroff: GET_VRING_BASE
 // per ring, then the late SET_VRING_ENABLE 1s.
 func (f *Frontend) NetStop() ([]uint16, error) {
 	if err := f.status(0); err != nil {
@@ -448,8 +450,8 @@ func (f *Frontend) UsedBases() []uint16 {
 	return b
 }
 
-// BlkInit replays vhost-user-blk realize (notes §3.3 #1-#9) and returns the
-// config bytes. configLen 0 replays a reconnect's init (no GET_CONFIG, §6).
+// BlkInit replays vhost-user-blk realize and returns the config bytes.
+// configLen 0 replays a reconnect's init (no GET_CONFIG).
 func (f *Frontend) BlkInit(configLen uint32) ([]byte, error) {
 	if err := f.negotiate(true); err != nil {
 		return nil, err
@@ -480,7 +482,7 @@ func (f *Frontend) BlkInit(configLen uint32) ([]byte, error) {
 	return r[12:], nil
 }
 
-// BlkStart replays a driver start (SeaBIOS or Linux, notes §3.3 #10-#20):
+// BlkStart replays a driver start (SeaBIOS or Linux):
 // SET_FEATURES, GET_INFLIGHT_FD + SET_INFLIGHT_FD unless QEMU still holds a
 // region (after a reconnect it re-sends the one it kept), the real call fd,
 // SET_FEATURES again, memory, ring setup and enable.
@@ -523,7 +525,7 @@ func (f *Frontend) BlkStart(q *DriverQueue, acked uint64, base uint16) error {
 	return f.Enable(0, true)
 }
 
-// BlkReset replays a guest device reset (notes §3.3 #21-#22): ENABLE 0,
+// BlkReset replays a guest device reset: ENABLE 0,
 // GET_VRING_BASE, and QEMU frees its inflight region.
 func (f *Frontend) BlkReset() (uint16, error) {
 	if err := f.Enable(0, false); err != nil {

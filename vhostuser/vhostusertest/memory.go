@@ -18,7 +18,7 @@ func OneRegion(size uint64) []RegionLayout {
 	return []RegionLayout{{GPA: 0, Size: size}}
 }
 
-// TwoRegions mimics the PCI hole layout (notes §0.5): [0, a) and [hole, hole+b)
+// TwoRegions mimics q35's RAM around the PCI hole: [0, a) and [hole, hole+b)
 // in one memfd at offsets 0 and a.
 func TwoRegions(a, hole, b uint64) []RegionLayout {
 	return []RegionLayout{{GPA: 0, Size: a}, {GPA: hole, Size: b, FileOffset: a}}

@@ -1,0 +1,34 @@
+package fabric
+
+import "net/netip"
+
+// Link is the fabric as one peer sees it through one payload kind: the
+// shape of falcon/link.Link (Send(pkt, flow)), so the Falcon transport and
+// the connection manager can use the daemon's UDP port.
+type Link struct {
+	f    *Fabric
+	peer netip.AddrPort
+	kind Kind
+}
+
+// Link returns a link that sends payloads of kind k to the peer at peer.
+// Datagrams of kind k from any peer go to the receiver given to Handle.
+func (f *Fabric) Link(peer netip.AddrPort, k Kind) *Link {
+	return &Link{f: f, peer: netip.AddrPortFrom(peer.Addr().Unmap(), peer.Port()), kind: k}
+}
+
+// Send sends pkt with flow label flow; the flow label picks the UDP source
+// port (path). Failures are counted by the fabric (TxNoPeer, TxTooBig,
+// TxError), not returned: a lost packet is the transport's to recover.
+func (l *Link) Send(pkt []byte, flow uint32) { _ = l.f.Send(l.kind, l.peer, flow, pkt) }
+
+// Peer returns the address the link sends to.
+func (l *Link) Peer() netip.AddrPort { return l.peer }
+
+// ReceiverFunc adapts a function to Receiver.
+type ReceiverFunc func(from netip.AddrPort, flow uint32, payload []byte)
+
+// ReceiveFabric calls fn(from, flow, payload).
+func (fn ReceiverFunc) ReceiveFabric(from netip.AddrPort, flow uint32, payload []byte) {
+	fn(from, flow, payload)
+}

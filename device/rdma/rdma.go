@@ -1,0 +1,174 @@
+package rdma
+
+import (
+	"net"
+
+	"falconnic/device/cm"
+	"falconnic/device/port"
+	"falconnic/falcon"
+	"falconnic/falcon/wire"
+	"falconnic/internal/stats"
+	"falconnic/verbs"
+	"falconnic/vhostuser"
+)
+
+// Counters count the RDMA function's control channel, DMA engine and
+// connection manager, one counter per drop cause.
+type Counters struct {
+	CtlFrames, CtlReplies, CtlEvents stats.Counter
+	CtlDecodeErr, CtlNoAck           stats.Counter
+	CtlBadInstance, CtlFailed        stats.Counter
+	Doorbells                        stats.Counter
+	DMAReadBytes, DMAWriteBytes      stats.Counter
+	DMABadGPA, DMANoMemory           stats.Counter
+	ConnsUp, ConnRequests            stats.Counter
+	Resets                           stats.Counter
+}
+
+// Set lists the counters with help text.
+func (c *Counters) Set() stats.Set {
+	return stats.Set{
+		{Name: "rdma_ctl_frames", Help: "control-channel frames from the driver", Counter: &c.CtlFrames},
+		{Name: "rdma_ctl_replies", Help: "replies sent to the driver", Counter: &c.CtlReplies},
+		{Name: "rdma_ctl_events", Help: "events sent to the driver", Counter: &c.CtlEvents},
+		{Name: "rdma_ctl_decode_err", Help: "control frames that failed to decode", Counter: &c.CtlDecodeErr},
+		{Name: "rdma_ctl_unanswerable", Help: "undecodable control frames that could not be answered", Counter: &c.CtlNoAck},
+		{Name: "rdma_ctl_bad_instance", Help: "requests from an instance that is not the open one", Counter: &c.CtlBadInstance},
+		{Name: "rdma_ctl_failed", Help: "requests answered with an error status", Counter: &c.CtlFailed},
+		{Name: "rdma_doorbells", Help: "doorbells rung", Counter: &c.Doorbells},
+		{Name: "rdma_dma_read_bytes", Help: "bytes the DMA engine read from guest memory", Counter: &c.DMAReadBytes},
+		{Name: "rdma_dma_write_bytes", Help: "bytes the DMA engine wrote to guest memory", Counter: &c.DMAWriteBytes},
+		{Name: "rdma_dma_bad_gpa", Help: "DMA accesses refused: outside guest RAM", Counter: &c.DMABadGPA},
+		{Name: "rdma_dma_no_memory", Help: "DMA accesses refused: no guest memory attached", Counter: &c.DMANoMemory},
+		{Name: "rdma_conns_up", Help: "Falcon connections set up to peer NICs", Counter: &c.ConnsUp},
+		{Name: "rdma_resets", Help: "times every RDMA object was reclaimed (driver reset, guest gone)", Counter: &c.Resets},
+	}
+}
+
+// Func is one NIC's RDMA function: the control-channel handler, the
+// verbs engine and the DMA engine over the guest's memory, attached to
+// the NIC's Falcon port as the ULP of RDMA connections (protocol 2). The
+// port's goroutine owns the engine: control frames reach it as port work
+// (Port.Control), Falcon packets through the port's endpoint.
+type Func struct {
+	mac     [6]byte
+	deliver func(frame []byte) // toward the guest (the NIC's RX path)
+	cm      *cm.Agent          // nil: no connections
+	port    *port.Port
+	mem     rdmaMem
+	eng     *verbs.Engine
+
+	// Owned by the port's goroutine.
+	instance uint64
+	open     bool
+	conns    map[verbs.MAC]*falcon.Conn
+	out      []byte
+	Stats    Counters
+}
+
+// New builds the RDMA function of the NIC with MAC mac and
+// attaches it to the NIC's port (before the port runs). deliver sends
+// frames to the guest; cm is the NIC's connection-manager agent (nil: no
+// connections to other NICs).
+func New(mac net.HardwareAddr, deliver func([]byte), agent *cm.Agent, port *port.Port) *Func {
+	r := &Func{deliver: deliver, cm: agent, port: port, conns: map[verbs.MAC]*falcon.Conn{}}
+	copy(r.mac[:], mac)
+	r.mem.stats = &r.Stats
+	r.eng = verbs.New(verbs.Config{Mem: &r.mem, Events: r.sendEvent})
+	r.eng.SetConns(rdmaConns{r})
+	port.SetULP(wire.ProtoRDMA, r.eng)
+	port.SetControl(r.control)
+	if agent != nil {
+		agent.Register(wire.ProtoRDMA, r.cmProto())
+	}
+	return r
+}
+
+// MAC returns the NIC's MAC.
+func (r *Func) MAC() verbs.MAC { return r.mac }
+
+// Port returns the NIC's Falcon port the function is attached to.
+func (r *Func) Port() *port.Port { return r.port }
+
+// Engine returns the verbs engine (only for use on the port's goroutine
+// or before the port runs).
+func (r *Func) Engine() *verbs.Engine { return r.eng }
+
+// SetMemTable gives the DMA engine the guest's current memory table; nil
+// means the guest is gone: every RDMA object is reclaimed, since the GPAs
+// it holds may no longer belong to the driver.
+func (r *Func) SetMemTable(t *vhostuser.MemTable) {
+	r.mem.set(t)
+	if t == nil {
+		r.port.Do(func(*falcon.Endpoint) { r.reset() })
+	}
+}
+
+// HandleControl takes a control-channel frame from the NIC's TX path (a
+// device.ControlHandler): it becomes work for the port (copied; never
+// blocks; a full queue is counted by the port).
+func (r *Func) HandleControl(frame []byte) { r.port.Control(frame) }
+
+// Do queues fn to run on the port's goroutine; false once it stopped.
+func (r *Func) Do(fn func(*Func)) bool {
+	return r.port.Do(func(*falcon.Endpoint) { fn(r) })
+}
+
+// Call runs fn on the port's goroutine and waits for it (status, tests);
+// false, and fn never runs, once the port stopped.
+func (r *Func) Call(fn func(*Func)) bool {
+	return r.port.Call(func(*falcon.Endpoint) { fn(r) })
+}
+
+// reset reclaims every RDMA object (Falcon connections to peer NICs stay:
+// they belong to the NIC, not to the driver).
+func (r *Func) reset() {
+	r.Stats.Resets.Inc()
+	r.eng.Reset()
+	r.open = false
+}
+
+// Status reports the RDMA function's counters (verbs engine's prefixed
+// "verbs."; the endpoint's are the port's).
+func (r *Func) Status() map[string]uint64 {
+	m := r.Stats.Set().Snapshot()
+	for k, v := range r.eng.Stats.Set().Snapshot() {
+		m["verbs."+k] = v
+	}
+	return m
+}
+
+// rdmaConns is the verbs engine's view of the NIC's connections.
+type rdmaConns struct{ r *Func }
+
+// Lookup returns the connection to peer, or nil while the connection
+// manager sets one up (a dead one is replaced).
+func (c rdmaConns) Lookup(peer verbs.MAC) *falcon.Conn {
+	r := c.r
+	if cn := r.conns[peer]; cn != nil && !cn.Dead() {
+		return cn
+	}
+	if r.cm != nil {
+		r.cm.Dial(wire.ProtoRDMA, peer)
+	}
+	return nil
+}
+
+// cmProto is the RDMA function's part in connection set-up: one ordered
+// connection per peer NIC.
+func (r *Func) cmProto() cm.Proto {
+	return cm.Proto{
+		Config: func(c *falcon.ConnConfig) { c.Ordered = true },
+		Up: func(peer [6]byte, c *falcon.Conn) error {
+			r.conns[peer] = c
+			r.Stats.ConnsUp.Inc()
+			r.eng.KickAll()
+			return nil
+		},
+		Down: func(peer [6]byte, c *falcon.Conn) {
+			if r.conns[peer] == c {
+				delete(r.conns, peer)
+			}
+		},
+	}
+}
