@@ -21,11 +21,12 @@ var rules = map[string][]string{
 	"verbs":       {"verbs", "falcon", "internal/"},
 	"nvme":        {"nvme", "falcon", "internal/"},
 	"vhostuser":   {"vhostuser", "internal/"},
-	"device":      {"device", "vhostuser", "verbs", "nvme", "falcon", "firmware", "internal/"},
+	"psp":         {"psp", "internal/"}, // PSP encapsulation and CM authentication: sans-I/O leaves
+	"device":      {"device", "vhostuser", "verbs", "nvme", "falcon", "firmware", "psp", "internal/"},
 	// The function rooms under device/ reach each other only through the
 	// port (and the daemon, at device/, assembles them).
 	"device/port":     {"falcon", "firmware", "internal/"},
-	"device/cm":       {"device/port", "falcon", "internal/"},
+	"device/cm":       {"device/port", "falcon", "psp", "internal/"},
 	"device/vsock":    {"vhostuser", "internal/"},
 	"device/rdmauapi": {"internal/"},
 	"qemu":            {"qemu", "internal/"},
@@ -122,6 +123,10 @@ func TestRuleMatching(t *testing.T) {
 		{"device/vsock", "device", false},
 		{"device/vsock", "vhostuser", true},
 		{"device", "device/port", true},
+		{"device", "psp", true},
+		{"device/cm", "psp/cmauth", true},
+		{"psp", "falcon", false},
+		{"psp/cmauth", "device/cm", false},
 		{"falconx", "falcon", false},
 		{"cmd/falconnic", "device", true},
 	} {
