@@ -15,6 +15,7 @@ type Counters struct {
 	// target
 	Commands, Responses, ErrorResponses, PullsSent stats.Counter
 	BadOpcode, BadField, BadNamespace, TargetBusy  stats.Counter
+	PathOwned, PathShareFull                       stats.Counter
 	RxWriteDataInvalid, RxWriteDataMismatch        stats.Counter
 	BackendBusy, IOStale                           stats.Counter
 	KeptFrames, LentChunks                         stats.Counter
@@ -50,6 +51,8 @@ func (c *Counters) Set() stats.Set {
 		{Name: "BadField", Help: "commands refused: invalid field", Counter: &c.BadField},
 		{Name: "BadNamespace", Help: "commands refused: namespace not exported", Counter: &c.BadNamespace},
 		{Name: "TargetBusy", Help: "requests RNR-NACKed: target table full", Counter: &c.TargetBusy},
+		{Name: "PathShareFull", Help: "requests RNR-NACKed: the path holds its fair share of the target table", Counter: &c.PathShareFull},
+		{Name: "PathOwned", Help: "paths refused: the initiator MAC has a live path owned by another daemon", Counter: &c.PathOwned},
 		{Name: "RxWriteDataInvalid", Help: "writes failed: initiator marked the data invalid (INV)", Counter: &c.RxWriteDataInvalid},
 		{Name: "RxWriteDataMismatch", Help: "writes failed: Write Data Response names another nCMD", Counter: &c.RxWriteDataMismatch},
 		{Name: "BackendBusy", Help: "backend IOs that waited: the asynchronous backend's queue was full", Counter: &c.BackendBusy},
