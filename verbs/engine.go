@@ -112,6 +112,8 @@ type Engine struct {
 	srqs  map[uint32]*SRQ
 	ahs   map[uint32]*AH
 	conns map[*falcon.Conn]*connState
+	// connSweepAt is the table size at which connOf next sweeps dead entries.
+	connSweepAt int
 	mtt   uint32 // page-list entries held
 	qpGen map[uint32]uint8
 	dma   *MR // the DMALKey region of kernel QPs
