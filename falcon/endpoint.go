@@ -128,6 +128,9 @@ func New(cfg Config) *Endpoint {
 	if cfg.ReplayMargin == 0 {
 		cfg.ReplayMargin = time.Second
 	}
+	if cfg.ReplayMaxLead == 0 {
+		cfg.ReplayMaxLead = 10 * time.Second
+	}
 	rng := cfg.Rand
 	if rng == nil {
 		rng = &xorshift{s: 0x9e3779b97f4a7c15}
