@@ -244,6 +244,10 @@ func (e *Engine) takeWQE(qp *QP, op *sendOp, seq uint32) WCStatus {
 			op.av = AV{DMAC: w.AVDMAC()}
 		}
 		op.dest = op.av.DMAC
+		if op.av.Net != NetNone && !e.ownGID(&op.av.SGID) {
+			e.Stats.WQEForeignSGID.Inc()
+			return WCLocQPOpErr
+		}
 		if int(op.length) > e.pmtu(qp) {
 			e.Stats.WQETooLong.Inc()
 			return WCLocLenErr
