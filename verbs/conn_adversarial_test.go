@@ -11,7 +11,7 @@ import (
 // TestConnStateRemovedWithConnection: a connection's entry goes with
 // ConnDown, and entries of connections closed behind the engine's back
 // are swept, so replaced connections do not accumulate [issue 18, finding 5].
-func TestConnStateRemovedWithConnection(t *testing.T) {
+func TestAdversarialReplacedConnectionsDoNotLeak(t *testing.T) {
 	p, err := sim.NewPair(sim.PairConfig{Conn: falcon.ConnConfig{SCID: 1, DCID: 2, Protocol: wire.ProtoRDMA}})
 	if err != nil {
 		t.Fatal(err)
