@@ -197,6 +197,21 @@ func TestReplayCacheBounded(t *testing.T) {
 	}
 }
 
+// TestMaxSenders: a new sender beyond MaxSenders is refused; known ones
+// go on.
+func TestMaxSenders(t *testing.T) {
+	s := testSecret(t)
+	o, _ := NewOpener(s, "daemon-z", OpenerConfig{MaxSenders: 2})
+	for i, id := range []ID{"d1", "d2", "d3", "d1"} {
+		se, _ := NewSealer(s, id, rand.Reader)
+		env, _ := se.Seal(nil, t0, nil, reqBody(1))
+		_, d := o.Open(env, t0)
+		if want := map[bool]Drop{true: DropSenders, false: dropNone}[i == 2]; d != want {
+			t.Fatalf("%s: %v, want %v", id, d, want)
+		}
+	}
+}
+
 func TestDropTableComplete(t *testing.T) {
 	seen := map[string]bool{}
 	for d := range numDrops {

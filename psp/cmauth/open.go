@@ -14,16 +14,21 @@ import (
 // Freshness and replay [issue 18, finding 1]: a message is accepted only
 // if its sender's time lies within Window of the receiver's clock (the
 // daemons' wall clocks must agree to within Window/2: NTP) and its nonce
-// was not seen in that time. The replay cache holds at most CacheSize
-// nonces; when it is full the oldest is evicted and nothing as old as it
-// is accepted any more (the floor), so a flood cannot push a captured
-// message out of the cache and replay it: it can only make the receiver
-// refuse old messages, which the CM retries anyway.
+// was not seen in that time. Each sender daemon has its own replay
+// cache of at most CacheSize nonces; when it is full the oldest is
+// evicted and nothing from that sender as old as it is accepted any more
+// (its floor), so a flood cannot push a captured message out of the cache
+// and replay it: it can only make the receiver refuse that sender's old
+// messages, which the CM retries anyway. Caches are per sender so that
+// one daemon's traffic (or clock) never raises another's floor; at most
+// MaxSenders daemons are tracked.
 const (
 	// DefaultWindow is the default freshness window.
 	DefaultWindow = 30 * time.Second
-	// DefaultCacheSize is the default replay-cache capacity.
-	DefaultCacheSize = 1 << 16
+	// DefaultCacheSize is the default replay-cache capacity per sender.
+	DefaultCacheSize = 4096
+	// DefaultMaxSenders is the default number of sender daemons tracked.
+	DefaultMaxSenders = 1024
 )
 
 // Drop is why Open refused a message; each has its counter.
@@ -45,6 +50,7 @@ const (
 	DropFloor
 	DropReplay
 	DropSA
+	DropSenders
 	numDrops
 )
 
@@ -61,6 +67,7 @@ var drops = [numDrops]struct{ name, help string }{
 	DropFloor:    {"cm_auth_below_floor", "CM messages refused: authentic but no newer than a nonce the full replay cache evicted"},
 	DropReplay:   {"cm_auth_replay", "CM messages refused: authentic but their nonce was already accepted"},
 	DropSA:       {"cm_auth_bad_sa", "CM messages refused: authentic but the SA offer is malformed"},
+	DropSenders:  {"cm_auth_too_many_senders", "CM messages refused: authentic but from a new daemon while MaxSenders are tracked"},
 }
 
 // String names the cause (its counter's name).
@@ -97,9 +104,10 @@ func (c *Counters) Set() stats.Set {
 
 // OpenerConfig configures an Opener.
 type OpenerConfig struct {
-	Window    time.Duration // freshness window (DefaultWindow)
-	CacheSize int           // replay-cache capacity (DefaultCacheSize)
-	Counters  *Counters     // nil: the opener's own
+	Window     time.Duration // freshness window (DefaultWindow)
+	CacheSize  int           // replay-cache capacity per sender (DefaultCacheSize)
+	MaxSenders int           // sender daemons tracked (DefaultMaxSenders)
+	Counters   *Counters     // nil: the opener's own
 }
 
 // Opener opens the CM messages this daemon receives. Safe for concurrent
@@ -110,12 +118,19 @@ type Opener struct {
 	window int64
 	Stats  *Counters
 
-	mu    sync.Mutex
+	mu         sync.Mutex
+	senders    map[ID]*senderCache
+	cacheSize  int
+	maxSenders int
+	nonce      [nonceLen]byte
+}
+
+// senderCache is one sender daemon's replay cache.
+type senderCache struct {
 	seen  map[[nonceLen]byte]int64 // nonce → sender time
 	ring  []cacheEntry             // insertion order, for eviction
 	head  int
 	floor int64 // nothing at or before this time is accepted
-	nonce [nonceLen]byte
 }
 
 type cacheEntry struct {
@@ -134,11 +149,14 @@ func NewOpener(s *Secret, self ID, cfg OpenerConfig) (*Opener, error) {
 	if cfg.CacheSize <= 0 {
 		cfg.CacheSize = DefaultCacheSize
 	}
+	if cfg.MaxSenders <= 0 {
+		cfg.MaxSenders = DefaultMaxSenders
+	}
 	if cfg.Counters == nil {
 		cfg.Counters = &Counters{}
 	}
 	return &Opener{aead: newGCM(s), self: self, window: int64(cfg.Window), Stats: cfg.Counters,
-		seen: make(map[[nonceLen]byte]int64), ring: make([]cacheEntry, 0, cfg.CacheSize)}, nil
+		senders: map[ID]*senderCache{}, cacheSize: cfg.CacheSize, maxSenders: cfg.MaxSenders}, nil
 }
 
 // Open authenticates and decrypts message b (in place: b is spoiled)
@@ -188,10 +206,17 @@ func (o *Opener) open(b []byte, now int64) (Msg, Drop) {
 		return Msg{}, DropStale
 	case at >= now+o.window:
 		return Msg{}, DropFuture
-	case at <= o.floor:
+	}
+	sc := o.senders[from]
+	switch {
+	case sc == nil && len(o.senders) >= o.maxSenders:
+		return Msg{}, DropSenders
+	case sc == nil:
+		sc = &senderCache{seen: map[[nonceLen]byte]int64{}}
+	case at <= sc.floor:
 		return Msg{}, DropFloor
 	}
-	if _, dup := o.seen[o.nonce]; dup {
+	if _, dup := sc.seen[o.nonce]; dup {
 		return Msg{}, DropReplay
 	}
 	m := Msg{From: from, Time: at, Body: plain[saLen:]}
@@ -209,7 +234,10 @@ func (o *Opener) open(b []byte, now int64) (Msg, Drop) {
 		}
 	}
 	clear(plain[:saLen])
-	o.remember(o.nonce, at, now)
+	if len(sc.seen) == 0 {
+		o.senders[from] = sc
+	}
+	sc.remember(o.nonce, at, now, o.window, o.cacheSize)
 	return m, dropNone
 }
 
@@ -225,26 +253,37 @@ func allZero(b []byte) bool {
 // remember puts an accepted nonce in the cache, evicting the oldest
 // entry when it is full (its time becomes the floor if still fresh) and
 // expired entries on the way.
-func (o *Opener) remember(n [nonceLen]byte, at, now int64) {
-	if len(o.ring) < cap(o.ring) {
-		o.ring = append(o.ring, cacheEntry{n, at})
-		o.seen[n] = at
+func (c *senderCache) remember(n [nonceLen]byte, at, now, window int64, size int) {
+	if len(c.ring) < size {
+		c.ring = append(c.ring, cacheEntry{n, at})
+		c.seen[n] = at
 		return
 	}
-	old := &o.ring[o.head]
-	delete(o.seen, old.nonce)
-	if old.at > now-o.window && old.at > o.floor {
-		o.floor = old.at
+	old := &c.ring[c.head]
+	delete(c.seen, old.nonce)
+	if old.at > now-window && old.at > c.floor {
+		c.floor = old.at
 	}
 	*old = cacheEntry{n, at}
-	o.seen[n] = at
-	o.head = (o.head + 1) % len(o.ring)
+	c.seen[n] = at
+	c.head = (c.head + 1) % len(c.ring)
 }
 
-// Cached returns how many nonces the replay cache holds (bounded by
-// OpenerConfig.CacheSize).
+// Cached returns how many nonces the replay caches hold in all (bounded
+// by CacheSize × MaxSenders).
 func (o *Opener) Cached() int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return len(o.seen)
+	n := 0
+	for _, c := range o.senders {
+		n += len(c.seen)
+	}
+	return n
+}
+
+// Senders returns how many sender daemons the opener tracks.
+func (o *Opener) Senders() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.senders)
 }
