@@ -9,8 +9,8 @@
 // (msg.go): sender daemon ID and time in the clear but authenticated, the
 // CM message and the SA offer (the SPI and PSP key of the connection,
 // package psp) encrypted. An Opener checks the envelope, then the tag,
-// then freshness (Window) and a bounded replay cache of nonces: a
-// captured REQ replayed later is refused. Owners then binds the sender
+// then freshness (Window) and a bounded replay cache of nonces per sender
+// daemon: a captured REQ replayed later is refused. Owners then binds the sender
 // daemon to the source MAC the CM message claims: a MAC of this daemon's
 // own NICs, or one another daemon speaks for, is refused.
 //
