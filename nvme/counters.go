@@ -15,7 +15,7 @@ type Counters struct {
 	// target
 	Commands, Responses, ErrorResponses, PullsSent stats.Counter
 	BadOpcode, BadField, BadNamespace, TargetBusy  stats.Counter
-	PathOwned, PathShareFull                       stats.Counter
+	PathOwned, PathShareFull, WriteFenced          stats.Counter
 	RxWriteDataInvalid, RxWriteDataMismatch        stats.Counter
 	BackendBusy, IOStale                           stats.Counter
 	KeptFrames, LentChunks                         stats.Counter
@@ -52,6 +52,7 @@ func (c *Counters) Set() stats.Set {
 		{Name: "BadNamespace", Help: "commands refused: namespace not exported", Counter: &c.BadNamespace},
 		{Name: "TargetBusy", Help: "requests RNR-NACKed: target table full", Counter: &c.TargetBusy},
 		{Name: "PathShareFull", Help: "requests RNR-NACKed: the path holds its fair share of the target table", Counter: &c.PathShareFull},
+		{Name: "WriteFenced", Help: "writes RNR-NACKed: a write of the same initiator from a failed path is still in the backend", Counter: &c.WriteFenced},
 		{Name: "PathOwned", Help: "paths refused: the initiator MAC has a live path owned by another daemon", Counter: &c.PathOwned},
 		{Name: "RxWriteDataInvalid", Help: "writes failed: initiator marked the data invalid (INV)", Counter: &c.RxWriteDataInvalid},
 		{Name: "RxWriteDataMismatch", Help: "writes failed: Write Data Response names another nCMD", Counter: &c.RxWriteDataMismatch},

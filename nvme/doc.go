@@ -63,7 +63,10 @@
 // MAC is live, only the daemon that owns it may add another. Target
 // slots are split evenly between live paths (a path beyond its share is
 // RNR-NACKed), and a path's initiator tables come with its first command,
-// so a path that never initiates costs a few hundred bytes.
+// so a path that never initiates costs a few hundred bytes. While a
+// write of a failed path is still in an AsyncBackend, writes of the same
+// initiator on any path are RNR-NACKed (WriteFenced): a retried copy
+// never lands before the write it replaces.
 //
 // Backends (aio.go): a plain Backend (memory) is called on the endpoint's
 // goroutine. An AsyncBackend (files and block devices in package device:

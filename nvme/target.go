@@ -38,6 +38,7 @@ type tslot struct {
 	chunk  int32         // buf's index in Engine.chunks
 	frame  *framebuf.Buf // a kept Write Data Response frame holding io.Buf (Config.Frames)
 	io     IO
+	fence  [6]byte // orphaned IO (path nil): the initiator MAC its writes fence
 }
 
 func (s *tslot) tag(i int32) uint32 { return uint32(i) | uint32(s.gen&0x7ff)<<13 }
@@ -149,6 +150,14 @@ func (e *Engine) onCommand(p *Path, rsn wire.RSN, n *wire.NVMe) {
 	}
 	if p.held >= e.pathShare() {
 		e.Stats.PathShareFull.Inc()
+		_ = p.conn.NackPush(rsn, wire.NackRNR, 0, rnrRetry)
+		return
+	}
+	if n.Type == wire.NVMeWriteRequest && e.orphans[p.ini.MAC] > 0 {
+		// A write of this initiator from a failed path is still in the
+		// backend: a retried copy must not land before it (nor a newer
+		// write be overwritten by it) [issue 18, finding 6].
+		e.Stats.WriteFenced.Inc()
 		_ = p.conn.NackPush(rsn, wire.NackRNR, 0, rnrRetry)
 		return
 	}
@@ -430,7 +439,8 @@ func (e *Engine) dropTargets(p *Path) {
 		case s.state == tFree || s.path != p:
 		case s.state == tIO:
 			p.held--
-			s.path = nil
+			s.path, s.fence = nil, p.ini.MAC
+			e.orphans[p.ini.MAC]++
 		default:
 			e.freeTarget(int32(i))
 		}
