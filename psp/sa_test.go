@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"runtime"
 	"testing"
 )
 
@@ -263,4 +264,30 @@ func TestMasterKeyErrors(t *testing.T) {
 	if _, err := NewTxSA(AESGCM256, 1, make([]byte, 16), nil); !errors.Is(err, ErrKeyLen) {
 		t.Errorf("short key: %v", err)
 	}
+}
+
+// TestSAMemory reports what one connection's SAs hold (both halves, an
+// RxSA with a previous SPI too) and bounds it.
+func TestSAMemory(t *testing.T) {
+	m := goldenKeys(t, 0)
+	key, _, _ := m.Derive(nil, 5, AESGCM128)
+	const n = 200
+	keep := make([]any, 0, 2*n)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := range n {
+		rx, _ := NewRxSA(m, AESGCM128, m.NewSPI(uint32(i+1)), nil)
+		_ = rx.Rekey(m.NewSPI(uint32(i + 1000)))
+		tx, _ := NewTxSA(AESGCM128, 5, key, nil)
+		keep = append(keep, rx, tx)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	per := (int64(after.HeapAlloc) - int64(before.HeapAlloc)) / n
+	t.Logf("%d bytes per connection (RxSA with two SPIs, TxSA)", per)
+	if per > 8<<10 {
+		t.Fatalf("%d bytes per connection", per)
+	}
+	runtime.KeepAlive(keep)
 }

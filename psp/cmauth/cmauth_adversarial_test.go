@@ -3,6 +3,7 @@ package cmauth
 import (
 	"bytes"
 	"crypto/rand"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -90,6 +91,9 @@ func TestAdversarialCMFlood(t *testing.T) {
 	b, _ := NewSealer(s, "daemon-b", rand.Reader)
 	evil, _ := NewSealer(s, "daemon-evil", rand.Reader)
 	captured, _ := b.Seal(nil, t0, testSA(), cmREQ(macB1, macA1))
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
 	for i := range 10000 {
 		now := t0 + int64(i)*int64(time.Microsecond)
 		var env []byte
@@ -102,6 +106,14 @@ func TestAdversarialCMFlood(t *testing.T) {
 			env = bytes.Clone(captured)
 		}
 		receiveREQ(a, own, env, now)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	const bound = 256 << 10 // two senders' caches of 256 nonces and 64 learnt MACs
+	growth := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	t.Logf("heap growth after 10,000 forged, flooding and replayed messages: %d bytes", growth)
+	if growth > bound {
+		t.Fatalf("heap grew by %d bytes, bound %d", growth, bound)
 	}
 	if a.Cached() > 256*a.Senders() || a.Senders() != 2 {
 		t.Fatalf("replay caches hold %d nonces of %d senders", a.Cached(), a.Senders())
