@@ -97,7 +97,7 @@ func (c *NamespaceCounters) Set() stats.Set {
 		{Name: "OutOfRange", Help: "commands refused: LBA range beyond the namespace", Counter: &c.OutOfRange},
 		{Name: "WriteProtected", Help: "commands refused: write to a read-only namespace", Counter: &c.WriteProtected},
 		{Name: "BackendErrors", Help: "backend I/O errors", Counter: &c.BackendErrors},
-		{Name: "AccessDenied", Help: "commands refused: the initiator is not on the namespace's access list", Counter: &c.AccessDenied},
+		{Name: "access_denied", Help: "commands refused: the initiator is not on the namespace's access list", Counter: &c.AccessDenied},
 	}
 }
 
