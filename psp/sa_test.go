@@ -291,3 +291,25 @@ func TestSAMemory(t *testing.T) {
 	}
 	runtime.KeepAlive(keep)
 }
+
+// TestSealOpenDoNotAllocate: the per-datagram path allocates nothing
+// (caller buffers, keys derived at install).
+func TestSealOpenDoNotAllocate(t *testing.T) {
+	_, rx, tx := pair(t, AESGCM128, 1)
+	pkt := falconPkt(3, 4092, 0)
+	dst := make([]byte, 0, len(pkt)+Overhead)
+	buf := make([]byte, len(pkt)+Overhead)
+	if n := testing.AllocsPerRun(100, func() {
+		d, err := tx.Seal(dst, pkt, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		copy(buf, d)
+		if _, _, drop := rx.Open(buf); drop != dropNone {
+			t.Fatal(drop)
+		}
+		_, _, _ = rx.Open(buf[:10]) // a refusal allocates nothing either
+	}); n != 0 {
+		t.Fatalf("%v allocations per seal and open", n)
+	}
+}
