@@ -26,6 +26,11 @@ type Config struct {
 	// ReplayMargin is the PAWS-like replay window on IV timestamps
 	// [S §9.2.2.2]; 0 means 1 s.
 	ReplayMargin time.Duration
+	// ReplayMaxLead bounds how far ahead of the peer's projected clock an
+	// IV timestamp may be: one further ahead is dropped (RxIVAhead) and
+	// does not move the peer clock, so no single datagram can make every
+	// later one a "replay" [issue 18, finding 3]. 0 means 10 s.
+	ReplayMaxLead time.Duration
 }
 
 // ConnConfig is what the connection manager sets up for one connection

@@ -39,6 +39,7 @@ func (c *EndpointCounters) Set() stats.Set {
 type ConnCounters struct {
 	// Receive drops and duplicates.
 	RxReplay        stats.Counter
+	RxIVAhead       stats.Counter
 	RxDupOld        stats.Counter
 	RxOutOfWindow   stats.Counter
 	RxDupAcked      stats.Counter
@@ -87,6 +88,7 @@ type ConnCounters struct {
 func (c *ConnCounters) Set() stats.Set {
 	return stats.Set{
 		{Name: "rx_drop_replay", Help: "IV timestamp failed the replay check", Counter: &c.RxReplay},
+		{Name: "rx_drop_iv_ahead", Help: "IV timestamp further ahead of the peer's projected clock than ReplayMaxLead", Counter: &c.RxIVAhead},
 		{Name: "rx_drop_dup_old", Help: "PSN below the window base (old duplicate)", Counter: &c.RxDupOld},
 		{Name: "rx_drop_out_of_window", Help: "PSN beyond the receive window (sets OWN)", Counter: &c.RxOutOfWindow},
 		{Name: "rx_drop_dup_acked", Help: "duplicate of an acknowledged PSN", Counter: &c.RxDupAcked},

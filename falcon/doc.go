@@ -107,7 +107,10 @@
 //     FIFO over both windows) and resend timed-out requests in RSN order
 //     across both windows (UR rule); unordered ones use the same FIFO.
 //   - There is no CM time exchange yet: a connection adopts the peer's IV
-//     time from its first frame for the replay check.
+//     time from its first frame for the replay check. An IV further ahead
+//     of the peer's projected clock than Config.ReplayMaxLead is dropped
+//     (rx_drop_iv_ahead) and does not move that clock, so one datagram
+//     cannot make every later one a replay.
 //   - Without an RUE windows stay at their initial values and the RTO at
 //     its initial value; firmware.Fixed is the default RUE to plug in.
 //   - Multipath: new packets pick a flow by ConnConfig.PathPolicy (round

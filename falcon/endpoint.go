@@ -29,6 +29,17 @@ type InProcessLink interface {
 	InProcess()
 }
 
+// SealingLink is a Link that authenticates and encrypts every frame
+// itself (PSP: package psp) [digest §2.1, F-WIRE-9]. The endpoint leaves
+// the envelope's ICV field zero for it, as for an InProcessLink; the
+// link splits the frame (SplitEnvelope), seals the packet with the
+// envelope's IV timestamp as PSP's T1/T3 and, at the far end, hands
+// what PSP opened to ReceiveAuthenticated.
+type SealingLink interface {
+	Link
+	Seals()
+}
+
 // RefLink is an InProcessLink that also takes frames by reference, for
 // the first transmission of a packet only; the endpoint writes such a
 // frame no more (a resend or Resync works on a copy).
@@ -127,6 +138,9 @@ func New(cfg Config) *Endpoint {
 	}
 	if cfg.ReplayMargin == 0 {
 		cfg.ReplayMargin = time.Second
+	}
+	if cfg.ReplayMaxLead == 0 {
+		cfg.ReplayMaxLead = 10 * time.Second
 	}
 	rng := cfg.Rand
 	if rng == nil {
@@ -233,6 +247,14 @@ func (e *Endpoint) ReceiveMarked(frame []byte, flow uint32, m Mark) { e.receive(
 // pipeline without the ICV check (such frames carry none).
 func (e *Endpoint) ReceiveInProcess(frame []byte, flow uint32) { e.receive(frame, flow, Mark{}, false) }
 
+// ReceiveAuthenticated is ReceiveMarked for a frame whose integrity a
+// SealingLink verified (PSP's tag): the same pipeline without the ICV
+// check. Build the frame with Envelope from the opened packet and its IV
+// timestamp.
+func (e *Endpoint) ReceiveAuthenticated(frame []byte, flow uint32, m Mark) {
+	e.receive(frame, flow, m, false)
+}
+
 func (e *Endpoint) receive(frame []byte, flow uint32, mark Mark, checkICV bool) {
 	e.Stats.RxFrames.Inc()
 	e.Stats.RxBytes.Add(uint64(len(frame)))
@@ -330,9 +352,10 @@ func (e *Endpoint) sendOn(l Link, pkt []byte, flow uint32, ref bool, mem *frameb
 		e.cfg.Tap(true, pkt)
 	}
 	var frame []byte
-	if _, local := l.(InProcessLink); local {
+	switch l.(type) {
+	case InProcessLink, SealingLink:
 		frame = sealInProcess(pkt, wire.TimestampAt(e.clk.Now()))
-	} else {
+	default:
 		frame = seal(pkt, wire.TimestampAt(e.clk.Now()))
 	}
 	e.Stats.TxFrames.Inc()

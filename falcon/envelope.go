@@ -36,6 +36,19 @@ func sealInProcess(pkt []byte, iv wire.Timestamp) []byte {
 	return binary.BigEndian.AppendUint32(b, 0)
 }
 
+// SplitEnvelope returns the packet and the IV timestamp of a frame the
+// endpoint handed to a SealingLink (or an InProcessLink); false if the
+// frame is shorter than the envelope. The ICV is neither checked nor
+// returned.
+func SplitEnvelope(frame []byte) (pkt []byte, iv wire.Timestamp, ok bool) {
+	return openInProcess(frame)
+}
+
+// Envelope appends the envelope (iv, a zero ICV) to pkt in its spare
+// capacity, where there is room (a packet PSP opened in place has its
+// 16-byte tag behind it), and returns the frame for ReceiveAuthenticated.
+func Envelope(pkt []byte, iv wire.Timestamp) []byte { return sealInProcess(pkt, iv) }
+
 // openInProcess splits a frame from an InProcessLink: no ICV check.
 func openInProcess(frame []byte) (pkt []byte, iv wire.Timestamp, ok bool) {
 	if len(frame) < envelopeLen {

@@ -24,6 +24,10 @@ func (c *Conn) receive(p wire.Packet, iv wire.Timestamp, flow uint32, mark Mark,
 		c.Stats.RxReplay.Inc()
 		return
 	}
+	if lead := uint32(iv) - proj; int32(lead) > 0 && lead > uint32(wire.TimestampAt(c.ep.cfg.ReplayMaxLead)) {
+		c.Stats.RxIVAhead.Inc()
+		return
+	}
 	if int32(uint32(iv)-uint32(c.remote)) > 0 {
 		c.remote, c.remoteAt = iv, now
 	}

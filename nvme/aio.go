@@ -172,6 +172,9 @@ func (e *Engine) IODone(io *IO) {
 	case s.state != tIO || s.gen != io.gen:
 		e.Stats.IOStale.Inc()
 	case s.path == nil: // dropTargets left it to us
+		if e.orphans[s.fence]--; e.orphans[s.fence] <= 0 {
+			delete(e.orphans, s.fence) // the initiator's writes go ahead
+		}
 		e.freeTarget(si)
 	default:
 		e.finishIO(si)

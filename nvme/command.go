@@ -89,6 +89,7 @@ var (
 	StatusLBAOutOfRange     = MakeStatus(SCTGeneric, 0x80, true)
 	StatusWriteFault        = MakeStatus(SCTMedia, 0x80, false)
 	StatusUnrecoveredRead   = MakeStatus(SCTMedia, 0x81, false)
+	StatusAccessDenied      = MakeStatus(SCTMedia, 0x86, true) // the initiator may not use the namespace
 	StatusInternalPathError = MakeStatus(SCTPath, 0x00, false) // the Falcon transaction failed
 )
 
@@ -110,13 +111,13 @@ var statusNames = map[Status]string{
 	StatusInvalidNamespace: "invalid-namespace", StatusWriteProtected: "namespace-write-protected",
 	StatusLBAOutOfRange: "lba-out-of-range", StatusWriteFault: "write-fault",
 	StatusUnrecoveredRead: "unrecovered-read-error", StatusInternalPathError: "internal-path-error",
-	StatusTransportError: "transient-transport-error",
+	StatusTransportError: "transient-transport-error", StatusAccessDenied: "access-denied",
 }
 
 // KnownStatuses lists every status this package produces.
 var KnownStatuses = []Status{StatusSuccess, StatusInvalidOpcode, StatusInvalidField, StatusDataTransferError,
 	StatusInternalError, StatusInvalidNamespace, StatusWriteProtected, StatusLBAOutOfRange, StatusWriteFault,
-	StatusUnrecoveredRead, StatusInternalPathError, StatusTransportError}
+	StatusUnrecoveredRead, StatusInternalPathError, StatusTransportError, StatusAccessDenied}
 
 // String names the status.
 func (s Status) String() string {

@@ -15,6 +15,7 @@ type Counters struct {
 	// target
 	Commands, Responses, ErrorResponses, PullsSent stats.Counter
 	BadOpcode, BadField, BadNamespace, TargetBusy  stats.Counter
+	PathOwned, PathShareFull, WriteFenced          stats.Counter
 	RxWriteDataInvalid, RxWriteDataMismatch        stats.Counter
 	BackendBusy, IOStale                           stats.Counter
 	KeptFrames, LentChunks                         stats.Counter
@@ -50,6 +51,9 @@ func (c *Counters) Set() stats.Set {
 		{Name: "bad_field", Help: "commands refused: invalid field", Counter: &c.BadField},
 		{Name: "bad_namespace", Help: "commands refused: namespace not exported", Counter: &c.BadNamespace},
 		{Name: "target_busy", Help: "requests RNR-NACKed: target table full", Counter: &c.TargetBusy},
+		{Name: "path_share_full", Help: "requests RNR-NACKed: the path holds its fair share of the target table", Counter: &c.PathShareFull},
+		{Name: "write_fenced", Help: "writes RNR-NACKed: a write of the same initiator from a failed path is still in the backend", Counter: &c.WriteFenced},
+		{Name: "path_owned", Help: "paths refused: the initiator MAC has a live path owned by another daemon", Counter: &c.PathOwned},
 		{Name: "rx_write_data_invalid", Help: "writes failed: initiator marked the data invalid (INV)", Counter: &c.RxWriteDataInvalid},
 		{Name: "rx_write_data_mismatch", Help: "writes failed: Write Data Response names another nCMD", Counter: &c.RxWriteDataMismatch},
 		{Name: "backend_busy", Help: "backend IOs that waited: the asynchronous backend's queue was full", Counter: &c.BackendBusy},

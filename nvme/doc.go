@@ -55,6 +55,19 @@
 // iCMD id, offset, type, length) before it touches host memory; every
 // drop has its counter (Counters, NamespaceCounters).
 //
+// Access control (acl.go): a namespace may list the initiators allowed
+// to use it (NIC MACs, host NQNs); a command from any other path — or
+// from a path added without an identity — fails with Access Denied before
+// the backend is touched. AddPathFrom binds a path to its initiator, as
+// the connection manager authenticated it; while a path of an initiator
+// MAC is live, only the daemon that owns it may add another. Target
+// slots are split evenly between live paths (a path beyond its share is
+// RNR-NACKed), and a path's initiator tables come with its first command,
+// so a path that never initiates costs a few hundred bytes. While a
+// write of a failed path is still in an AsyncBackend, writes of the same
+// initiator on any path are RNR-NACKed (WriteFenced): a retried copy
+// never lands before the write it replaces.
+//
 // Backends (aio.go): a plain Backend (memory) is called on the endpoint's
 // goroutine. An AsyncBackend (files and block devices in package device/storage:
 // io_uring submitted from the port's goroutine, or a worker pool) gets each nCMD's IO through Submit — data in a 4 KiB

@@ -67,6 +67,8 @@ type Engine struct {
 	cfg     Config
 	ns      map[uint16]*Namespace
 	paths   map[*falcon.Conn]*Path
+	byMAC   map[[6]byte]*Path // the newest identified path of each initiator MAC
+	orphans map[[6]byte]int   // IOs of failed paths still in a backend, by initiator MAC (zero: unidentified paths)
 	tslots  []tslot
 	tfree   []int32
 	ioWait  []int32 // target slots whose IO an AsyncBackend refused (full), in order
@@ -84,7 +86,7 @@ func NewEngine(cfg Config) *Engine {
 	if cfg.CommandTimeout <= 0 {
 		cfg.CommandTimeout = 30 * time.Second
 	}
-	e := &Engine{cfg: cfg, ns: make(map[uint16]*Namespace), paths: make(map[*falcon.Conn]*Path),
+	e := &Engine{cfg: cfg, ns: make(map[uint16]*Namespace), paths: make(map[*falcon.Conn]*Path), byMAC: make(map[[6]byte]*Path), orphans: make(map[[6]byte]int),
 		tslots: make([]tslot, maxTargets), scratch: make([]byte, 0, wire.NBTHLen+wire.NVMeCmdLen+IdentifyLen)}
 	e.tfree = make([]int32, maxTargets)
 	for i := range e.tfree {
@@ -139,6 +141,9 @@ func (e *Engine) AddPath(c *falcon.Conn) (*Path, error) {
 func (e *Engine) RemovePath(p *Path) {
 	p.fail()
 	delete(e.paths, p.conn)
+	if p.identified && e.byMAC[p.ini.MAC] == p {
+		delete(e.byMAC, p.ini.MAC)
+	}
 	for i, x := range e.list {
 		if x == p {
 			e.list = append(e.list[:i], e.list[i+1:]...)

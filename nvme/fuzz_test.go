@@ -56,7 +56,7 @@ func FuzzDecodeCommand(f *testing.F) {
 		if err != nil || (n.Type != wire.NVMeReadRequest && n.Type != wire.NVMeWriteRequest) {
 			return
 		}
-		d := e.decodeCommand(&n)
+		d := e.decodeCommand(nil, &n)
 		if !d.status.OK() {
 			return
 		}

@@ -54,6 +54,10 @@ type Path struct {
 	// target
 	pullWait []int32 // target slots whose Write Data Request Falcon refused (Xoff)
 	respQ    []int32 // target responses refused (Xoff)
+	held     int     // target slots this path's commands hold (fair share)
+
+	ini        Initiator // who is on the far end (AddPathFrom)
+	identified bool
 }
 
 // pendingPull is a Write Data Request waiting for room to answer.
@@ -64,8 +68,19 @@ type pendingPull struct {
 	tag    uint32 // that nCMD's tag
 }
 
+// newPath returns a path whose initiator tables come with its first
+// command (tables): a path that only serves a remote initiator, or that
+// a peer opened and never used, costs little.
 func newPath(e *Engine, c *falcon.Conn) *Path {
-	p := &Path{e: e, conn: c, icmds: make([]icmd, maxICMDs), ncmds: make([]ncmd, maxNCMDs)}
+	return &Path{e: e, conn: c}
+}
+
+// tables allocates the initiator tables.
+func (p *Path) tables() {
+	if p.icmds != nil {
+		return
+	}
+	p.icmds, p.ncmds = make([]icmd, maxICMDs), make([]ncmd, maxNCMDs)
 	p.icmdFree = make([]int32, maxICMDs)
 	for i := range p.icmdFree {
 		p.icmdFree[i] = int32(maxICMDs - 1 - i)
@@ -74,7 +89,6 @@ func newPath(e *Engine, c *falcon.Conn) *Path {
 	for i := range p.ncmdFree {
 		p.ncmdFree[i] = int32(maxNCMDs - 1 - i)
 	}
-	return p
 }
 
 // Conn returns the path's connection.
@@ -85,7 +99,7 @@ func (p *Path) Conn() *falcon.Conn { return p.conn }
 func (p *Path) Down() bool { return p.down || p.conn.Dead() }
 
 // Outstanding returns the commands submitted and not yet completed.
-func (p *Path) Outstanding() int { return maxICMDs - len(p.icmdFree) + len(p.backlog) }
+func (p *Path) Outstanding() int { return len(p.icmds) - len(p.icmdFree) + len(p.backlog) }
 
 func nTag(i int32, gen uint16) uint32 { return uint32(i) | uint32(gen&0xfff)<<12 }
 func iTag(i int32, gen uint16) uint32 { return uint32(i) | uint32(gen&0x3fff)<<10 }
@@ -149,6 +163,9 @@ func (p *Path) Submit(c *Command) error {
 
 // start moves backlog commands into the tables while there is room.
 func (p *Path) start() {
+	if len(p.backlog) > 0 {
+		p.tables()
+	}
 	for len(p.backlog) > 0 && !p.down {
 		c := p.backlog[0]
 		info, bytes, _ := validate(c)
@@ -251,6 +268,9 @@ func (p *Path) sendNCMD(ni int32, nc *ncmd) bool {
 // lookup returns the live nCMD a response names, or -1.
 func (p *Path) lookup(tag, icmdTag uint32, off uint8) int32 {
 	ni := int32(tag & 0xfff)
+	if int(ni) >= len(p.ncmds) {
+		return -1 // no command was ever sent on this path
+	}
 	nc := &p.ncmds[ni]
 	if nc.state != nSent || nTag(ni, nc.gen) != tag || iTag(nc.icmd, p.icmds[nc.icmd].gen) != icmdTag || nc.off != off {
 		return -1
@@ -303,6 +323,9 @@ func (p *Path) onResponse(n *wire.NVMe) {
 // onPushFailed fails the nCMD whose request Falcon could not deliver.
 func (p *Path) onPushFailed(tag uint32) {
 	ni := int32(tag & 0xfff)
+	if int(ni) >= len(p.ncmds) {
+		return
+	}
 	if nc := &p.ncmds[ni]; nc.state == nSent && nTag(ni, nc.gen) == tag {
 		p.finishNCMD(ni, StatusInternalPathError)
 	}

@@ -29,6 +29,11 @@ type NamespaceConfig struct {
 	Blocks    uint64
 	ReadOnly  bool
 	Backend   Backend
+	// Allow lists the initiators that may use the namespace (acl.go);
+	// others get Access Denied. Nil allows every path: the daemon's
+	// config gives every exported namespace a list unless it runs
+	// insecure.
+	Allow *ACL
 }
 
 // Namespace is one exported namespace with its counters.
@@ -74,6 +79,7 @@ type NamespaceCounters struct {
 	Reads, Writes, Flushes, WriteZeroes, Discards, Identifies stats.Counter
 	ReadBytes, WriteBytes, FUAWrites                          stats.Counter
 	OutOfRange, WriteProtected, BackendErrors                 stats.Counter
+	AccessDenied                                              stats.Counter
 }
 
 // Set lists the counters with help text.
@@ -91,6 +97,7 @@ func (c *NamespaceCounters) Set() stats.Set {
 		{Name: "out_of_range", Help: "commands refused: LBA range beyond the namespace", Counter: &c.OutOfRange},
 		{Name: "write_protected", Help: "commands refused: write to a read-only namespace", Counter: &c.WriteProtected},
 		{Name: "backend_errors", Help: "backend I/O errors", Counter: &c.BackendErrors},
+		{Name: "access_denied", Help: "commands refused: the initiator is not on the namespace's access list", Counter: &c.AccessDenied},
 	}
 }
 

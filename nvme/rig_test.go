@@ -27,6 +27,7 @@ type rigConfig struct {
 	namespaces []NamespaceConfig // Backend nil: a MemBackend of the right size
 	maxTxns    uint32
 	timeout    time.Duration
+	from       *Initiator // the target's path is identified as this initiator (AddPathFrom)
 }
 
 func newRig(t testing.TB, rc rigConfig) *rig {
@@ -62,7 +63,12 @@ func newRig(t testing.TB, rc rigConfig) *rig {
 	if r.path, err = r.ini.AddPath(p.CA); err != nil {
 		t.Fatal(err)
 	}
-	if r.back, err = r.tgt.AddPath(p.CB); err != nil {
+	if rc.from != nil {
+		r.back, err = r.tgt.AddPathFrom(p.CB, *rc.from)
+	} else {
+		r.back, err = r.tgt.AddPath(p.CB)
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	return r

@@ -38,6 +38,7 @@ type tslot struct {
 	chunk  int32         // buf's index in Engine.chunks
 	frame  *framebuf.Buf // a kept Write Data Response frame holding io.Buf (Config.Frames)
 	io     IO
+	fence  [6]byte // orphaned IO (path nil): the initiator MAC its writes fence
 }
 
 func (s *tslot) tag(i int32) uint32 { return uint32(i) | uint32(s.gen&0x7ff)<<13 }
@@ -57,7 +58,7 @@ type decoded struct {
 // decodeCommand validates a Read or Write Request against the exported
 // namespaces [NVMe Base 2.0 §4.6.1.2 order: opcode, namespace, fields,
 // range, protection]. The request bytes are hostile.
-func (e *Engine) decodeCommand(n *wire.NVMe) decoded {
+func (e *Engine) decodeCommand(p *Path, n *wire.NVMe) decoded {
 	var d decoded
 	x := cmdExt(n.Cmd)
 	op, ok := x.Opcode(n.Type)
@@ -78,6 +79,11 @@ func (e *Engine) decodeCommand(n *wire.NVMe) decoded {
 	if ns == nil {
 		e.Stats.BadNamespace.Inc()
 		d.status = StatusInvalidNamespace
+		return d
+	}
+	if !ns.allowed(p) {
+		ns.Stats.AccessDenied.Inc()
+		d.status = StatusAccessDenied
 		return d
 	}
 	d.ns = ns
@@ -142,8 +148,21 @@ func (e *Engine) onCommand(p *Path, rsn wire.RSN, n *wire.NVMe) {
 		_ = p.conn.NackPush(rsn, wire.NackRNR, 0, rnrRetry)
 		return
 	}
+	if p.held >= e.pathShare() {
+		e.Stats.PathShareFull.Inc()
+		_ = p.conn.NackPush(rsn, wire.NackRNR, 0, rnrRetry)
+		return
+	}
+	if n.Type == wire.NVMeWriteRequest && e.orphans[p.ini.MAC] > 0 {
+		// A write of this initiator from a failed path is still in the
+		// backend: a retried copy must not land before it (nor a newer
+		// write be overwritten by it) [issue 18, finding 6].
+		e.Stats.WriteFenced.Inc()
+		_ = p.conn.NackPush(rsn, wire.NackRNR, 0, rnrRetry)
+		return
+	}
 	e.Stats.Commands.Inc()
-	d := e.decodeCommand(n)
+	d := e.decodeCommand(p, n)
 	si := e.tfree[len(e.tfree)-1]
 	e.tfree = e.tfree[:len(e.tfree)-1]
 	s := &e.tslots[si]
@@ -152,6 +171,7 @@ func (e *Engine) onCommand(p *Path, rsn wire.RSN, n *wire.NVMe) {
 		rt = wire.NVMeReadResponse
 	}
 	s.fill(p, n, &d, rt)
+	p.held++
 	_ = p.conn.AckPush(rsn)
 	if d.op == OpWrite && n.Type == wire.NVMeWriteRequest && s.status.OK() {
 		s.state = tPulling
@@ -388,8 +408,19 @@ func (e *Engine) pushChunk(si int32, hdr []byte) bool {
 	return true
 }
 
+// pathShare is how many target slots one path may hold: the table split
+// evenly between the live paths [issue 18, build item 4], so one path
+// (a forged one, or one initiator's burst) cannot starve the others.
+func (e *Engine) pathShare() int { return max(maxTargets/max(len(e.list), 1), minPathShare) }
+
+// minPathShare is the share of a path however many there are.
+const minPathShare = 64
+
 func (e *Engine) freeTarget(si int32) {
 	s := &e.tslots[si]
+	if s.path != nil {
+		s.path.held--
+	}
 	if s.frame != nil {
 		e.cfg.Frames.ReleaseFrame(s.frame)
 		s.frame = nil
@@ -407,7 +438,9 @@ func (e *Engine) dropTargets(p *Path) {
 		switch {
 		case s.state == tFree || s.path != p:
 		case s.state == tIO:
-			s.path = nil
+			p.held--
+			s.path, s.fence = nil, p.ini.MAC
+			e.orphans[p.ini.MAC]++
 		default:
 			e.freeTarget(int32(i))
 		}

@@ -32,6 +32,9 @@ go vet ./...
 echo "== unit tests"
 go test -count=1 -timeout 20m ./...
 
+echo "== adversarial suite (*_adversarial_test.go: one test per attack of issue 18)"
+go test -count=1 -timeout 10m -run 'Adversarial' ./...
+
 [ "$mode" = quick ] && exit 0
 
 echo "== fuzz (each target briefly)"

@@ -12,6 +12,7 @@ type Counters struct {
 	WQEBadOpcode, WQEBadSGE, WQERead  stats.Counter
 	WQETooLong, LocalProtErr          stats.Counter
 	WQEBadAV, RxUDBadAddr             stats.Counter
+	WQEForeignSGID                    stats.Counter
 	RxParseErr, RxNoQP, RxBadQPState  stats.Counter
 	RxInvalidCID, RxRKeyErr, RxBounds stats.Counter
 	RxNoRecvWQE, RxRNRExhausted       stats.Counter
@@ -42,6 +43,7 @@ func (c *Counters) Set() stats.Set {
 		{Name: "wqe_read_err", Help: "WQE could not be read from guest memory", Counter: &c.WQERead},
 		{Name: "wqe_too_long", Help: "message longer than allowed (UD over the MTU, inline over the limit)", Counter: &c.WQETooLong},
 		{Name: "wqe_bad_av", Help: "kernel UD WQE whose inline address vector names no RoCEv2 path", Counter: &c.WQEBadAV},
+		{Name: "wqe_foreign_sgid", Help: "UD WQEs refused: the source GID is not one of the NIC's own (SetGIDs)", Counter: &c.WQEForeignSGID},
 		{Name: "local_prot_err", Help: "SGE names memory outside its MR, a wrong PD or missing local access", Counter: &c.LocalProtErr},
 		{Name: "rx_parse_err", Help: "RDMA headers failed to parse", Counter: &c.RxParseErr},
 		{Name: "rx_no_qp", Help: "request for a QP that does not exist", Counter: &c.RxNoQP},

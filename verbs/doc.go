@@ -86,6 +86,13 @@
 //   - A QP holds at most opsWindow (128) send WQEs in flight and the NIC's
 //     page lists are bounded by Limits.MaxMTTPages, so a guest's ring and
 //     MR sizes cannot make the daemon allocate without bound.
+//   - Connection state goes with its connection: the device calls
+//     ConnDown when the connection manager closes or replaces one, and
+//     entries of connections that died without it are swept as the table
+//     grows.
+//   - With SetGIDs (the NIC's own GIDs), a UD send whose address vector
+//     carries another source GID completes with LOC_QP_OP_ERR: a guest
+//     cannot put another VM's GID into a receiver's GRH.
 //   - UC has no responder errors: a UC request the responder cannot take
 //     is acknowledged and dropped; UC and UD send errors move the QP to SQE.
 package verbs

@@ -112,9 +112,12 @@ type Engine struct {
 	srqs  map[uint32]*SRQ
 	ahs   map[uint32]*AH
 	conns map[*falcon.Conn]*connState
-	mtt   uint32 // page-list entries held
-	qpGen map[uint32]uint8
-	dma   *MR // the DMALKey region of kernel QPs
+	gids  [][16]byte // the NIC's own GIDs (SetGIDs); nil: not enforced
+	// connSweepAt is the table size at which connOf next sweeps dead entries.
+	connSweepAt int
+	mtt         uint32 // page-list entries held
+	qpGen       map[uint32]uint8
+	dma         *MR // the DMALKey region of kernel QPs
 
 	pkt     []byte // transmit scratch: headers + data
 	scratch []byte // receive scratch
@@ -198,6 +201,33 @@ func (e *Engine) SetMemory(m Memory) { e.cfg.Mem = m }
 
 // SetConns sets the connection manager.
 func (e *Engine) SetConns(c Conns) { e.cfg.Conns = c }
+
+// SetGIDs sets the NIC's own GIDs [issue 18, finding 7]: a UD send whose
+// address vector carries any other source GID completes with
+// LOC_QP_OP_ERR and sends nothing, so a guest cannot put another VM's GID
+// into the receiver's GRH. The device passes the GIDs it knows the NIC
+// owns (from its MAC and the addresses it assigned); nil (the default)
+// does not check.
+func (e *Engine) SetGIDs(gids [][16]byte) { e.gids = gids }
+
+// ownGID reports whether g is one of the NIC's GIDs (true when none are set).
+func (e *Engine) ownGID(g *[16]byte) bool {
+	if e.gids == nil {
+		return true
+	}
+	for i := range e.gids {
+		if e.gids[i] == *g {
+			return true
+		}
+	}
+	return false
+}
+
+// LinkLocalGID returns the RoCE link-local GID of a NIC's MAC
+// (fe80::/64 with the modified EUI-64 interface ID) [RFC 4291 App. A].
+func LinkLocalGID(mac MAC) [16]byte {
+	return [16]byte{0: 0xfe, 1: 0x80, 8: mac[0] ^ 0x02, 9: mac[1], 10: mac[2], 11: 0xff, 12: 0xfe, 13: mac[3], 14: mac[4], 15: mac[5]}
+}
 
 // SetEvents sets the event sink.
 func (e *Engine) SetEvents(f func(Event)) { e.cfg.Events = f }

@@ -76,14 +76,49 @@ type connState struct {
 	sn uint32 // RBTH SN of the last packet we sent
 }
 
+// connOf returns c's state, creating it. Entries of connections that
+// closed go with ConnDown; those the engine was not told about are swept
+// here whenever the table has doubled since the last sweep, so replaced
+// connections never accumulate [issue 18, finding 5].
 func (e *Engine) connOf(c *falcon.Conn) *connState {
 	cs := e.conns[c]
 	if cs == nil {
+		if len(e.conns) >= e.connSweepAt {
+			e.sweepConns()
+		}
 		cs = &connState{}
 		e.conns[c] = cs
 	}
 	return cs
 }
+
+// sweepConns drops the state of dead connections.
+func (e *Engine) sweepConns() {
+	for c := range e.conns {
+		if c.Dead() {
+			delete(e.conns, c)
+		}
+	}
+	e.connSweepAt = 2*len(e.conns) + minConnSweep
+}
+
+// minConnSweep is the table size below which connOf does not sweep.
+const minConnSweep = 16
+
+// ConnDown forgets connection c (the connection manager closed or
+// replaced it): its state goes, and QPs that used it look their peer up
+// again on their next work request.
+func (e *Engine) ConnDown(c *falcon.Conn) {
+	delete(e.conns, c)
+	for _, qp := range e.qps {
+		if qp.conn == c {
+			qp.conn = nil
+		}
+	}
+}
+
+// ConnStates returns how many connections the engine keeps state for.
+func (e *Engine) ConnStates() int { return len(e.conns) }
 
 func cookie(qp *QP, seq uint32) uint64 {
 	return uint64(qp.H)<<40 | uint64(qp.gen&0x7f)<<33 | uint64(seq)
@@ -209,6 +244,10 @@ func (e *Engine) takeWQE(qp *QP, op *sendOp, seq uint32) WCStatus {
 			op.av = AV{DMAC: w.AVDMAC()}
 		}
 		op.dest = op.av.DMAC
+		if op.av.Net != NetNone && !e.ownGID(&op.av.SGID) {
+			e.Stats.WQEForeignSGID.Inc()
+			return WCLocQPOpErr
+		}
 		if int(op.length) > e.pmtu(qp) {
 			e.Stats.WQETooLong.Inc()
 			return WCLocLenErr

@@ -21,7 +21,8 @@ var rules = map[string][]string{
 	"verbs":       {"verbs", "falcon", "internal/"},
 	"nvme":        {"nvme", "falcon", "internal/"},
 	"vhostuser":   {"vhostuser", "internal/"},
-	"device":      {"device", "vhostuser", "nvme", "falcon", "internal/"},
+	"psp":         {"psp", "internal/"}, // PSP encapsulation and CM authentication: sans-I/O leaves
+	"device":      {"device", "vhostuser", "nvme", "falcon", "psp", "internal/"},
 	// The function rooms under device/ reach each other only through the
 	// port, the connection manager and the frame vocabulary (l2); the
 	// daemon, at device/, assembles them. Test peers import only what a
@@ -32,9 +33,9 @@ var rules = map[string][]string{
 	"device/storage":         {"device/port", "device/cm", "nvme", "falcon", "vhostuser", "internal/"},
 	"device/ether/ethertest": {"vhostuser", "internal/"},
 	"device/storage/blktest": {"vhostuser", "internal/"},
-	"device/fabric":          {"device/l2", "internal/"},
+	"device/fabric":          {"device/l2", "psp", "internal/"},
 	"device/port":            {"falcon", "firmware", "internal/"},
-	"device/cm":              {"device/port", "device/fabric", "falcon", "internal/"},
+	"device/cm":              {"device/port", "device/fabric", "falcon", "psp", "internal/"},
 	"device/vsock":           {"vhostuser", "internal/"},
 	"device/rdmauapi":        {"internal/"},
 	"qemu":                   {"qemu", "internal/"},
@@ -144,6 +145,11 @@ func TestRuleMatching(t *testing.T) {
 		{"device/vsock", "device", false},
 		{"device/vsock", "vhostuser", true},
 		{"device", "device/port", true},
+		{"device", "psp", true},
+		{"device/cm", "psp/cmauth", true},
+		{"device/fabric", "psp", true},
+		{"psp", "falcon", false},
+		{"psp/cmauth", "device/cm", false},
 		{"falconx", "falcon", false},
 		{"cmd/falconnic", "device", true},
 	} {
