@@ -133,6 +133,16 @@ type peerCounters struct {
 	RxDatagrams, RxBytes, TxDatagrams, TxBytes stats.Counter
 }
 
+// set lists a peer's counters with help text.
+func (c *peerCounters) set() stats.Set {
+	return stats.Set{
+		{Name: "rx_datagrams", Help: "valid datagrams received from the peer", Counter: &c.RxDatagrams},
+		{Name: "rx_bytes", Help: "bytes of valid datagrams received from the peer", Counter: &c.RxBytes},
+		{Name: "tx_datagrams", Help: "datagrams sent to the peer (before the impairment, if any)", Counter: &c.TxDatagrams},
+		{Name: "tx_bytes", Help: "bytes of datagrams sent to the peer", Counter: &c.TxBytes},
+	}
+}
+
 // peerSet is an immutable snapshot of the peers (copy-on-write).
 type peerSet struct {
 	list   []*fabricPeer
@@ -581,10 +591,7 @@ func (f *Fabric) Status() FabricStatus {
 	}
 	now := f.opts.Clock.Now()
 	for _, p := range f.peers.Load().list {
-		ps := PeerStatus{Addr: p.addr.String(), Counters: map[string]uint64{
-			"rx_datagrams": p.c.RxDatagrams.Load(), "rx_bytes": p.c.RxBytes.Load(),
-			"tx_datagrams": p.c.TxDatagrams.Load(), "tx_bytes": p.c.TxBytes.Load(),
-		}}
+		ps := PeerStatus{Addr: p.addr.String(), Counters: p.c.set().Snapshot()}
 		if p.heard.Load() {
 			ago := now - clock.Time(p.lastRx.Load())
 			ps.LastRx = &ago
