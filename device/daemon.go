@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"falconnic/device/capture"
 	"falconnic/device/cm"
 	"falconnic/device/vsock"
 	"falconnic/internal/clock"
@@ -69,6 +70,12 @@ type Daemon struct {
 
 	ctl   *control.Server
 	ctlLn net.Listener
+
+	// The capture (daemon_capture.go): the hub, and which NIC a MAC or a
+	// port is.
+	capture   *capture.Hub
+	nicIndex  map[[6]byte]int
+	portIndex map[cm.FalconReceiver]int
 }
 
 // NewDaemon builds a daemon from cfg (as checked by ParseConfig). On error,
@@ -137,6 +144,7 @@ func NewDaemon(cfg *Config, opts DaemonOptions) (_ *Daemon, err error) {
 		}
 		d.nics = append(d.nics, n)
 	}
+	d.startCapture()
 	if err := d.addVsocks(); err != nil {
 		return nil, err
 	}
@@ -374,6 +382,9 @@ func (d *Daemon) registerMethods() {
 			return d.fabric.Status().Peers, nil
 		},
 	} {
+		d.ctl.Handle(name, h)
+	}
+	for name, h := range d.captureMethods() {
 		d.ctl.Handle(name, h)
 	}
 }

@@ -115,6 +115,7 @@ func (d *Daemon) CounterTables(topConns int) []stats.Table {
 		}
 	}
 	add("cm", d.cm.Stats.Set())
+	add("capture", d.capture.Stats.Set())
 	for _, n := range d.nics {
 		name := n.spec.Name
 		if v, ok := n.eth.(*NIC); ok {

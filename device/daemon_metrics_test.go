@@ -45,7 +45,7 @@ const metricsConfig = `{
   ],
   "nvme": {
     "namespaces": [{"nic": "store", "nsid": 1, "backing": "memory", "size": 4194304}],
-    "disks": [{"name": "d0", "socket": "d0.sock", "nic": "host", "target": "store", "nsid": 1}]
+    "disks": [{"name": "d0", "socket": "vm/d0.sock", "nic": "host", "target": "store", "nsid": 1}]
   }
 }`
 

@@ -91,6 +91,8 @@ type Fabric struct {
 	imp       atomic.Pointer[impairer]
 	bufs      sync.Pool // *[]byte of FabricHeaderLen+FabricMaxPayload
 
+	tap atomic.Pointer[FabricTap] // nil: nobody captures
+
 	c      FabricCounters
 	drops  [numFabricDrops]stats.Counter
 	counts stats.Set
@@ -119,6 +121,22 @@ type FabricCounters struct {
 	TxImpairDrop    stats.Counter
 	TxImpairReorder stats.Counter
 	macCounters
+}
+
+// FabricTap sees every datagram the fabric sends (out, before the egress
+// impairment: what this host put on the wire) and receives (before any
+// check) for a capture: local and remote are the UDP addresses, origin
+// the MAC of the NIC whose Falcon packet it is when the sender knows it
+// (FabricLink), zero otherwise. datagram is valid only during the call.
+type FabricTap func(out bool, origin [6]byte, local, remote netip.AddrPort, datagram []byte)
+
+// SetTap installs t (nil removes it).
+func (f *Fabric) SetTap(t FabricTap) {
+	if t == nil {
+		f.tap.Store(nil)
+		return
+	}
+	f.tap.Store(&t)
 }
 
 // fabricPeer is one other daemon.
@@ -408,6 +426,8 @@ func (f *Fabric) Close() error {
 }
 
 func (f *Fabric) readLoop(c *net.UDPConn) {
+	local := c.LocalAddr().(*net.UDPAddr).AddrPort()
+	local = netip.AddrPortFrom(local.Addr().Unmap(), local.Port())
 	buf := make([]byte, 65536)
 	for {
 		n, src, err := c.ReadFromUDPAddrPort(buf)
@@ -420,6 +440,9 @@ func (f *Fabric) readLoop(c *net.UDPConn) {
 				f.log.Warn("fabric read", "err", err, "errors", n)
 			}
 			continue
+		}
+		if t := f.tap.Load(); t != nil {
+			(*t)(false, [6]byte{}, local, netip.AddrPortFrom(src.Addr().Unmap(), src.Port()), buf[:n])
 		}
 		f.receive(src, buf[:n])
 	}
@@ -490,13 +513,13 @@ func (f *Fabric) Deliver(frame []byte) {
 	flow := ethFlow(frame)
 	if dst := ethAddrAt(frame, 0); !dst.group() {
 		if p := f.macs.lookup(dst, f.opts.Clock.Now()); p != nil {
-			f.sendPeer(p, KindEthernet, flow, frame)
+			f.sendPeer(p, KindEthernet, flow, frame, [6]byte{})
 			return
 		}
 	}
 	f.c.TxFlooded.Inc()
 	for _, p := range f.peers.Load().list {
-		f.sendPeer(p, KindEthernet, flow, frame)
+		f.sendPeer(p, KindEthernet, flow, frame, [6]byte{})
 	}
 }
 
@@ -514,6 +537,11 @@ func ethFlow(frame []byte) uint32 {
 // Send sends payload of kind k to the peer listening at dst with flow label
 // flow. Errors are also counted.
 func (f *Fabric) Send(k FabricKind, dst netip.AddrPort, flow uint32, payload []byte) error {
+	return f.send(k, dst, flow, payload, [6]byte{})
+}
+
+// send is Send for the NIC with MAC origin (zero: unknown).
+func (f *Fabric) send(k FabricKind, dst netip.AddrPort, flow uint32, payload []byte, origin [6]byte) error {
 	if !k.valid() {
 		f.c.TxBadKind.Inc()
 		return fmt.Errorf("%w: %v", ErrBadKind, k)
@@ -523,10 +551,10 @@ func (f *Fabric) Send(k FabricKind, dst netip.AddrPort, flow uint32, payload []b
 		f.c.TxNoPeer.Inc()
 		return fmt.Errorf("%w: %v", ErrUnknownPeer, dst)
 	}
-	return f.sendPeer(p, k, flow, payload)
+	return f.sendPeer(p, k, flow, payload, origin)
 }
 
-func (f *Fabric) sendPeer(p *fabricPeer, k FabricKind, flow uint32, payload []byte) error {
+func (f *Fabric) sendPeer(p *fabricPeer, k FabricKind, flow uint32, payload []byte, origin [6]byte) error {
 	if len(payload) > FabricMaxPayload {
 		f.c.TxTooBig.Inc()
 		return ErrTooBig
@@ -541,6 +569,9 @@ func (f *Fabric) sendPeer(p *fabricPeer, k FabricKind, flow uint32, payload []by
 	EncodeFabric(b, k, flow, len(payload))
 	copy(b[FabricHeaderLen:], payload)
 	conn := f.conns[flow%uint32(len(f.conns))]
+	if t := f.tap.Load(); t != nil {
+		(*t)(true, origin, netip.AddrPortFrom(f.local.Addr(), f.local.Port()+uint16(flow%uint32(len(f.conns)))), p.addr, b)
+	}
 	p.c.TxDatagrams.Inc()
 	p.c.TxBytes.Add(uint64(len(b)))
 	if im := f.imp.Load(); im != nil {
@@ -610,12 +641,12 @@ func (f *Fabric) Status() FabricStatus {
 // It reports an error only when nothing could be sent.
 func (f *Fabric) SendToMAC(mac [6]byte, k FabricKind, payload []byte) error {
 	if p := f.macs.lookup(ethAddr(mac), f.opts.Clock.Now()); p != nil {
-		return f.sendPeer(p, k, 0, payload)
+		return f.sendPeer(p, k, 0, payload, [6]byte{})
 	}
 	var err error
 	sent := false
 	for _, p := range f.peers.Load().list {
-		if e := f.sendPeer(p, k, 0, payload); e != nil {
+		if e := f.sendPeer(p, k, 0, payload, [6]byte{}); e != nil {
 			err = e
 		} else {
 			sent = true
