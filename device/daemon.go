@@ -347,6 +347,20 @@ func (d *Daemon) Status() Status {
 func (d *Daemon) registerMethods() {
 	for name, h := range map[string]control.HandlerFunc{
 		"status": func(context.Context, json.RawMessage) (any, error) { return d.Status(), nil },
+		"conns": func(_ context.Context, p json.RawMessage) (any, error) {
+			var req struct {
+				Top int `json:"top"`
+			}
+			if len(p) > 0 {
+				if err := json.Unmarshal(p, &req); err != nil {
+					return nil, fmt.Errorf("%w: %v", control.ErrBadParams, err)
+				}
+			}
+			if req.Top <= 0 || req.Top > MaxTopConns {
+				req.Top = DefaultTopConns
+			}
+			return d.Conns(req.Top), nil
+		},
 		"fabric.impair": func(_ context.Context, p json.RawMessage) (any, error) {
 			if d.fabric == nil {
 				return nil, errors.New("this daemon has no fabric")
