@@ -35,6 +35,9 @@ type ConnReport struct {
 	set      stats.Set
 }
 
+// connCounterTable names a connection's counters (help text for sums).
+var connCounterTable = (&falcon.ConnCounters{}).Set()
+
 // busy is the ranking key of "busiest": transaction packets sent and
 // received since the connection opened.
 func busy(c *falcon.Conn) uint64 { return c.Stats.TxTxnPackets.Load() + c.Stats.RxTxnPackets.Load() }
@@ -43,10 +46,25 @@ func busy(c *falcon.Conn) uint64 { return c.Stats.TxTxnPackets.Load() + c.Stats.
 // them when top <= 0), and how many the NIC has (on the port's goroutine;
 // ok false once the port stopped).
 func (n *daemonNIC) nicConns(top int) (conns []ConnReport, total int, byProto map[string]int, ok bool) {
+	conns, total, byProto, _, ok = n.nicConnsSum(top, false)
+	return conns, total, byProto, ok
+}
+
+// nicConnsSum is nicConns that also sums every open connection's counters
+// by name when sum is set.
+func (n *daemonNIC) nicConnsSum(top int, sum bool) (conns []ConnReport, total int, byProto map[string]int, sums map[string]uint64, ok bool) {
 	ok = n.falcon.Call(func(ep *falcon.Endpoint) {
 		all := append([]*falcon.Conn(nil), ep.Conns()...)
 		total = len(all)
 		byProto = n.falcon.ConnCounts()
+		if sum {
+			sums = map[string]uint64{}
+			for _, c := range all {
+				for _, d := range c.Stats.Set() {
+					sums[d.Name] += d.Counter.Load()
+				}
+			}
+		}
 		sort.SliceStable(all, func(i, j int) bool { return busy(all[i]) > busy(all[j]) })
 		if top > 0 && len(all) > top {
 			all = all[:top]
@@ -60,7 +78,7 @@ func (n *daemonNIC) nicConns(top int) (conns []ConnReport, total int, byProto ma
 			})
 		}
 	})
-	return conns, total, byProto, ok
+	return conns, total, byProto, sums, ok
 }
 
 func protoLabel(t wire.ProtocolType) string {
@@ -133,11 +151,18 @@ func (d *Daemon) CounterTables(topConns int) []stats.Table {
 			continue // the port stopped
 		}
 		add("falcon", epSet, "nic", name)
-		conns, total, byProto, _ := n.nicConns(topConns)
+		conns, total, byProto, sums, _ := n.nicConnsSum(topConns, true)
 		g := stats.Table{Kind: "falcon_nic", Labels: []stats.Label{{Name: "nic", Value: name}}, Gauges: []stats.Gauge{
 			{Name: "conns_not_exported", Help: "open connections beyond the per-NIC cap of connections exported one by one (falconnic_falcon_conn_*)", Value: float64(total - len(conns))},
 		}}
 		ts = append(ts, g)
+		// Every open connection's counters summed: a gauge, as a
+		// connection that closes takes its counts with it.
+		sum := stats.Table{Kind: "falcon", Labels: []stats.Label{{Name: "nic", Value: name}}}
+		for _, d := range connCounterTable {
+			sum.Gauges = append(sum.Gauges, stats.Gauge{Name: d.Name + "_open_conns", Help: d.Help + " (summed over the NIC's open connections)", Value: float64(sums[d.Name])})
+		}
+		ts = append(ts, sum)
 		for _, proto := range []string{"rdma", "nvme"} {
 			ts = append(ts, stats.Table{Kind: "falcon", Labels: []stats.Label{{Name: "nic", Value: name}, {Name: "protocol", Value: proto}},
 				Gauges: []stats.Gauge{{Name: "connections", Help: "open Falcon connections of the NIC's port, by protocol", Value: float64(byProto[proto])}}})

@@ -135,6 +135,7 @@ func TestMetricsPassPromtool(t *testing.T) {
 		`falconnic_falcon_conn_tx_txn_packets_total{connection=`,
 		`falconnic_falcon_conn_fcwnd{connection=`,
 		`falconnic_falcon_nic_conns_not_exported{nic="host"} 0`,
+		`falconnic_falcon_tx_txn_packets_open_conns{nic="host"}`,
 		`falconnic_nvme_`,
 		`falconnic_nvme_namespace_reads_total{namespace="1",nic="store"}`,
 		`falconnic_blk_`,
