@@ -66,6 +66,13 @@
 // goroutines makes blocking preadv/pwritev calls
 // (BenchmarkBlkSeq128KQD32AIO compares the two).
 //
+// Observability (daemon_metrics.go, daemon_capture.go): CounterTables
+// lists every counter table of the daemon with its labels, the one source
+// of the Prometheus endpoint (internal/metrics) and `falconnic top`; the
+// capture hub (package device/capture) gets every fabric datagram
+// (Fabric.SetTap) and every frame on a link between two ports of the
+// daemon (FalconPort.WrapLink), and the daemon tells the NIC of each.
+//
 // Invariants: every drop has a counter (NetCounters, plus the back-end's
 // vhostuser.Counters); frames and descriptors from a guest never reach
 // another NIC's memory: the only thing crossing NICs is a frame — copied,

@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -145,4 +147,50 @@ func freeUDP(t *testing.T) string {
 	}
 	defer c.Close()
 	return c.LocalAddr().String()
+}
+
+// TestServeMetricsPassPromtool: `serve --metrics ADDR` answers /metrics
+// with what promtool accepts, two NICs and an NVMe disk in the daemon.
+func TestServeMetricsPassPromtool(t *testing.T) {
+	promtool := needTool(t, "promtool")
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	cfg := `{
+  "control": "ctl.sock",
+  "nics": [{"name": "host", "socket": "host.sock", "mac": "52:54:00:00:00:01"},
+           {"name": "store", "socket": "store.sock", "mac": "52:54:00:00:00:02"}],
+  "nvme": {"namespaces": [{"nic": "store", "nsid": 1, "backing": "memory", "size": 4194304}],
+           "disks": [{"name": "d0", "socket": "d0.sock", "nic": "host", "target": "store", "nsid": 1}]}
+}`
+	startServe(t, cfg, "--metrics", addr)
+	var body []byte
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			continue
+		}
+		out, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err == nil && resp.StatusCode == http.StatusOK {
+			body = out
+			break
+		}
+	}
+	if body == nil {
+		t.Fatal("no answer at /metrics")
+	}
+	cmd := exec.Command(promtool, "check", "metrics")
+	cmd.Stdin = strings.NewReader(string(body))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("promtool: %v\n%s", err, out)
+	}
+	for _, want := range []string{`falconnic_falcon_connections{nic="host",protocol="nvme"} 1`, "go_goroutines", "process_cpu_seconds_total"} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("scrape lacks %s", want)
+		}
+	}
 }
