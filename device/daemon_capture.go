@@ -177,13 +177,9 @@ type CaptureStartParams struct {
 	Buffer int    `json:"buffer,omitempty"`
 }
 
-// CaptureStarted is capture.start's result.
+// CaptureStarted is capture.start's result: the session to read.
 type CaptureStarted struct {
 	ID uint64 `json:"id"`
-	// Epoch is the daemon's wall clock at the start (Unix ns).
-	Epoch int64 `json:"epoch_ns"`
-	// MACs are the NICs' MACs by name, for the capture file.
-	MACs map[string]string `json:"macs"`
 }
 
 // CaptureReadParams are capture.read's params.
@@ -232,10 +228,7 @@ func (d *Daemon) captureMethods() map[string]control.HandlerFunc {
 			if err != nil {
 				return nil, err
 			}
-			res := CaptureStarted{ID: s.ID(), Epoch: time.Now().UnixNano(), MACs: map[string]string{}}
-			for _, n := range d.nics {
-				res.MACs[n.spec.Name] = n.spec.hwAddr().String()
-			}
+			res := CaptureStarted{ID: s.ID()}
 			d.log.Info("capture started", "id", s.ID(), "nic", req.NIC, "count", req.Count)
 			return res, nil
 		},
