@@ -48,6 +48,10 @@ var DefaultControlSocket = filepath.Join(os.TempDir(), "falconnic", "control.soc
 //	    "loss_percent": 0,                         // egress impairment for experiments
 //	    "reorder_percent": 0,
 //	    "seed": 1
+//	  },
+//	  "metrics": {                                 // absent: no Prometheus endpoint (serve --metrics ADDR also sets it)
+//	    "listen": "127.0.0.1:9477",                // HTTP address serving /metrics
+//	    "top_conns": 8                             // connections per NIC exported one by one (the busiest); 0..256, default 8
 //	  }
 //	}
 //
@@ -73,6 +77,33 @@ type Config struct {
 	Vsock []vsock.Config `json:"vsock,omitempty"`
 	// NVMe declares exported namespaces and vhost-user-blk disks (NVMeSpec).
 	NVMe *NVMeSpec `json:"nvme,omitempty"`
+	// Metrics serves the counters in the Prometheus format (MetricsSpec).
+	Metrics *MetricsSpec `json:"metrics,omitempty"`
+}
+
+// MetricsSpec is the Prometheus endpoint in the config.
+type MetricsSpec struct {
+	Listen string `json:"listen"`
+	// TopConns is how many connections per NIC are exported one by one,
+	// the busiest first (DefaultTopConns when zero); the rest are counted.
+	TopConns int `json:"top_conns,omitempty"`
+}
+
+// MaxTopConns bounds MetricsSpec.TopConns: per-connection series are
+// capped.
+const MaxTopConns = 256
+
+func (m *MetricsSpec) check() error {
+	if _, _, err := net.SplitHostPort(m.Listen); err != nil {
+		return fmt.Errorf("metrics: listen %q: %v", m.Listen, err)
+	}
+	if m.TopConns < 0 || m.TopConns > MaxTopConns {
+		return fmt.Errorf("metrics: top_conns %d out of range 0..%d", m.TopConns, MaxTopConns)
+	}
+	if m.TopConns == 0 {
+		m.TopConns = DefaultTopConns
+	}
+	return nil
 }
 
 // NICSpec is one guest NIC in the config.
@@ -168,6 +199,11 @@ func ParseConfig(b []byte) (*Config, error) {
 func (cfg *Config) check() error {
 	if cfg.Control == "" {
 		cfg.Control = DefaultControlSocket
+	}
+	if cfg.Metrics != nil {
+		if err := cfg.Metrics.check(); err != nil {
+			return err
+		}
 	}
 	names, sockets, macs := map[string]bool{}, map[string]bool{cfg.Control: true}, map[string]bool{}
 	for i := range cfg.NICs {

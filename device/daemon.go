@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"falconnic/device/capture"
 	"falconnic/device/cm"
 	"falconnic/device/fabric"
 	"falconnic/device/l2"
@@ -71,6 +72,12 @@ type Daemon struct {
 
 	ctl   *control.Server
 	ctlLn net.Listener
+
+	// The capture (capture.go): the hub, and which NIC a MAC or a
+	// port is.
+	capture   *capture.Hub
+	nicIndex  map[[6]byte]int
+	portIndex map[cm.FalconReceiver]int
 }
 
 // NewDaemon builds a daemon from cfg (as checked by ParseConfig). On error,
@@ -139,6 +146,7 @@ func NewDaemon(cfg *Config, opts DaemonOptions) (_ *Daemon, err error) {
 		}
 		d.nics = append(d.nics, n)
 	}
+	d.startCapture()
 	if err := d.addVsocks(); err != nil {
 		return nil, err
 	}
@@ -341,6 +349,20 @@ func (d *Daemon) Status() Status {
 func (d *Daemon) registerMethods() {
 	for name, h := range map[string]control.HandlerFunc{
 		"status": func(context.Context, json.RawMessage) (any, error) { return d.Status(), nil },
+		"conns": func(_ context.Context, p json.RawMessage) (any, error) {
+			var req struct {
+				Top int `json:"top"`
+			}
+			if len(p) > 0 {
+				if err := json.Unmarshal(p, &req); err != nil {
+					return nil, fmt.Errorf("%w: %v", control.ErrBadParams, err)
+				}
+			}
+			if req.Top <= 0 || req.Top > MaxTopConns {
+				req.Top = DefaultTopConns
+			}
+			return d.Conns(req.Top), nil
+		},
 		"fabric.impair": func(_ context.Context, p json.RawMessage) (any, error) {
 			if d.fabric == nil {
 				return nil, errors.New("this daemon has no fabric")
@@ -376,6 +398,9 @@ func (d *Daemon) registerMethods() {
 			return d.fabric.Status().Peers, nil
 		},
 	} {
+		d.ctl.Handle(name, h)
+	}
+	for name, h := range d.captureMethods() {
 		d.ctl.Handle(name, h)
 	}
 }

@@ -33,6 +33,13 @@
 // "nvme.cores" goroutines (default one; Port.Adopt); every other NIC's
 // port has a goroutine of its own.
 //
+// Observability (metrics.go, capture.go): CounterTables lists every
+// counter table of the daemon with its labels, the one source of the
+// Prometheus endpoint (internal/metrics) and `falconnic top`; the capture
+// hub (package device/capture) gets every fabric datagram
+// (fabric.Fabric.SetTap) and every frame on a link between two ports of
+// the daemon (port.Port.WrapLink), and the daemon tells the NIC of each.
+//
 // Invariants: frames and descriptors from a guest never reach another
 // NIC's memory: the only thing crossing NICs is a frame — copied, or in
 // the daemon's packet memory (falcon/framebuf: Pull Data handed over with

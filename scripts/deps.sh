@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # deps.sh installs what falconnic's builds and tests need on a Debian 12 host:
-# Debian packages (QEMU, kmod, cpio, kernel headers and make for the guest driver) and
+# Debian packages (QEMU, kmod, cpio, kernel headers and make for the guest driver; promtool,
+# tshark and tmux for the observability tests) and
 # the Go modules. Idempotent; retries apt on lock contention.
 set -euo pipefail
 
@@ -13,6 +14,9 @@ APT_PACKAGES=(
 	iperf3
 	linux-headers-6.1.0-56-amd64   # builds guest-driver/falconnic.ko (pulls in gcc-12)
 	make                           # guest-driver/build.sh: kbuild (not a dependency of the headers)
+	prometheus                     # promtool: the metrics test checks a scrape with it
+	tshark                         # the Wireshark dissector test (tools/wireshark) decodes a capture with it
+	tmux                           # the `falconnic top` test drives it in a terminal
 )
 
 need=()

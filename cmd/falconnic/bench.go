@@ -51,5 +51,14 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if !ok {
 		return fmt.Errorf("%w: unknown benchmark %q (falconnic bench -h lists them)", errUsage, args[0])
 	}
+	if vmPlotBenches[args[0]] {
+		rest, plot, err := takePlotFlag(args[1:])
+		if err != nil {
+			return err
+		}
+		if plot != "" {
+			return runWithPlot(ctx, b, rest, plot, stdout, stderr)
+		}
+	}
 	return b.run(ctx, args[1:], stdout, stderr)
 }

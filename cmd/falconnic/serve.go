@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"strings"
 
 	"falconnic/device"
 	"falconnic/device/fabric"
+	"falconnic/internal/metrics"
+	"falconnic/internal/stats"
 )
 
 func init() {
@@ -25,8 +28,9 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	loss := fl.Float64("loss", -1, "fabric egress loss `PCT` (overrides the config)")
 	reorder := fl.Float64("reorder", -1, "fabric egress reorder `PCT` (overrides the config)")
 	seed := fl.Uint64("seed", 0, "seed for --loss/--reorder (overrides the config when set)")
+	metricsAddr := fl.String("metrics", "", "serve Prometheus metrics at http://`ADDR`/metrics (overrides the config's metrics.listen)")
 	fl.Usage = func() {
-		fmt.Fprintln(stderr, "usage: falconnic serve --config FILE [--log-level LEVEL] [--loss PCT] [--reorder PCT] [--seed N]")
+		fmt.Fprintln(stderr, "usage: falconnic serve --config FILE [--log-level LEVEL] [--loss PCT] [--reorder PCT] [--seed N] [--metrics ADDR]")
 		fl.PrintDefaults()
 	}
 	if err := fl.Parse(args); err != nil {
@@ -67,9 +71,47 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return fmt.Errorf("%w: %v", errUsage, err)
 		}
 	}
+	if *metricsAddr != "" {
+		if cfg.Metrics == nil {
+			cfg.Metrics = &device.MetricsSpec{}
+		}
+		cfg.Metrics.Listen = *metricsAddr
+		if cfg.Metrics.TopConns == 0 {
+			cfg.Metrics.TopConns = device.DefaultTopConns
+		}
+	}
+	var ln net.Listener
+	if cfg.Metrics != nil {
+		if ln, err = net.Listen("tcp", cfg.Metrics.Listen); err != nil {
+			return fmt.Errorf("metrics: %w", err)
+		}
+		defer ln.Close()
+	}
 	d, err := device.NewDaemon(cfg, device.DaemonOptions{Logger: log})
 	if err != nil {
 		return err
 	}
-	return d.Run(ctx)
+	return runDaemon(ctx, d, ln, cfg, log)
+}
+
+// runDaemon runs d and, when the config asks, its Prometheus endpoint
+// beside it (until ctx is done or the daemon stops).
+func runDaemon(ctx context.Context, d *device.Daemon, ln net.Listener, cfg *device.Config, log *slog.Logger) error {
+	if ln == nil {
+		return d.Run(ctx)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	top := cfg.Metrics.TopConns
+	done := make(chan error, 1)
+	go func() {
+		done <- metrics.Serve(ctx, ln, func() []stats.Table { return d.CounterTables(top) })
+	}()
+	log.Info("metrics serving", "addr", ln.Addr().String())
+	err := d.Run(ctx)
+	cancel()
+	if merr := <-done; merr != nil && err == nil {
+		err = fmt.Errorf("metrics: %w", merr)
+	}
+	return err
 }

@@ -49,6 +49,11 @@ type Manager struct {
 	cids   map[uint32]FalconReceiver
 	rand   interface{ Uint32() uint32 }
 
+	// LinkHook, when set (before the ports run), sees the link of every
+	// connection set up, from NIC from to NIC to, and returns the link the
+	// connection uses (the daemon's capture taps it).
+	LinkHook func(from, to [6]byte, l falcon.Link) falcon.Link
+
 	Stats Counters
 }
 
@@ -154,6 +159,13 @@ func (cm *Manager) ReleaseCID(cid uint32) {
 	cm.mu.Lock()
 	delete(cm.cids, cid)
 	cm.mu.Unlock()
+}
+
+// CIDOwner returns the receiver of Falcon packets for CID cid, or nil.
+func (cm *Manager) CIDOwner(cid uint32) FalconReceiver {
+	cm.mu.RLock()
+	defer cm.mu.RUnlock()
+	return cm.cids[cid]
 }
 
 // FalconReceiver takes Falcon packets from the fabric for the CIDs it owns
@@ -463,6 +475,9 @@ func (a *Agent) install(key cmKey, c *cmConn, cfg falcon.ConnConfig, r cmRoute) 
 		cfg.Peer = a.port.LinkTo(r.local.port)
 	case a.cm.net != nil:
 		cfg.Peer = a.cm.net.FalconLink(r.addr)
+	}
+	if h := a.cm.LinkHook; h != nil && cfg.Peer != nil {
+		cfg.Peer = h(a.mac, key.peer, cfg.Peer)
 	}
 	p := a.proto(key.proto)
 	conn, err := a.port.Connect(cfg)

@@ -92,6 +92,14 @@ func (m *cmMsg) append(b []byte) []byte {
 	return append(b, x[:]...)
 }
 
+// Addrs returns the source and destination NIC MACs of CM message b (for
+// a capture to tell which NIC it belongs to); ok false when b does not
+// decode.
+func Addrs(b []byte) (src, dst [6]byte, ok bool) {
+	m, err := decodeCM(b)
+	return m.src, m.dst, err == nil
+}
+
 func decodeCM(b []byte) (cmMsg, error) {
 	be := binary.BigEndian
 	if len(b) < cmMsgLen {

@@ -92,6 +92,8 @@ type Fabric struct {
 	imp       atomic.Pointer[impairer]
 	bufs      sync.Pool // *[]byte of HeaderLen+MaxPayload
 
+	tap atomic.Pointer[Tap] // nil: nobody captures
+
 	c      Counters
 	drops  [numFabricDrops]stats.Counter
 	counts stats.Set
@@ -122,6 +124,22 @@ type Counters struct {
 	macCounters
 }
 
+// Tap sees every datagram the fabric sends (out, before the egress
+// impairment: what this host put on the wire) and receives (before any
+// check) for a capture: local and remote are the UDP addresses, origin
+// the MAC of the NIC whose Falcon packet it is when the sender knows it
+// (Link), zero otherwise. datagram is valid only during the call.
+type Tap func(out bool, origin [6]byte, local, remote netip.AddrPort, datagram []byte)
+
+// SetTap installs t (nil removes it).
+func (f *Fabric) SetTap(t Tap) {
+	if t == nil {
+		f.tap.Store(nil)
+		return
+	}
+	f.tap.Store(&t)
+}
+
 // fabricPeer is one other daemon.
 type fabricPeer struct {
 	addr   netip.AddrPort
@@ -132,6 +150,16 @@ type fabricPeer struct {
 
 type peerCounters struct {
 	RxDatagrams, RxBytes, TxDatagrams, TxBytes stats.Counter
+}
+
+// set lists a peer's counters with help text.
+func (c *peerCounters) set() stats.Set {
+	return stats.Set{
+		{Name: "rx_datagrams", Help: "valid datagrams received from the peer", Counter: &c.RxDatagrams},
+		{Name: "rx_bytes", Help: "bytes of valid datagrams received from the peer", Counter: &c.RxBytes},
+		{Name: "tx_datagrams", Help: "datagrams sent to the peer (before the impairment, if any)", Counter: &c.TxDatagrams},
+		{Name: "tx_bytes", Help: "bytes of datagrams sent to the peer", Counter: &c.TxBytes},
+	}
 }
 
 // peerSet is an immutable snapshot of the peers (copy-on-write).
@@ -399,6 +427,8 @@ func (f *Fabric) Close() error {
 }
 
 func (f *Fabric) readLoop(c *net.UDPConn) {
+	local := c.LocalAddr().(*net.UDPAddr).AddrPort()
+	local = netip.AddrPortFrom(local.Addr().Unmap(), local.Port())
 	buf := make([]byte, 65536)
 	for {
 		n, src, err := c.ReadFromUDPAddrPort(buf)
@@ -411,6 +441,9 @@ func (f *Fabric) readLoop(c *net.UDPConn) {
 				f.log.Warn("fabric read", "err", err, "errors", n)
 			}
 			continue
+		}
+		if t := f.tap.Load(); t != nil {
+			(*t)(false, [6]byte{}, local, netip.AddrPortFrom(src.Addr().Unmap(), src.Port()), buf[:n])
 		}
 		f.receive(src, buf[:n])
 	}
@@ -481,13 +514,13 @@ func (f *Fabric) Deliver(frame []byte) {
 	flow := ethFlow(frame)
 	if dst := ethAddrAt(frame, 0); !dst.group() {
 		if p := f.macs.lookup(dst, f.opts.Clock.Now()); p != nil {
-			f.sendPeer(p, KindEthernet, flow, frame)
+			f.sendPeer(p, KindEthernet, flow, frame, [6]byte{})
 			return
 		}
 	}
 	f.c.TxFlooded.Inc()
 	for _, p := range f.peers.Load().list {
-		f.sendPeer(p, KindEthernet, flow, frame)
+		f.sendPeer(p, KindEthernet, flow, frame, [6]byte{})
 	}
 }
 
@@ -505,6 +538,11 @@ func ethFlow(frame []byte) uint32 {
 // Send sends payload of kind k to the peer listening at dst with flow label
 // flow. Errors are also counted.
 func (f *Fabric) Send(k Kind, dst netip.AddrPort, flow uint32, payload []byte) error {
+	return f.send(k, dst, flow, payload, [6]byte{})
+}
+
+// send is Send for the NIC with MAC origin (zero: unknown).
+func (f *Fabric) send(k Kind, dst netip.AddrPort, flow uint32, payload []byte, origin [6]byte) error {
 	if !k.valid() {
 		f.c.TxBadKind.Inc()
 		return fmt.Errorf("%w: %v", ErrBadKind, k)
@@ -514,10 +552,10 @@ func (f *Fabric) Send(k Kind, dst netip.AddrPort, flow uint32, payload []byte) e
 		f.c.TxNoPeer.Inc()
 		return fmt.Errorf("%w: %v", ErrUnknownPeer, dst)
 	}
-	return f.sendPeer(p, k, flow, payload)
+	return f.sendPeer(p, k, flow, payload, origin)
 }
 
-func (f *Fabric) sendPeer(p *fabricPeer, k Kind, flow uint32, payload []byte) error {
+func (f *Fabric) sendPeer(p *fabricPeer, k Kind, flow uint32, payload []byte, origin [6]byte) error {
 	if len(payload) > MaxPayload {
 		f.c.TxTooBig.Inc()
 		return ErrTooBig
@@ -532,6 +570,9 @@ func (f *Fabric) sendPeer(p *fabricPeer, k Kind, flow uint32, payload []byte) er
 	Encode(b, k, flow, len(payload))
 	copy(b[HeaderLen:], payload)
 	conn := f.conns[flow%uint32(len(f.conns))]
+	if t := f.tap.Load(); t != nil {
+		(*t)(true, origin, netip.AddrPortFrom(f.local.Addr(), f.local.Port()+uint16(flow%uint32(len(f.conns)))), p.addr, b)
+	}
 	p.c.TxDatagrams.Inc()
 	p.c.TxBytes.Add(uint64(len(b)))
 	if im := f.imp.Load(); im != nil {
@@ -548,6 +589,21 @@ func (f *Fabric) write(conn *net.UDPConn, dst netip.AddrPort, b []byte) error {
 	f.c.TxDatagrams.Inc()
 	f.c.TxBytes.Add(uint64(len(b)))
 	return nil
+}
+
+// PeerTable is one peer's counter table.
+type PeerTable struct {
+	Addr netip.AddrPort
+	Set  stats.Set
+}
+
+// PeerTables returns every peer's counter table.
+func (f *Fabric) PeerTables() []PeerTable {
+	var ts []PeerTable
+	for _, p := range f.peers.Load().list {
+		ts = append(ts, PeerTable{Addr: p.addr, Set: p.c.set()})
+	}
+	return ts
 }
 
 // Sweep removes aged-out MAC entries; lookups already ignore them.
@@ -582,10 +638,7 @@ func (f *Fabric) Status() Status {
 	}
 	now := f.opts.Clock.Now()
 	for _, p := range f.peers.Load().list {
-		ps := PeerStatus{Addr: p.addr.String(), Counters: map[string]uint64{
-			"rx_datagrams": p.c.RxDatagrams.Load(), "rx_bytes": p.c.RxBytes.Load(),
-			"tx_datagrams": p.c.TxDatagrams.Load(), "tx_bytes": p.c.TxBytes.Load(),
-		}}
+		ps := PeerStatus{Addr: p.addr.String(), Counters: p.c.set().Snapshot()}
 		if p.heard.Load() {
 			ago := now - clock.Time(p.lastRx.Load())
 			ps.LastRx = &ago
@@ -604,12 +657,12 @@ func (f *Fabric) Status() Status {
 // It reports an error only when nothing could be sent.
 func (f *Fabric) SendToMAC(mac [6]byte, k Kind, payload []byte) error {
 	if p := f.macs.lookup(ethAddr(mac), f.opts.Clock.Now()); p != nil {
-		return f.sendPeer(p, k, 0, payload)
+		return f.sendPeer(p, k, 0, payload, [6]byte{})
 	}
 	var err error
 	sent := false
 	for _, p := range f.peers.Load().list {
-		if e := f.sendPeer(p, k, 0, payload); e != nil {
+		if e := f.sendPeer(p, k, 0, payload, [6]byte{}); e != nil {
 			err = e
 		} else {
 			sent = true

@@ -6,9 +6,10 @@ import "net/netip"
 // shape of falcon/link.Link (Send(pkt, flow)), so the Falcon transport and
 // the connection manager can use the daemon's UDP port.
 type Link struct {
-	f    *Fabric
-	peer netip.AddrPort
-	kind Kind
+	f      *Fabric
+	peer   netip.AddrPort
+	kind   Kind
+	origin [6]byte // the sending NIC's MAC, for captures (zero: unknown)
 }
 
 // Link returns a link that sends payloads of kind k to the peer at peer.
@@ -20,7 +21,15 @@ func (f *Fabric) Link(peer netip.AddrPort, k Kind) *Link {
 // Send sends pkt with flow label flow; the flow label picks the UDP source
 // port (path). Failures are counted by the fabric (TxNoPeer, TxTooBig,
 // TxError), not returned: a lost packet is the transport's to recover.
-func (l *Link) Send(pkt []byte, flow uint32) { _ = l.f.Send(l.kind, l.peer, flow, pkt) }
+func (l *Link) Send(pkt []byte, flow uint32) { _ = l.f.send(l.kind, l.peer, flow, pkt, l.origin) }
+
+// From returns a copy of the link that says its packets come from the NIC
+// with MAC mac (a capture of that NIC then shows them).
+func (l *Link) From(mac [6]byte) *Link {
+	c := *l
+	c.origin = mac
+	return &c
+}
 
 // Peer returns the address the link sends to.
 func (l *Link) Peer() netip.AddrPort { return l.peer }

@@ -133,6 +133,9 @@ func NewSwitch(opts SwitchOptions) *Switch {
 // MACAge returns how long a learned address stays valid.
 func (s *Switch) MACAge() time.Duration { return s.opts.MACAge }
 
+// Ports returns the switch's ports (a snapshot).
+func (s *Switch) Ports() []*SwitchPort { return *s.ports.Load() }
+
 // Counters returns the switch-wide counter table.
 func (s *Switch) Counters() stats.Set { return s.counts }
 

@@ -56,7 +56,7 @@ type Port struct {
 	// links are this port's links to other ports of the daemon, one per
 	// peer port (LinkTo), so connections between two ports share one
 	// outbox.
-	links map[*Port]portLink
+	links map[*Port]falcon.RefLink
 	// core lists the ports this port's goroutine runs (itself first; only
 	// on that goroutine). runner is the port whose goroutine runs this one
 	// instead, adopted how many ports this one's goroutine runs besides
@@ -65,6 +65,10 @@ type Port struct {
 	runner  *Port
 	adopted int
 	Stats   Counters
+	// WrapLink, when set (before the port runs), sees this port's link to
+	// each other port of the daemon as LinkTo makes it, and returns the
+	// link to use in its place (the daemon's capture taps it).
+	WrapLink func(to *Port, l falcon.RefLink) falcon.RefLink
 }
 
 type portWork struct {
@@ -119,7 +123,7 @@ func New(clk clock.Clock, link falcon.Link) *Port {
 		link = dropLink{}
 	}
 	p := &Port{clk: clk, bc: &burstClock{base: clk}, work: make(chan portWork, queueLen), dead: make(chan struct{}),
-		windows: map[uint32]rue.Fixed{}, links: map[*Port]portLink{}}
+		windows: map[uint32]rue.Fixed{}, links: map[*Port]falcon.RefLink{}}
 	p.core = []*Port{p}
 	p.ep = falcon.New(falcon.Config{Clock: p.bc, Link: link, ULP: portDemux{p}, Rand: CryptoRand{},
 		RUE: portRUE{p: p, base: firmware.NewFixed(firmware.FixedConfig{})}})
@@ -188,6 +192,9 @@ func (p *Port) LinkTo(q *Port) falcon.Link {
 	l, ok := p.links[q]
 	if !ok {
 		l = newPortLink(p, q)
+		if p.WrapLink != nil {
+			l = p.WrapLink(q, l)
+		}
 		p.links[q] = l
 	}
 	return l

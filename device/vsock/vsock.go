@@ -780,6 +780,12 @@ type Status struct {
 	Backend     map[string]uint64       `json:"backend_counters"`
 }
 
+// Name returns the device's name from its config.
+func (v *Device) Name() string { return v.cfg.Name }
+
+// BackendCounters returns the vhost-user back-end's counters.
+func (v *Device) BackendCounters() *vhostuser.Counters { return &v.srv.Counters }
+
 // StatusJSON is Status for the daemon's status table.
 func (v *Device) StatusJSON() any { return v.Status() }
 

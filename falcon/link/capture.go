@@ -141,44 +141,80 @@ func (c *Capture) Err() error {
 // destination port FalconUDPPort, with the UDP checksum filled in. pkt must
 // be shorter than 65535-8 bytes (larger ones are truncated to fit).
 func AppendFrame(b, pkt []byte, flow uint32, srcMAC, dstMAC net.HardwareAddr, src, dst netip.Addr) []byte {
-	if len(pkt) > 0xffff-udpLen {
-		pkt = pkt[:0xffff-udpLen]
+	return AppendUDPFrame(b, pkt, flow, srcMAC, dstMAC,
+		netip.AddrPortFrom(src, uint16(0xc000|flow&0x3fff)), netip.AddrPortFrom(dst, FalconUDPPort))
+}
+
+// AppendUDPFrame appends payload wrapped in Ethernet / IP / UDP from src to
+// dst to b: IPv6 (flow label = low 20 bits of flow, hop limit 255) when
+// both addresses are IPv6, else IPv4 (TTL 64, don't fragment); the IP and
+// UDP checksums are filled in. A payload longer than one UDP datagram is
+// truncated to fit.
+func AppendUDPFrame(b, payload []byte, flow uint32, srcMAC, dstMAC net.HardwareAddr, src, dst netip.AddrPort) []byte {
+	v6 := src.Addr().Is6() && !src.Addr().Is4In6() && dst.Addr().Is6() && !dst.Addr().Is4In6()
+	ipLen, maxPayload := ipv6Len, 0xffff-udpLen // IPv6's payload length field
+	if !v6 {
+		ipLen, maxPayload = ipv4Len, 0xffff-ipv4Len-udpLen // IPv4's total length field
+	}
+	if len(payload) > maxPayload {
+		payload = payload[:maxPayload]
 	}
 	start := len(b)
-	b = append(b, make([]byte, frameHdr)...)
+	b = append(b, make([]byte, ethLen+ipLen+udpLen)...)
 	h := b[start:]
 	copy(h[0:6], dstMAC)
 	copy(h[6:12], srcMAC)
-	binary.BigEndian.PutUint16(h[12:], 0x86dd)
 	ip := h[ethLen:]
-	binary.BigEndian.PutUint32(ip[0:], 6<<28|flow&0xfffff)
-	udpTotal := udpLen + len(pkt)
-	binary.BigEndian.PutUint16(ip[4:], uint16(udpTotal))
-	ip[6] = 17 // next header: UDP
-	ip[7] = 255
-	s16, d16 := src.As16(), dst.As16()
-	copy(ip[8:24], s16[:])
-	copy(ip[24:40], d16[:])
-	udp := ip[ipv6Len:]
-	binary.BigEndian.PutUint16(udp[0:], uint16(0xc000|flow&0x3fff))
-	binary.BigEndian.PutUint16(udp[2:], FalconUDPPort)
+	udpTotal := udpLen + len(payload)
+	var pseudo uint32
+	if v6 {
+		binary.BigEndian.PutUint16(h[12:], 0x86dd)
+		binary.BigEndian.PutUint32(ip[0:], 6<<28|flow&0xfffff)
+		binary.BigEndian.PutUint16(ip[4:], uint16(udpTotal))
+		ip[6] = 17 // next header: UDP
+		ip[7] = 255
+		s16, d16 := src.Addr().As16(), dst.Addr().As16()
+		copy(ip[8:24], s16[:])
+		copy(ip[24:40], d16[:])
+		pseudo = csumAdd(0, ip[8:40])
+	} else {
+		binary.BigEndian.PutUint16(h[12:], 0x0800)
+		ip[0] = 0x45
+		binary.BigEndian.PutUint16(ip[2:], uint16(ipv4Len+udpTotal))
+		binary.BigEndian.PutUint16(ip[6:], 0x4000) // don't fragment
+		ip[8] = 64
+		ip[9] = 17
+		s4, d4 := src.Addr().Unmap().As4(), dst.Addr().Unmap().As4()
+		copy(ip[12:16], s4[:])
+		copy(ip[16:20], d4[:])
+		binary.BigEndian.PutUint16(ip[10:], ^fold(csumAdd(0, ip[:ipv4Len])))
+		pseudo = csumAdd(0, ip[12:20])
+	}
+	udp := ip[ipLen:]
+	binary.BigEndian.PutUint16(udp[0:], src.Port())
+	binary.BigEndian.PutUint16(udp[2:], dst.Port())
 	binary.BigEndian.PutUint16(udp[4:], uint16(udpTotal))
 	binary.BigEndian.PutUint16(udp[6:], 0)
-	b = append(b, pkt...)
-	// UDP checksum over the IPv6 pseudo-header, UDP header and payload.
-	var sum uint32
-	sum = csumAdd(sum, ip[8:40])
-	sum += uint32(udpTotal) + 17
-	sum = csumAdd(sum, b[start+ethLen+ipv6Len:])
-	for sum>>16 != 0 {
-		sum = sum&0xffff + sum>>16
-	}
-	ck := ^uint16(sum)
+	b = append(b, payload...)
+	// UDP checksum over the pseudo-header, UDP header and payload.
+	sum := pseudo + uint32(udpTotal) + 17
+	sum = csumAdd(sum, b[start+ethLen+ipLen:])
+	ck := ^fold(sum)
 	if ck == 0 {
 		ck = 0xffff
 	}
-	binary.BigEndian.PutUint16(b[start+ethLen+ipv6Len+6:], ck)
+	binary.BigEndian.PutUint16(b[start+ethLen+ipLen+6:], ck)
 	return b
+}
+
+const ipv4Len = 20
+
+// fold folds a one's-complement sum to 16 bits.
+func fold(sum uint32) uint16 {
+	for sum>>16 != 0 {
+		sum = sum&0xffff + sum>>16
+	}
+	return uint16(sum)
 }
 
 // csumAdd adds b as big-endian 16-bit words (odd tail zero-padded).

@@ -255,3 +255,33 @@ func FuzzFalconLayer(f *testing.F) {
 		}
 	})
 }
+
+// TestAppendUDPFrameIPv4MatchesGopacket: the IPv4 framing a capture of the
+// UDP fabric uses is what gopacket serialises, checksums included.
+func TestAppendUDPFrameIPv4MatchesGopacket(t *testing.T) {
+	src, dst := netip.MustParseAddrPort("192.0.2.1:7471"), netip.MustParseAddrPort("192.0.2.2:7472")
+	smac, dmac := net.HardwareAddr{2, 1, 2, 3, 4, 5}, net.HardwareAddr{2, 6, 7, 8, 9, 10}
+	for _, n := range []int{0, 1, 31, 72, 4124} {
+		pkt := make([]byte, n)
+		for i := range pkt {
+			pkt[i] = byte(i*5 + 1)
+		}
+		got := AppendUDPFrame(nil, pkt, 7, smac, dmac, src, dst)
+		eth := &layers.Ethernet{SrcMAC: smac, DstMAC: dmac, EthernetType: layers.EthernetTypeIPv4}
+		ip := &layers.IPv4{Version: 4, IHL: 5, TTL: 64, Flags: layers.IPv4DontFragment, Protocol: layers.IPProtocolUDP,
+			SrcIP: src.Addr().AsSlice(), DstIP: dst.Addr().AsSlice()}
+		udp := &layers.UDP{SrcPort: layers.UDPPort(src.Port()), DstPort: layers.UDPPort(dst.Port())}
+		if err := udp.SetNetworkLayerForChecksum(ip); err != nil {
+			t.Fatal(err)
+		}
+		buf := gopacket.NewSerializeBuffer()
+		if err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true},
+			eth, ip, udp, gopacket.Payload(pkt)); err != nil {
+			t.Fatal(err)
+		}
+		want := buf.Bytes()[:min(len(got), len(buf.Bytes()))] // gopacket pads short Ethernet frames to 60 bytes
+		if !bytes.Equal(got, want) {
+			t.Errorf("payload %d bytes: frame differs\n got %x\nwant %x", n, got[:42], want[:42])
+		}
+	}
+}

@@ -37,6 +37,7 @@ var rules = map[string][]string{
 	"device/port":            {"falcon", "firmware", "internal/"},
 	"device/cm":              {"device/port", "device/fabric", "falcon", "psp", "internal/"},
 	"device/vsock":           {"vhostuser", "internal/"},
+	"device/capture":         {"falcon", "internal/"},
 	"device/rdmauapi":        {"internal/"},
 	"qemu":                   {"qemu", "internal/"},
 	"guest":                  {"guest", "internal/"},

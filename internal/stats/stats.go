@@ -65,3 +65,26 @@ func (s Set) NonZero() []string {
 	sort.Strings(names)
 	return names
 }
+
+// Label tells one instance of a counter table from the others of its kind
+// (nic="n0", disk="d0").
+type Label struct{ Name, Value string }
+
+// Gauge is a value that goes up and down (open connections, a window), kept
+// beside a counter table for exporters.
+type Gauge struct {
+	Name  string
+	Help  string
+	Value float64
+}
+
+// Table is one instance of a counter table as an exporter sees it: its
+// kind (the family prefix every instance of that table shares: "fabric",
+// "falcon", "vhost_user"), the labels that name this instance, its counters
+// and any gauges. Every table of one kind carries the same label names.
+type Table struct {
+	Kind   string
+	Labels []Label
+	Set    Set
+	Gauges []Gauge
+}

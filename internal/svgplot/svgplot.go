@@ -11,6 +11,11 @@ import (
 type Series struct {
 	Name string
 	X, Y []float64
+	// Dots draws the points alone, not joined (samples of one
+	// measurement).
+	Dots bool
+	// Color is an SVG colour; empty takes the palette's next.
+	Color string
 }
 
 // Ref is a dashed horizontal reference line (a target).
@@ -114,22 +119,36 @@ func panel(b *bytes.Buffer, c Chart, x0, y0 float64) {
 	}
 	for i, s := range c.Series {
 		col := palette[i%len(palette)]
+		if s.Color != "" {
+			col = s.Color
+		}
 		var pts bytes.Buffer
 		for j := range s.X {
 			if j >= len(s.Y) || !finite(s.X[j]) || !finite(s.Y[j]) || (c.LogX && s.X[j] <= 0) || (c.LogY && s.Y[j] <= 0) {
 				continue
 			}
 			fmt.Fprintf(&pts, "%.1f,%.1f ", px(s.X[j]), py(s.Y[j]))
-			if len(s.X) > 60 { // a dense series reads better as a line
+			if len(s.X) > 60 && !s.Dots { // a dense series reads better as a line
 				continue
 			}
-			fmt.Fprintf(b, `<circle cx="%.1f" cy="%.1f" r="2.5" fill="%s"/>`, px(s.X[j]), py(s.Y[j]), col)
+			fmt.Fprintf(b, `<circle cx="%.1f" cy="%.1f" r="%s" fill="%s"/>`, px(s.X[j]), py(s.Y[j]), dotR(s.Dots), col)
 		}
-		fmt.Fprintf(b, "\n"+`<polyline points="%s" fill="none" stroke="%s" stroke-width="1.5"/>`+"\n", pts.String(), col)
-		fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="2"/>`, x0+left+pw+8, ly, x0+left+pw+26, ly, col)
+		if s.Dots {
+			fmt.Fprintf(b, "\n"+`<circle cx="%.1f" cy="%.1f" r="3.5" fill="%s"/>`, x0+left+pw+17, ly, col)
+		} else {
+			fmt.Fprintf(b, "\n"+`<polyline points="%s" fill="none" stroke="%s" stroke-width="1.5"/>`+"\n", pts.String(), col)
+			fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="2"/>`, x0+left+pw+8, ly, x0+left+pw+26, ly, col)
+		}
 		fmt.Fprintf(b, `<text x="%.1f" y="%.1f">%s</text>`+"\n", x0+left+pw+30, ly+4, esc(s.Name))
 		ly += 15
 	}
+}
+
+func dotR(dots bool) string {
+	if dots {
+		return "3.5"
+	}
+	return "2.5"
 }
 
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
