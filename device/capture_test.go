@@ -115,9 +115,25 @@ func TestCaptureSeesTheFabricAndPortLinks(t *testing.T) {
 	impair := `, "loss_percent": 2, "reorder_percent": 5, "seed": 5`
 	startDaemon(t, storeConfig(lb, la, storage.NamespaceMemory, impair))
 	host, s := startDaemonWithCapture(t, hostConfig(la, lb, impair))
+	one, err := host.capture.Start(capture.Options{NIC: 0}) // NIC "host" alone
+	if err != nil {
+		t.Fatal(err)
+	}
 	r := remoteDisk(t, host)
 	for round := 0; round < 4; round++ {
 		r.writeRead(uint64(round)*64*8, 16, byte(round+1))
+	}
+	// The NIC's own capture has its Falcon packets both ways: the sending
+	// NIC of a fabric link, the owner of a received packet's CID.
+	mine, _ := drain(one)
+	var nicFalcon [2]int
+	for _, rec := range mine {
+		if h, _, ok := fabric.Decode(rec.Data); ok && h.Kind() == fabric.KindFalcon {
+			nicFalcon[rec.Dir-1]++
+		}
+	}
+	if nicFalcon[0] == 0 || nicFalcon[1] == 0 {
+		t.Errorf("NIC host's capture: Falcon packets in/out %v", nicFalcon)
 	}
 	recs, dropped := drain(s)
 	if dropped != 0 {
