@@ -26,16 +26,16 @@ const (
 
 // Send work request opcodes (IB_UVERBS_WR_*).
 const (
-	WRWrite        = 0
-	WRWriteImm     = 1
-	WRSend         = 2
-	WRSendImm      = 3
-	WRRead         = 4
-	WRCmpSwap      = 5
-	WRFetchAdd     = 6
-	WRLocalInv     = 7
-	WRBindMW       = 8
-	WRSendInv      = 9
+	WRWrite    = 0
+	WRWriteImm = 1
+	WRSend     = 2
+	WRSendImm  = 3
+	WRRead     = 4
+	WRCmpSwap  = 5
+	WRFetchAdd = 6
+	WRLocalInv = 7
+	WRBindMW   = 8
+	WRSendInv  = 9
 	// WRRegMR is IB_WR_REG_MR, a kernel-only opcode (fast registration of
 	// an MR allocated with AllocMR; see frwr.go).
 	WRRegMR        = 0x20

@@ -143,9 +143,9 @@ func (e *Engine) pump(qp *QP) {
 		}
 		if err := e.submit(qp, qp.cur); err != nil {
 			if err == errLocalWait {
-			return // an earlier WQE's completion pumps again
-		}
-		if errors.Is(err, falcon.ErrXoff) || errors.Is(err, errNoConn) {
+				return // an earlier WQE's completion pumps again
+			}
+			if errors.Is(err, falcon.ErrXoff) || errors.Is(err, errNoConn) {
 				e.Stats.Xoff.Inc()
 				qp.blocked = true
 				return
