@@ -535,7 +535,12 @@ func FuzzKernelSendWQE(f *testing.F) {
 	seed(func(s SendWQE) { s.SetOpcode(WRRegMR); s.SetRegWR(50, 0x3201, 0x1f, 4, ^uint64(0), 1<<40) })
 	seed(func(s SendWQE) { s.SetOpcode(WRLocalInv); s.SetInvRKey(0x3200) })
 	seed(func(s SendWQE) { s.SetOpcode(WRSendInv); s.SetInvRKey(0x3201) })
-	seed(func(s SendWQE) { s.SetOpcode(WRWrite); s.SetNumSGE(1); s.SetLength(64); s.SGE(0).Set(guestBase, 64, DMALKey) })
+	seed(func(s SendWQE) {
+		s.SetOpcode(WRWrite)
+		s.SetNumSGE(1)
+		s.SetLength(64)
+		s.SGE(0).Set(guestBase, 64, DMALKey)
+	})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		w, qa, qb := kernelPair(t)
 		pg := w.gb.alloc(PageSize)
