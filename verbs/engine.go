@@ -126,6 +126,7 @@ type Engine struct {
 	rwqe    [RecvWQESize]byte
 	sge     [SGESize]byte
 	word    [8]byte
+	pbl     pblScratch // fast registrations' page-list reads
 	Stats   Counters
 }
 

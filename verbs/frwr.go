@@ -222,7 +222,7 @@ func (e *Engine) fastReg(qp *QP, r *regWR) WCStatus {
 	}
 	p := f.pbl
 	p.NPages = r.npages
-	pages, err := loadPBLInto(e.cfg.Mem, p, f.pages)
+	pages, err := loadPBLInto(e.cfg.Mem, p, f.pages, &e.pbl)
 	if err != nil {
 		return fail()
 	}

@@ -61,12 +61,16 @@ type PBL struct {
 // LoadPBL reads and validates a page list: every listed page is page
 // aligned and inside guest RAM. The result is the NIC's own copy (its MTT).
 func LoadPBL(mem Memory, p PBL) ([]uint64, error) {
-	return loadPBLInto(mem, p, nil)
+	return loadPBLInto(mem, p, nil, new(pblScratch))
 }
 
-// loadPBLInto is LoadPBL appending to dst[:0] (a fast registration reuses
-// its MR's page array instead of allocating one per registration).
-func loadPBLInto(mem Memory, p PBL, dst []uint64) ([]uint64, error) {
+// pblScratch holds the page-list pages being read: a directory and a leaf.
+type pblScratch struct{ dir, leaf [PageSize]byte }
+
+// loadPBLInto is LoadPBL appending to dst[:0] with the caller's scratch: a
+// fast registration reuses its MR's page array and the engine's scratch,
+// so a registration per I/O allocates nothing.
+func loadPBLInto(mem Memory, p PBL, dst []uint64, sc *pblScratch) ([]uint64, error) {
 	if mem == nil {
 		return nil, ErrNoMemory
 	}
@@ -83,44 +87,47 @@ func loadPBLInto(mem Memory, p PBL, dst []uint64) ([]uint64, error) {
 	if uint32(cap(pages)) < p.NPages {
 		pages = make([]uint64, 0, p.NPages)
 	}
-	var buf [PageSize]byte
-	readLeaf := func(gpa uint64, n int) error {
-		if gpa%PageSize != 0 || !mem.Check(gpa, PageSize) {
-			return ErrBadGPA
-		}
-		if err := mem.Read(gpa, buf[:n*8]); err != nil {
-			return ErrBadGPA
-		}
-		for i := range n {
-			pg := binary.LittleEndian.Uint64(buf[i*8:])
-			if pg%PageSize != 0 || !mem.Check(pg, PageSize) {
-				return ErrBadGPA
-			}
-			pages = append(pages, pg)
-		}
-		return nil
-	}
+	var err error
 	switch p.Levels {
 	case 1:
-		if err := readLeaf(p.Root, int(p.NPages)); err != nil {
+		if pages, err = readPBLLeaf(mem, p.Root, int(p.NPages), sc.leaf[:], pages); err != nil {
 			return nil, err
 		}
 	case 2:
 		ndir := (int(p.NPages) + pblEntries - 1) / pblEntries
-		var dir [PageSize]byte
-		if err := mem.Read(p.Root, dir[:ndir*8]); err != nil {
+		if err := mem.Read(p.Root, sc.dir[:ndir*8]); err != nil {
 			return nil, ErrBadGPA
 		}
 		left := int(p.NPages)
 		for i := range ndir {
 			n := min(left, pblEntries)
-			if err := readLeaf(binary.LittleEndian.Uint64(dir[i*8:]), n); err != nil {
+			leaf := binary.LittleEndian.Uint64(sc.dir[i*8:])
+			if pages, err = readPBLLeaf(mem, leaf, n, sc.leaf[:], pages); err != nil {
 				return nil, err
 			}
 			left -= n
 		}
 	default:
 		return nil, ErrBadPBL
+	}
+	return pages, nil
+}
+
+// readPBLLeaf appends the n page GPAs of the PBL page at gpa to pages,
+// each checked: page aligned and inside guest RAM.
+func readPBLLeaf(mem Memory, gpa uint64, n int, buf []byte, pages []uint64) ([]uint64, error) {
+	if gpa%PageSize != 0 || !mem.Check(gpa, PageSize) {
+		return pages, ErrBadGPA
+	}
+	if err := mem.Read(gpa, buf[:n*8]); err != nil {
+		return pages, ErrBadGPA
+	}
+	for i := range n {
+		pg := binary.LittleEndian.Uint64(buf[i*8:])
+		if pg%PageSize != 0 || !mem.Check(pg, PageSize) {
+			return pages, ErrBadGPA
+		}
+		pages = append(pages, pg)
 	}
 	return pages, nil
 }
