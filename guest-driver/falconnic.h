@@ -10,7 +10,8 @@
  *            may still own.
  *   verbs.c  the ib_device ops (rxe user ABI).
  *   kverbs.c kernel consumers' data path: post_send/post_recv into kernel
- *            rings, poll_cq, inline AVs.
+ *            rings (RC/UC/UD/GSI, FRWR work requests), poll_cq, inline
+ *            AVs, fast-registration MRs, the CQ arm word.
  *   main.c   module init/exit, rdma link type, netdev notifier, autoprobe.
  */
 #ifndef FALCONNIC_H
@@ -57,6 +58,12 @@ enum fnic_counter {
 	FNIC_C_KPOLL_CQE,		/* CQEs polled from kernel CQs */
 	FNIC_C_KARM_RETRY,		/* kernel CQ arm failed: consumer re-polls */
 	FNIC_C_KCQ_WATCH_POLL,		/* kernel CQ had CQEs and no event yet */
+	FNIC_C_KREG_MR,			/* REG_MR work requests posted */
+	FNIC_C_KLOCAL_INV,		/* LOCAL_INV work requests posted */
+	FNIC_C_KMAP_MR_BAD_PAGE,	/* map_mr_sg refused a page (not linear-map) */
+	FNIC_C_KARM_WORD,		/* kernel CQ armed through the ring's arm word */
+	FNIC_C_KARM_DEFERRED,		/* ARM_CQ sent from a work item (atomic caller) */
+	FNIC_C_KARM_MISSED,		/* arm found CQEs: IB_CQ_REPORT_MISSED_EVENTS */
 	FNIC_C_NUM
 };
 
@@ -154,6 +161,9 @@ struct fnic_mr {
 	u32			handle;
 	struct ib_umem		*umem;
 	struct fnic_pbl_mem	pbl;
+	/* fast-registration MRs (alloc_mr): pbl is the page list map_mr_sg fills */
+	bool			fast;
+	u32			npages;		/* pages mapped by the last map_mr_sg */
 };
 
 struct fnic_cq {
@@ -167,6 +177,9 @@ struct fnic_cq {
 	u32			kqps;		/* kernel QPs using it (lock) */
 	bool			watch_on;	/* (lock) */
 	bool			arm_failed;	/* (lock) */
+	bool			arm_word;	/* kernel CQs: armed via the ring (uapi) */
+	struct work_struct	arm_work;	/* kernel CQs without arm word */
+	u32			arm_flags;	/* for arm_work (lock) */
 };
 
 struct fnic_srq {
@@ -192,6 +205,7 @@ struct fnic_qp {
 	u32			sq_max_sge, rq_max_sge;
 	spinlock_t		sq_lock, rq_lock;
 	struct work_struct	db_work;	/* DB_SQ from process context */
+	struct work_struct	rq_db_work;	/* DB_RQ: receives posted in ERR flush */
 	struct fnic_cq		*kcq[2];	/* send and receive CQ */
 };
 
@@ -249,6 +263,8 @@ void fnic_quarantine_leak(struct fnic_dev *fd);
 
 /* verbs.c */
 extern const struct ib_device_ops fnic_dev_ops;
+bool fnic_destroy_cmd(struct fnic_dev *fd, u16 opcode, u32 handle);
+u32 fnic_pd_handle(struct ib_pd *ibpd);
 void fnic_fill_attrs(struct fnic_dev *fd);
 void fnic_dispatch_event(struct fnic_dev *fd, u16 opcode,
 			 const struct falconnic_event *ev);
@@ -265,6 +281,12 @@ void fnic_kcq_fini(struct fnic_cq *cq);
 void fnic_kqp_init(struct fnic_qp *qp);
 void fnic_kqp_attach(struct fnic_qp *qp, struct ib_cq *scq, struct ib_cq *rcq);
 void fnic_kqp_fini(struct fnic_qp *qp);
+struct ib_mr *fnic_alloc_mr(struct ib_pd *ibpd, enum ib_mr_type type,
+			    u32 max_num_sg);
+int fnic_map_mr_sg(struct ib_mr *ibmr, struct scatterlist *sg, int sg_nents,
+		   unsigned int *sg_offset);
+int fnic_kreq_notify_cq(struct fnic_cq *cq, enum ib_cq_notify_flags flags);
+void fnic_kcq_arm_word_init(struct fnic_cq *cq);
 
 /* main.c */
 extern const struct attribute_group fnic_attr_group;

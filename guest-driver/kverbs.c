@@ -17,7 +17,22 @@
  *   (wr.ud.av, ah_num 0), as rxe's own kernel path does.
  * - post_send may run with IRQs disabled (ib_mad holds a spinlock): the
  *   DB_SQ frame is sent from a work item, skipped while the NIC reports it
- *   is still draining the SQ.
+ *   is still draining the SQ.  Receives posted to a QP in ERR get a DB_RQ
+ *   the same way, so the NIC flushes them (ib_drain_rq waits for that).
+ * - RC/UC kernel QPs (NIC with FALCONNIC_CAP_MEM_MGT): WRITE, READ, SEND
+ *   (with immediate or invalidate), IB_SEND_INLINE (the data is copied
+ *   into the WQE), and the fast-registration work requests: REG_MR names
+ *   the NIC's MR handle and the page count map_mr_sg left in the MR's page
+ *   list (struct falconnic_reg_wr), LOCAL_INV the key.  map_mr_sg turns
+ *   each page's "DMA address" (a kernel virtual address, virtual DMA) into
+ *   its GPA with virt_to_phys, refusing addresses outside the linear map.
+ * - req_notify_cq of a kernel CQ never sleeps (ib_cq's softirq poller
+ *   re-arms from softirq): with FALCONNIC_CAP_ARM_WORD it stores the arm
+ *   flags in the CQ ring's arm word (xchg: a full barrier) and then looks
+ *   for CQEs already written (IB_CQ_REPORT_MISSED_EVENTS), the uapi's
+ *   Dekker pair with the NIC's compare-and-swap.  Without it, an atomic
+ *   caller's ARM_CQ goes out from a work item and the CQ watchdog covers
+ *   the window.
  * - poll_cq converts the NIC's ib_uverbs_wc CQEs into struct ib_wc, with
  *   IB_WC_WITH_NETWORK_HDR_TYPE from the byte the NIC puts at
  *   FALCONNIC_WC_NET_TYPE_OFF, so ib_init_ah_attr_from_wc can parse the GRH
@@ -50,8 +65,13 @@ static bool fnic_kdma_sge(struct fnic_dev *fd, const struct ib_sge *in,
 {
 	void *va = (void *)(uintptr_t)in->addr;
 
-	if (in->lkey != fd->ib.local_dma_lkey)
-		return false;	/* kernel MRs are not supported */
+	if (in->lkey != fd->ib.local_dma_lkey) {
+		/* An MR's key (a fast-registration MR): the NIC translates. */
+		out->addr = in->addr;
+		out->length = in->length;
+		out->lkey = in->lkey;
+		return true;
+	}
 	if (in->length) {
 		if (!virt_addr_valid(va) ||
 		    !virt_addr_valid(va + in->length - 1))
@@ -85,44 +105,137 @@ static void fnic_inline_av(const struct falconnic_av *av, struct rxe_av *out)
 	rdma_gid2ip((struct sockaddr *)&out->dgid_addr, &gid);
 }
 
+/* fnic_kinline copies the SGEs' bytes into the WQE (IB_SEND_INLINE). */
+static int fnic_kinline(struct fnic_qp *qp, const struct ib_send_wr *wr,
+			struct rxe_send_wqe *wqe)
+{
+	u8 *dst = wqe->dma.inline_data;
+	u32 total = 0;
+	int i;
+
+	for (i = 0; i < wr->num_sge; i++) {
+		const struct ib_sge *sge = &wr->sg_list[i];
+
+		if (sge->length > qp->cap.max_inline_data - total)
+			return -EINVAL;
+		/* Kernel consumers' addresses are kernel virtual (virtual DMA). */
+		memcpy(dst + total, (void *)(uintptr_t)sge->addr, sge->length);
+		total += sge->length;
+	}
+	wqe->dma.length = total;
+	wqe->dma.resid = total;
+	return 0;
+}
+
+/* fnic_kreg writes an IB_WR_REG_MR as struct falconnic_reg_wr. */
+static int fnic_kreg(struct fnic_dev *fd, struct fnic_qp *qp,
+		     const struct ib_send_wr *wr, struct rxe_send_wqe *wqe)
+{
+	const struct ib_reg_wr *reg = reg_wr(wr);
+	struct falconnic_reg_wr *r = (void *)wqe + FALCONNIC_WQE_REG_OFF;
+	struct fnic_mr *mr;
+
+	if (!reg->mr || reg->mr->device != qp->ibqp.device)
+		return -EINVAL;
+	mr = container_of(reg->mr, struct fnic_mr, ibmr);
+	if (!mr->fast || !mr->npages || reg->mr->page_size != PAGE_SIZE)
+		return -EINVAL;
+	r->mr = cpu_to_le32(mr->handle);
+	r->key = cpu_to_le32(reg->key);
+	r->access = cpu_to_le32(reg->access & (IB_ACCESS_LOCAL_WRITE |
+					       IB_ACCESS_REMOTE_WRITE |
+					       IB_ACCESS_REMOTE_READ |
+					       IB_ACCESS_REMOTE_ATOMIC));
+	r->npages = cpu_to_le32(mr->npages);
+	r->iova = cpu_to_le64(reg->mr->iova);
+	r->length = cpu_to_le64(reg->mr->length);
+	fnic_count(fd, FNIC_C_KREG_MR);
+	return 0;
+}
+
 static int fnic_kbuild_send(struct fnic_dev *fd, struct fnic_qp *qp,
 			    const struct ib_send_wr *wr,
 			    struct rxe_send_wqe *wqe)
 {
+	bool ud = qp->ibqp.qp_type == IB_QPT_UD || qp->ibqp.qp_type == IB_QPT_GSI;
+	bool rc = qp->ibqp.qp_type == IB_QPT_RC;
 	u32 total = 0;
 	int i;
 
-	if (wr->num_sge < 0 || wr->num_sge > qp->sq_max_sge ||
-	    (wr->send_flags & IB_SEND_INLINE))
+	if (wr->num_sge < 0 || wr->num_sge > qp->sq_max_sge)
 		return -EINVAL;
 	switch (wr->opcode) {
 	case IB_WR_SEND:
 	case IB_WR_SEND_WITH_IMM:
 		break;
+	case IB_WR_RDMA_WRITE:
+	case IB_WR_RDMA_WRITE_WITH_IMM:
+		if (ud)
+			return -EINVAL;
+		break;
+	case IB_WR_RDMA_READ:
+	case IB_WR_SEND_WITH_INV:
+		if (!rc)
+			return -EINVAL;
+		break;
+	case IB_WR_LOCAL_INV:
+	case IB_WR_REG_MR:
+		if (ud)
+			return -EINVAL;
+		break;
 	default:
-		return -EINVAL;	/* kernel QPs are UD/GSI: sends only */
+		return -EINVAL;
 	}
 	memset(wqe, 0, sizeof(*wqe));
 	wqe->wr.wr_id = wr->wr_id;
 	wqe->wr.opcode = wr->opcode;
 	wqe->wr.send_flags = wr->send_flags &
 			     (IB_SEND_FENCE | IB_SEND_SIGNALED | IB_SEND_SOLICITED);
-	if (wr->opcode == IB_WR_SEND_WITH_IMM)
+	switch (wr->opcode) {
+	case IB_WR_SEND_WITH_IMM:
+	case IB_WR_RDMA_WRITE_WITH_IMM:
 		wqe->wr.ex.imm_data = (__force __u32)wr->ex.imm_data;
-	if (qp->ibqp.qp_type == IB_QPT_UD || qp->ibqp.qp_type == IB_QPT_GSI) {
-		const struct ib_ud_wr *ud = ud_wr(wr);
+		break;
+	case IB_WR_SEND_WITH_INV:
+		wqe->wr.ex.invalidate_rkey = wr->ex.invalidate_rkey;
+		break;
+	case IB_WR_LOCAL_INV:
+		wqe->wr.ex.invalidate_rkey = wr->ex.invalidate_rkey;
+		fnic_count(fd, FNIC_C_KLOCAL_INV);
+		return 0;
+	case IB_WR_REG_MR:
+		return fnic_kreg(fd, qp, wr, wqe);
+	default:
+		break;
+	}
+	switch (wr->opcode) {
+	case IB_WR_RDMA_WRITE:
+	case IB_WR_RDMA_WRITE_WITH_IMM:
+	case IB_WR_RDMA_READ:
+		wqe->wr.wr.rdma.remote_addr = rdma_wr(wr)->remote_addr;
+		wqe->wr.wr.rdma.rkey = rdma_wr(wr)->rkey;
+		break;
+	default:
+		break;
+	}
+	if (ud) {
+		const struct ib_ud_wr *udw = ud_wr(wr);
 		struct fnic_ah *ah;
 
-		if (!ud->ah)
+		if (!udw->ah)
 			return -EINVAL;
-		ah = container_of(ud->ah, struct fnic_ah, ibah);
-		wqe->wr.wr.ud.remote_qpn = ud->remote_qpn;
-		wqe->wr.wr.ud.remote_qkey = ud->remote_qkey;
-		wqe->wr.wr.ud.pkey_index = ud->pkey_index;
+		ah = container_of(udw->ah, struct fnic_ah, ibah);
+		wqe->wr.wr.ud.remote_qpn = udw->remote_qpn;
+		wqe->wr.wr.ud.remote_qkey = udw->remote_qkey;
+		wqe->wr.wr.ud.pkey_index = udw->pkey_index;
 		if (ah->handle)
 			wqe->wr.wr.ud.ah_num = ah->handle;
 		else
 			fnic_inline_av(&ah->av, &wqe->wr.wr.ud.av);
+	}
+	if ((wr->send_flags & IB_SEND_INLINE) && wr->opcode != IB_WR_RDMA_READ) {
+		wqe->wr.send_flags |= IB_SEND_INLINE;
+		return fnic_kinline(qp, wr, wqe);
 	}
 	for (i = 0; i < wr->num_sge; i++) {
 		if (!fnic_kdma_sge(fd, &wr->sg_list[i], &wqe->dma.sge[i]))
@@ -228,6 +341,9 @@ int fnic_kpost_recv(struct fnic_qp *qp, const struct ib_recv_wr *wr,
 	spin_unlock_irqrestore(&qp->rq_lock, flags);
 	if (err)
 		*bad_wr = wr;
+	/* In ERR no message arrives: the NIC flushes on a DB_RQ. */
+	if (READ_ONCE(qp->state) == IB_QPS_ERR)
+		queue_work(system_highpri_wq, &qp->rq_db_work);
 	return err;
 }
 
@@ -240,12 +356,25 @@ static void fnic_db_work(struct work_struct *w)
 		      READ_ONCE(q->producer_index));
 }
 
+static void fnic_rq_db_work(struct work_struct *w)
+{
+	struct fnic_qp *qp = container_of(w, struct fnic_qp, rq_db_work);
+	struct rxe_queue_buf *q;
+
+	if (!qp->rq)
+		return;
+	q = qp->rq->vaddr;
+	fnic_doorbell(to_fdev(qp->ibqp.device), FALCONNIC_OP_DB_RQ, qp->handle,
+		      READ_ONCE(q->producer_index));
+}
+
 void fnic_kqp_init(struct fnic_qp *qp)
 {
 	qp->kernel = true;
 	spin_lock_init(&qp->sq_lock);
 	spin_lock_init(&qp->rq_lock);
 	INIT_WORK(&qp->db_work, fnic_db_work);
+	INIT_WORK(&qp->rq_db_work, fnic_rq_db_work);
 }
 
 void fnic_kqp_fini(struct fnic_qp *qp)
@@ -253,6 +382,7 @@ void fnic_kqp_fini(struct fnic_qp *qp)
 	if (!qp->kernel)
 		return;
 	cancel_work_sync(&qp->db_work);
+	cancel_work_sync(&qp->rq_db_work);
 	fnic_kcq_use(qp->kcq[0], false);
 	fnic_kcq_use(qp->kcq[1], false);
 	qp->kcq[0] = qp->kcq[1] = NULL;
@@ -315,9 +445,12 @@ static void fnic_kcq_watch(struct work_struct *w)
 	spin_unlock_irqrestore(&cq->lock, flags);
 }
 
+static void fnic_kcq_arm_work(struct work_struct *w);
+
 void fnic_kcq_init(struct fnic_cq *cq)
 {
 	INIT_DELAYED_WORK(&cq->watch, fnic_kcq_watch);
+	INIT_WORK(&cq->arm_work, fnic_kcq_arm_work);
 }
 
 /*
@@ -343,6 +476,7 @@ void fnic_kcq_armed(struct fnic_cq *cq, int err)
 
 void fnic_kcq_fini(struct fnic_cq *cq)
 {
+	cancel_work_sync(&cq->arm_work);
 	cancel_delayed_work_sync(&cq->watch);
 }
 
@@ -432,4 +566,181 @@ int fnic_kpoll_cq(struct ib_cq *ibcq, int n, struct ib_wc *wc)
 	if (got)
 		atomic64_add(got, &fd->counters[FNIC_C_KPOLL_CQE]);
 	return got;
+}
+
+/* ---- arming kernel CQs without sleeping ---- */
+
+/*
+ * fnic_kcq_arm_word_init switches a new kernel CQ to the ring's arm word
+ * when the NIC offers it (process context, at create_cq).
+ */
+void fnic_kcq_arm_word_init(struct fnic_cq *cq)
+{
+	struct fnic_dev *fd = to_fdev(cq->ibcq.device);
+	struct falconnic_arm_cq req = {
+		.cq = cpu_to_le32(cq->handle),
+		.flags = cpu_to_le32(FALCONNIC_ARM_WORD),
+	};
+
+	if (!(le32_to_cpu(fd->nic_attr.cap_flags) & FALCONNIC_CAP_ARM_WORD))
+		return;
+	if (!fnic_cmd(fd, FALCONNIC_OP_ARM_CQ, &req, sizeof(req), NULL, 0))
+		cq->arm_word = true;
+}
+
+static u32 fnic_arm_flags(enum ib_cq_notify_flags flags)
+{
+	return (flags & IB_CQ_SOLICITED_MASK) == IB_CQ_SOLICITED ?
+	       FALCONNIC_ARM_SOLICITED : FALCONNIC_ARM_NEXT;
+}
+
+static void fnic_kcq_arm_work(struct work_struct *w)
+{
+	struct fnic_cq *cq = container_of(w, struct fnic_cq, arm_work);
+	struct falconnic_arm_cq req = { .cq = cpu_to_le32(cq->handle) };
+	unsigned long flags;
+	int err;
+
+	spin_lock_irqsave(&cq->lock, flags);
+	req.flags = cpu_to_le32(cq->arm_flags);
+	spin_unlock_irqrestore(&cq->lock, flags);
+	err = fnic_cmd(to_fdev(cq->ibcq.device), FALCONNIC_OP_ARM_CQ, &req,
+		       sizeof(req), NULL, 0);
+	/* A failed arm is retried by the watchdog, never reported. */
+	fnic_kcq_armed(cq, err);
+}
+
+static bool fnic_kcq_has_cqes(struct fnic_cq *cq)
+{
+	struct rxe_queue_buf *q = cq->buf->vaddr;
+	u32 mask = cq->buf->slots - 1;
+
+	return (smp_load_acquire(&q->producer_index) & mask) !=
+	       (READ_ONCE(q->consumer_index) & mask);
+}
+
+/*
+ * fnic_kreq_notify_cq arms a kernel CQ from any context (softirq included)
+ * and reports CQEs written before the arm took effect when asked to.
+ */
+int fnic_kreq_notify_cq(struct fnic_cq *cq, enum ib_cq_notify_flags flags)
+{
+	struct fnic_dev *fd = to_fdev(cq->ibcq.device);
+	u32 arm = fnic_arm_flags(flags);
+	unsigned long irq;
+	int err = 0;
+
+	if (cq->arm_word) {
+		u32 *word = cq->buf->vaddr + FALCONNIC_RING_CQ_ARM_OFF;
+
+		/* xchg is a full barrier: our store, then the producer index. */
+		xchg(word, cpu_to_le32(arm));
+		fnic_count(fd, FNIC_C_KARM_WORD);
+	} else if (in_task() && !in_atomic() && !irqs_disabled()) {
+		struct falconnic_arm_cq req = {
+			.cq = cpu_to_le32(cq->handle),
+			.flags = cpu_to_le32(arm),
+		};
+
+		err = fnic_cmd(fd, FALCONNIC_OP_ARM_CQ, &req, sizeof(req),
+			       NULL, 0);
+	} else {
+		spin_lock_irqsave(&cq->lock, irq);
+		cq->arm_flags = arm;
+		spin_unlock_irqrestore(&cq->lock, irq);
+		queue_work(system_highpri_wq, &cq->arm_work);
+		fnic_count(fd, FNIC_C_KARM_DEFERRED);
+	}
+	fnic_kcq_armed(cq, err);
+	if ((flags & IB_CQ_REPORT_MISSED_EVENTS) && fnic_kcq_has_cqes(cq)) {
+		fnic_count(fd, FNIC_C_KARM_MISSED);
+		return 1;
+	}
+	return 0;
+}
+
+/* ---- fast-registration MRs ---- */
+
+struct ib_mr *fnic_alloc_mr(struct ib_pd *ibpd, enum ib_mr_type type,
+			    u32 max_num_sg)
+{
+	struct fnic_dev *fd = to_fdev(ibpd->device);
+	struct falconnic_alloc_mr req = {};
+	struct fnic_mr *mr;
+	u32 key;
+	int id, err;
+
+	if (type != IB_MR_TYPE_MEM_REG)
+		return ERR_PTR(-EOPNOTSUPP);
+	if (!(fd->attrs.device_cap_flags & IB_DEVICE_MEM_MGT_EXTENSIONS))
+		return ERR_PTR(-EOPNOTSUPP);
+	if (!max_num_sg || max_num_sg > fd->attrs.max_fast_reg_page_list_len)
+		return ERR_PTR(-EINVAL);
+	mr = kzalloc(sizeof(*mr), GFP_KERNEL);
+	if (!mr)
+		return ERR_PTR(-ENOMEM);
+	err = fnic_pbl_alloc(&mr->pbl, max_num_sg);
+	if (err)
+		goto free_mr;
+	id = ida_alloc_range(&fd->mr_ida, 1, min_t(u32, fd->attrs.max_mr,
+						     0xffffffu), GFP_KERNEL);
+	if (id < 0) {
+		err = id;
+		goto free_pbl;
+	}
+	/* The upper 24 bits are the handle: never 0, never the DMA key. */
+	key = (u32)id << 8 | (fd->mr_key_seq++ & 0xff);
+	req.mr = cpu_to_le32(id);
+	req.pd = cpu_to_le32(fnic_pd_handle(ibpd));
+	req.key = cpu_to_le32(key);
+	fnic_pbl_wire(&mr->pbl, &req.pbl);
+	err = fnic_cmd(fd, FALCONNIC_OP_ALLOC_MR, &req, sizeof(req), NULL, 0);
+	if (err) {
+		if (err == -ETIMEDOUT &&
+		    !fnic_destroy_cmd(fd, FALCONNIC_OP_DEREG_MR, id)) {
+			fnic_quarantine(fd, NULL, NULL, &mr->pbl);
+			kfree(mr);
+			return ERR_PTR(err);
+		}
+		ida_free(&fd->mr_ida, id);
+		goto free_pbl;
+	}
+	mr->handle = id;
+	mr->fast = true;
+	mr->ibmr.lkey = key;
+	mr->ibmr.rkey = key;
+	mr->ibmr.page_size = PAGE_SIZE;
+	return &mr->ibmr;
+free_pbl:
+	fnic_pbl_free(&mr->pbl);
+free_mr:
+	kfree(mr);
+	return ERR_PTR(err);
+}
+
+static int fnic_set_page(struct ib_mr *ibmr, u64 addr)
+{
+	struct fnic_mr *mr = container_of(ibmr, struct fnic_mr, ibmr);
+	void *va = (void *)(uintptr_t)addr;
+
+	if (mr->npages >= mr->pbl.npages)
+		return -ENOMEM;
+	/* Virtual DMA: the address is a kernel virtual one, page aligned. */
+	if (!virt_addr_valid(va) || offset_in_page(addr)) {
+		fnic_count(to_fdev(ibmr->device), FNIC_C_KMAP_MR_BAD_PAGE);
+		return -EINVAL;
+	}
+	fnic_pbl_set(&mr->pbl, mr->npages++, virt_to_phys(va));
+	return 0;
+}
+
+int fnic_map_mr_sg(struct ib_mr *ibmr, struct scatterlist *sg, int sg_nents,
+		   unsigned int *sg_offset)
+{
+	struct fnic_mr *mr = container_of(ibmr, struct fnic_mr, ibmr);
+
+	if (!mr->fast || ibmr->page_size != PAGE_SIZE)
+		return -EINVAL;
+	mr->npages = 0;
+	return ib_sg_to_pages(ibmr, sg, sg_nents, sg_offset, fnic_set_page);
 }

@@ -49,6 +49,12 @@ const char *const fnic_counter_names[FNIC_C_NUM] = {
 	[FNIC_C_KPOLL_CQE]		= "kpoll_cqe",
 	[FNIC_C_KARM_RETRY]		= "karm_retry",
 	[FNIC_C_KCQ_WATCH_POLL]		= "kcq_watch_poll",
+	[FNIC_C_KREG_MR]		= "kreg_mr",
+	[FNIC_C_KLOCAL_INV]		= "klocal_inv",
+	[FNIC_C_KMAP_MR_BAD_PAGE]	= "kmap_mr_bad_page",
+	[FNIC_C_KARM_WORD]		= "karm_word",
+	[FNIC_C_KARM_DEFERRED]		= "karm_deferred",
+	[FNIC_C_KARM_MISSED]		= "karm_missed",
 };
 
 static ssize_t counters_show(struct device *device,

@@ -5,9 +5,10 @@
  * file turns verbs into control-channel requests and owns the guest memory
  * (rings, page lists, pinned MRs) the NIC reads and writes.
  *
- * Kernel consumers (ib_mad's GSI QP, ib_cm, rdma_cm) get kernel CQs, UD and
- * GSI QPs and AHs; their data path is in kverbs.c.  Kernel RC/UC QPs and
- * kernel MRs are not supported (-EOPNOTSUPP).
+ * Kernel consumers (ib_mad's GSI QP, ib_cm, rdma_cm, and with a NIC that has
+ * FALCONNIC_CAP_MEM_MGT nvme-rdma, nvmet-rdma, xprtrdma) get kernel CQs, UD,
+ * GSI, RC and UC QPs, AHs and fast-registration MRs; their data path is in
+ * kverbs.c.  Kernel SRQs and get_dma_mr are not supported (-EOPNOTSUPP).
  *
  * Handle lifetime: a handle returns to its allocator only when the NIC
  * confirmed the destroy (OK or BAD_HANDLE).  When a destroy is unanswered
@@ -107,6 +108,15 @@ void fnic_fill_attrs(struct fnic_dev *fd)
 	a->local_ca_ack_delay = 15;
 	/* local_dma_lkey (FALCONNIC_DMA_LKEY) names guest memory: kverbs.c */
 	a->kernel_cap_flags = IBK_LOCAL_DMA_LKEY;
+	if ((caps & FALCONNIC_CAP_MEM_MGT) && le32_to_cpu(n->max_fast_reg_pages)) {
+		/* alloc_mr/map_mr_sg/IB_WR_REG_MR, LOCAL_INV, SEND_WITH_INV */
+		a->device_cap_flags |= IB_DEVICE_MEM_MGT_EXTENSIONS;
+		a->max_fast_reg_page_list_len =
+			min_t(u32, le32_to_cpu(n->max_fast_reg_pages),
+			      FALCONNIC_PBL_ENTRIES * FALCONNIC_PBL_ENTRIES);
+	} else {
+		caps &= ~FALCONNIC_CAP_MEM_MGT;
+	}
 	a->max_send_sge = max(a->max_send_sge, 1u);
 	/* Inline data needs FALCONNIC_CAP_INLINE; 0 disables it. */
 	fd->nic_attr.max_inline_data = cpu_to_le32(caps & FALCONNIC_CAP_INLINE ?
@@ -206,7 +216,7 @@ static void fnic_dealloc_ucontext(struct ib_ucontext *uctx)
 }
 
 /* fnic_destroy_cmd sends a destroy-type request; true when the NIC let go. */
-static bool fnic_destroy_cmd(struct fnic_dev *fd, u16 opcode, u32 handle)
+bool fnic_destroy_cmd(struct fnic_dev *fd, u16 opcode, u32 handle)
 {
 	struct falconnic_handle_req req = { .handle = cpu_to_le32(handle) };
 	int err = fnic_cmd(fd, opcode, &req, sizeof(req), NULL, 0);
@@ -265,7 +275,7 @@ static int fnic_dealloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
 	return 0;
 }
 
-static u32 fnic_pd_handle(struct ib_pd *ibpd)
+u32 fnic_pd_handle(struct ib_pd *ibpd)
 {
 	return container_of(ibpd, struct fnic_pd, ibpd)->handle;
 }
@@ -412,6 +422,8 @@ static int fnic_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr
 	if (err)
 		goto undo_nic;
 	cq->handle = id;
+	if (cq->kernel)
+		fnic_kcq_arm_word_init(cq);
 	if (udata) {
 		err = fnic_buf_expose(fnic_uctx(udata), cq->buf, &cq->entry,
 				      &resp.mi);
@@ -489,12 +501,9 @@ static int fnic_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags)
 	};
 	int err;
 
+	if (cq->kernel)
+		return fnic_kreq_notify_cq(cq, flags);	/* never sleeps */
 	err = fnic_cmd(fd, FALCONNIC_OP_ARM_CQ, &req, sizeof(req), NULL, 0);
-	if (cq->kernel) {
-		/* A failed arm is retried by the watchdog, never reported. */
-		fnic_kcq_armed(cq, err);
-		err = 0;
-	}
 	if (err)
 		return err;
 	if ((flags & IB_CQ_REPORT_MISSED_EVENTS) && !fnic_ring_empty(cq->buf))
@@ -823,8 +832,12 @@ static int fnic_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 	if (init->qp_type >= ARRAY_SIZE(fnic_qp_types) ||
 	    !fnic_qp_types[init->qp_type])
 		return -EOPNOTSUPP;
-	/* Kernel consumers: UD and GSI only; GSI is kernel only. */
-	if (!udata && init->qp_type != IB_QPT_UD && init->qp_type != IB_QPT_GSI)
+	/*
+	 * Kernel consumers: UD and GSI always; RC and UC when the NIC runs
+	 * kernel work requests (FALCONNIC_CAP_MEM_MGT).  GSI is kernel only.
+	 */
+	if (!udata && init->qp_type != IB_QPT_UD && init->qp_type != IB_QPT_GSI &&
+	    !(le32_to_cpu(fd->nic_attr.cap_flags) & FALCONNIC_CAP_MEM_MGT))
 		return -EOPNOTSUPP;
 	if (udata && init->qp_type == IB_QPT_GSI)
 		return -EINVAL;
@@ -840,7 +853,7 @@ static int fnic_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 		return -EINVAL;
 	if (udata && udata->outlen < sizeof(resp))
 		return -EINVAL;
-	if (!udata && (init->srq || cap->max_inline_data))
+	if (!udata && init->srq)
 		return -EOPNOTSUPP;
 	err = fnic_ensure_open(fd);
 	if (err)
@@ -1246,6 +1259,7 @@ const struct ib_device_ops fnic_dev_ops = {
 	.uverbs_abi_ver = 2,	/* RXE_UVERBS_ABI_VERSION */
 
 	.add_gid = fnic_add_gid,
+	.alloc_mr = fnic_alloc_mr,
 	.alloc_pd = fnic_alloc_pd,
 	.alloc_ucontext = fnic_alloc_ucontext,
 	.create_ah = fnic_create_ah,
@@ -1266,6 +1280,7 @@ const struct ib_device_ops fnic_dev_ops = {
 	.get_dma_mr = fnic_get_dma_mr,
 	.get_link_layer = fnic_get_link_layer,
 	.get_port_immutable = fnic_get_port_immutable,
+	.map_mr_sg = fnic_map_mr_sg,
 	.mmap = fnic_mmap,
 	.mmap_free = fnic_mmap_free,
 	.modify_qp = fnic_modify_qp,

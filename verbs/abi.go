@@ -26,17 +26,20 @@ const (
 
 // Send work request opcodes (IB_UVERBS_WR_*).
 const (
-	WRWrite        = 0
-	WRWriteImm     = 1
-	WRSend         = 2
-	WRSendImm      = 3
-	WRRead         = 4
-	WRCmpSwap      = 5
-	WRFetchAdd     = 6
-	WRLocalInv     = 7
-	WRBindMW       = 8
-	WRSendInv      = 9
-	numWROpcodes   = 10
+	WRWrite    = 0
+	WRWriteImm = 1
+	WRSend     = 2
+	WRSendImm  = 3
+	WRRead     = 4
+	WRCmpSwap  = 5
+	WRFetchAdd = 6
+	WRLocalInv = 7
+	WRBindMW   = 8
+	WRSendInv  = 9
+	// WRRegMR is IB_WR_REG_MR, a kernel-only opcode (fast registration of
+	// an MR allocated with AllocMR; see frwr.go).
+	WRRegMR        = 0x20
+	numWROpcodes   = WRRegMR + 1
 	sendFlagFence  = 1 << 0
 	sendFlagSignal = 1 << 1
 	sendFlagSolic  = 1 << 2
@@ -50,6 +53,8 @@ const (
 	WCRead        = 2
 	WCCmpSwap     = 3
 	WCFetchAdd    = 4
+	WCLocalInv    = 6 // IB_WC_LOCAL_INV
+	WCRegMR       = 8 // IB_WC_REG_MR (kernel CQs only)
 	WCRecv        = 128
 	WCRecvRDMAImm = 129
 )
@@ -58,6 +63,7 @@ const (
 const (
 	WCFlagGRH     = 1 << 0
 	WCFlagWithImm = 1 << 1
+	WCFlagWithInv = 1 << 2 // IB_WC_WITH_INVALIDATE: ex holds the invalidated rkey
 )
 
 // WCStatus is a completion status, the IBV_WC_* values.
@@ -70,6 +76,7 @@ const (
 	WCLocQPOpErr     WCStatus = 2
 	WCLocProtErr     WCStatus = 4
 	WCFlushErr       WCStatus = 5
+	WCMWBindErr      WCStatus = 6
 	WCBadRespErr     WCStatus = 7
 	WCLocAccessErr   WCStatus = 8
 	WCRemInvReqErr   WCStatus = 9
@@ -83,7 +90,7 @@ const (
 
 var wcStatusNames = map[WCStatus]string{
 	WCSuccess: "success", WCLocLenErr: "local-length", WCLocQPOpErr: "local-qp-op", WCLocProtErr: "local-protection",
-	WCFlushErr: "flush", WCBadRespErr: "bad-response", WCLocAccessErr: "local-access", WCRemInvReqErr: "remote-invalid-request",
+	WCFlushErr: "flush", WCMWBindErr: "mw-bind", WCBadRespErr: "bad-response", WCLocAccessErr: "local-access", WCRemInvReqErr: "remote-invalid-request",
 	WCRemAccessErr: "remote-access", WCRemOpErr: "remote-op", WCRetryExcErr: "retry-exceeded",
 	WCRNRRetryExcErr: "rnr-retry-exceeded", WCFatalErr: "fatal", WCGeneralErr: "general",
 }
@@ -145,6 +152,12 @@ func (w SendWQE) Imm() uint32 { return binary.BigEndian.Uint32(w[20:]) }
 
 // SetImm sets wr.ex.imm_data.
 func (w SendWQE) SetImm(v uint32) { binary.BigEndian.PutUint32(w[20:], v) }
+
+// InvRKey returns wr.ex.invalidate_rkey (LOCAL_INV, SEND_WITH_INV).
+func (w SendWQE) InvRKey() uint32 { return le.Uint32(w[20:]) }
+
+// SetInvRKey sets wr.ex.invalidate_rkey.
+func (w SendWQE) SetInvRKey(v uint32) { le.PutUint32(w[20:], v) }
 
 // RemoteAddr returns wr.wr.rdma.remote_addr (= atomic.remote_addr).
 func (w SendWQE) RemoteAddr() uint64 { return le.Uint64(w[24:]) }
@@ -293,6 +306,9 @@ func (w WC) Opcode() uint32 { return le.Uint32(w[12:]) }
 // ByteLen returns byte_len.
 func (w WC) ByteLen() uint32 { return le.Uint32(w[20:]) }
 
+// InvRKey returns ex.invalidate_rkey (with WCFlagWithInv).
+func (w WC) InvRKey() uint32 { return le.Uint32(w[24:]) }
+
 // Imm returns ex.imm_data as the integer of its network-order bytes.
 func (w WC) Imm() uint32 { return binary.BigEndian.Uint32(w[24:]) }
 
@@ -323,7 +339,8 @@ type Completion struct {
 	QPN     uint32
 	SrcQP   uint32
 	Flags   uint32
-	NetType uint8 // UD receives: the GRH area's network header type
+	InvRKey uint32 // with WCFlagWithInv: the rkey the SEND_WITH_INV invalidated
+	NetType uint8  // UD receives: the GRH area's network header type
 }
 
 func (c *Completion) put(w WC) {
@@ -332,7 +349,11 @@ func (c *Completion) put(w WC) {
 	le.PutUint32(w[8:], uint32(c.Status))
 	le.PutUint32(w[12:], c.Opcode)
 	le.PutUint32(w[20:], c.ByteLen)
-	binary.BigEndian.PutUint32(w[24:], c.Imm)
+	if c.Flags&WCFlagWithInv != 0 {
+		le.PutUint32(w[24:], c.InvRKey) // ex.invalidate_rkey, host order
+	} else {
+		binary.BigEndian.PutUint32(w[24:], c.Imm)
+	}
 	le.PutUint32(w[28:], c.QPN)
 	le.PutUint32(w[32:], c.SrcQP)
 	le.PutUint32(w[36:], c.Flags)

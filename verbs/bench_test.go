@@ -55,3 +55,24 @@ func BenchmarkPingPong8B(b *testing.B) {
 		qb.scq.poll()
 	}
 }
+
+// BenchmarkFastRegCycle is nvme-rdma's per-I/O FRWR work on the NIC that
+// owns the MR: REG_MR of 32 pages then LOCAL_INV, on a kernel QP.
+func BenchmarkFastRegCycle(b *testing.B) {
+	t := &testing.T{}
+	w, _, qb := kernelPair(t)
+	mr := w.gb.allocMR(50, 1, 0x3200, 32)
+	var pages []uint64
+	for range 32 {
+		pages = append(pages, w.gb.alloc(PageSize))
+	}
+	mr.mapPages(pages...)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		key := 0x3200 | uint32(i+1)&0xff
+		qb.postReg(1, 50, key, AccessLocalWrite|AccessRemoteWrite|AccessRemoteRead, 32, kva, 32*PageSize)
+		qb.postSend(wqe{id: 2, op: WRLocalInv, inv: key})
+		qb.scq.poll()
+	}
+}

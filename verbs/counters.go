@@ -23,6 +23,10 @@ type Counters struct {
 	CQOverflow, CQRingErr             stats.Counter
 	QPErrors, Flushed, Xoff           stats.Counter
 	Reclaimed                         stats.Counter
+	FastReg, FastRegErr               stats.Counter
+	LocalInv, LocalInvErr             stats.Counter
+	RxRemoteInv, RxRemoteInvErr       stats.Counter
+	CQArmWordContended                stats.Counter
 }
 
 // Set lists the counters with help text.
@@ -68,5 +72,12 @@ func (c *Counters) Set() stats.Set {
 		{Name: "flushed", Help: "WQEs completed with a flush error", Counter: &c.Flushed},
 		{Name: "xoff", Help: "submissions refused by the transport (resumed on Xon)", Counter: &c.Xoff},
 		{Name: "reclaimed", Help: "objects destroyed by a driver reset or guest death", Counter: &c.Reclaimed},
+		{Name: "fast_reg", Help: "REG_MR work requests that made a fast-registration MR valid", Counter: &c.FastReg},
+		{Name: "fast_reg_err", Help: "REG_MR work requests refused (MR not free, key, access, page list)", Counter: &c.FastRegErr},
+		{Name: "local_inv", Help: "LOCAL_INV work requests executed", Counter: &c.LocalInv},
+		{Name: "local_inv_err", Help: "LOCAL_INV work requests naming no fast-registration MR of the QP's PD", Counter: &c.LocalInvErr},
+		{Name: "rx_remote_inv", Help: "MRs invalidated by a peer's SEND_WITH_INV", Counter: &c.RxRemoteInv},
+		{Name: "rx_remote_inv_err", Help: "SEND_WITH_INV naming no fast-registration MR of the QP's PD", Counter: &c.RxRemoteInvErr},
+		{Name: "cq_arm_word_contended", Help: "CQ arm word kept changing under the NIC; the event was sent anyway", Counter: &c.CQArmWordContended},
 	}
 }

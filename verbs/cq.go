@@ -4,17 +4,35 @@ package verbs
 const (
 	ArmSolicited = 1 << 0
 	ArmNext      = 1 << 1
+	// ArmWord switches the CQ to arming through its ring header: from
+	// then on, besides ARM_CQ requests, the driver arms by storing
+	// ArmNext or ArmSolicited in the __le32 at CQArmWordOff, which the
+	// NIC reads (and clears when it raises the event) after each CQE.
+	ArmWord = 1 << 2
 )
+
+// CQArmWordOff is FALCONNIC_RING_CQ_ARM_OFF: the arm word of a CQ ring
+// (in rxe_queue_buf.pad_1, unused by librxe).
+//
+// The protocol is a Dekker pair. Driver: store the arm flags with a full
+// barrier (xchg), then read the producer index; CQEs present → poll again
+// (IB_CQ_REPORT_MISSED_EVENTS). NIC: store the CQE and the producer index,
+// then a compare-and-swap on the arm word (a full barrier): armed for this
+// CQE → swap to 0 and raise EV_CQ_COMP; not armed → swap to itself. One of
+// the two always sees the other, so a CQE written while the CQ is being
+// armed is either reported by the event or found by the driver.
+const CQArmWordOff = 64
 
 // CQ is a completion queue: a ring of ib_uverbs_wc the NIC produces into.
 type CQ struct {
-	H     uint32
-	ring  *Ring
-	prod  uint32
-	armed uint32
-	err   bool
-	refs  int
-	wc    [WCSize]byte
+	H       uint32
+	ring    *Ring
+	prod    uint32
+	armed   uint32
+	armWord bool
+	err     bool
+	refs    int
+	wc      [WCSize]byte
 }
 
 // CreateCQ creates completion queue h over the ring s.
@@ -60,11 +78,58 @@ func (e *Engine) ArmCQ(h, flags uint32) error {
 	if !ok {
 		return ErrBadHandle
 	}
-	if flags&(ArmNext|ArmSolicited) == 0 || flags&^(ArmNext|ArmSolicited) != 0 {
+	if flags&(ArmNext|ArmSolicited|ArmWord) == 0 || flags&^(ArmNext|ArmSolicited|ArmWord) != 0 {
 		return ErrBadParam
 	}
-	cq.armed |= flags
+	if flags&ArmWord != 0 {
+		cq.armWord = true
+	}
+	cq.armed |= flags &^ ArmWord
 	return nil
+}
+
+// armWordFire consults the CQ's arm word after a CQE (see CQArmWordOff).
+func (e *Engine) armWordFire(cq *CQ, solicited bool) bool {
+	mem := e.cfg.Mem
+	gpa, ok := cq.ring.reg.wordGPA(CQArmWordOff)
+	if !ok {
+		e.Stats.CQRingErr.Inc()
+		return false
+	}
+	am, atomic := mem.(AtomicMemory)
+	var b [4]byte
+	for range 4 {
+		if mem.Read(gpa, b[:]) != nil {
+			e.Stats.CQRingErr.Inc()
+			return false
+		}
+		w := le.Uint32(b[:])
+		fire := w&ArmNext != 0 || (w&ArmSolicited != 0 && solicited)
+		nw := w
+		if fire {
+			nw = 0
+		}
+		if !atomic {
+			// A Memory without atomics (tests) has no concurrent guest.
+			if fire {
+				le.PutUint32(b[:], 0)
+				_ = mem.Write(gpa, b[:])
+			}
+			return fire
+		}
+		swapped, err := am.CompareAndSwap32(gpa, w, nw)
+		if err != nil {
+			e.Stats.CQRingErr.Inc()
+			return false
+		}
+		if swapped {
+			return fire
+		}
+	}
+	// The guest keeps rewriting the word: an extra event is harmless, a
+	// missing one stalls the consumer.
+	e.Stats.CQArmWordContended.Inc()
+	return true
 }
 
 // post writes one CQE. It reports false when the CQ is full or broken: the
@@ -99,8 +164,15 @@ func (e *Engine) post(cq *CQ, c *Completion, solicited bool) bool {
 		e.cqError(cq, 2)
 		return false
 	}
-	if cq.armed&ArmNext != 0 || (cq.armed&ArmSolicited != 0 && (solicited || c.Status != WCSuccess)) {
+	sol := solicited || c.Status != WCSuccess
+	fire := cq.armed&ArmNext != 0 || (cq.armed&ArmSolicited != 0 && sol)
+	if fire {
 		cq.armed = 0
+	}
+	if cq.armWord && e.armWordFire(cq, sol) {
+		fire = true
+	}
+	if fire {
 		e.event(EvCQComp, cq.H, 0)
 	}
 	return true

@@ -78,6 +78,16 @@
 //     DMALKey (bounds checked against guest RAM, never an rkey, refused on
 //     user QPs) and carry their UD address vectors inline in the WQE
 //     (ah_num 0), since the guest kernel's AHs never reach the NIC.
+//   - Kernel RC and UC QPs work like user ones; their SGEs may also use
+//     DMALKey. Fast registration (frwr.go): AllocMR makes an MR in FREE
+//     whose page list the kernel fills per registration; REG_MR and
+//     LOCAL_INV are local work requests of kernel QPs executed in SQ order
+//     (no transaction), SEND_WITH_INV invalidates the receiver's MR (its
+//     receive CQE carries WCFlagWithInv and the rkey). Only VALID MRs
+//     translate; DMALKey is never an rkey.
+//   - A CQ may be armed through a word in its ring header (CQArmWordOff)
+//     instead of ARM_CQ requests, so that the guest kernel can arm from
+//     softirq context without waiting for the NIC.
 //   - Fences are implicit: an ordered connection completes in order.
 //   - Each READ segment is its own pull, so every response is a
 //     ReadResponseOnly; the requester places segments in RSN order.

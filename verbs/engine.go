@@ -78,12 +78,16 @@ type Limits struct {
 	// and rings together (its MTT): a guest may list the same page many
 	// times, so guest RAM does not bound it.
 	MaxMTTPages uint32
+	// MaxFastRegPages bounds the page list of one fast-registration MR
+	// (max_fast_reg_page_list_len; 0 disables AllocMR).
+	MaxFastRegPages uint32
 }
 
 // DefaultLimits returns the limits of a default NIC.
 func DefaultLimits() Limits {
 	return Limits{MaxPD: 1024, MaxMR: 4096, MaxCQ: 1024, MaxQP: 1024, MaxSRQ: 256, MaxAH: 4096,
-		MaxHandle: 1 << 20, MaxSGE: 32, MaxInline: 512, MaxMRSize: 1 << 40, MaxMTTPages: 1 << 22}
+		MaxHandle: 1 << 20, MaxSGE: 32, MaxInline: 512, MaxMRSize: 1 << 40, MaxMTTPages: 1 << 22,
+		MaxFastRegPages: pblEntries}
 }
 
 // Config configures an Engine.
@@ -125,6 +129,7 @@ type Engine struct {
 	rwqe    [RecvWQESize]byte
 	sge     [SGESize]byte
 	word    [8]byte
+	pbl     pblScratch // fast registrations' page-list reads
 	Stats   Counters
 }
 
@@ -133,13 +138,18 @@ type pd struct {
 	refs int
 }
 
-// MR is a registered memory region: the NIC's MTT entry.
+// MR is a registered memory region: the NIC's MTT entry. A user MR
+// (RegMR) is valid from registration to deregistration; a fast-registration
+// MR (AllocMR) moves between MRFree and MRValid by work requests (frwr.go).
 type MR struct {
 	H, PD      uint32
 	LKey, RKey uint32
 	IOVA, Len  uint64
 	Access     uint32
 	reg        region
+	state      MRState
+	mttPages   uint32 // MTT entries reserved for it
+	fast       *fastMR
 }
 
 // AH is an address handle.
@@ -171,7 +181,8 @@ func New(cfg Config) *Engine {
 		cfg.PMTUCap = 4096
 	}
 	e := &Engine{cfg: cfg, pkt: make([]byte, 0, 64<<10), scratch: make([]byte, 64<<10)}
-	e.dma = &MR{LKey: DMALKey, Len: ^uint64(0), Access: AccessLocalWrite, reg: region{dma: true, size: ^uint64(0)}}
+	e.dma = &MR{LKey: DMALKey, Len: ^uint64(0), Access: AccessLocalWrite, reg: region{dma: true, size: ^uint64(0)},
+		state: MRValid}
 	e.init()
 	return e
 }
@@ -340,7 +351,8 @@ func (e *Engine) RegMR(s MRSpec) error {
 		e.mtt -= s.PBL.NPages
 		return ErrBadParam
 	}
-	mr := &MR{H: s.H, PD: s.PD, LKey: s.LKey, IOVA: s.IOVA, Len: s.Len, Access: s.Access, reg: reg}
+	mr := &MR{H: s.H, PD: s.PD, LKey: s.LKey, IOVA: s.IOVA, Len: s.Len, Access: s.Access, reg: reg,
+		state: MRValid, mttPages: s.PBL.NPages}
 	if remote {
 		mr.RKey = s.RKey
 		e.rkeys[s.RKey] = mr
@@ -358,9 +370,12 @@ func (e *Engine) DeregMR(h uint32) error {
 		return ErrBadHandle
 	}
 	delete(e.mrs, h)
-	e.mtt -= uint32(len(mr.reg.pages))
-	delete(e.lkeys, mr.LKey)
-	if mr.RKey != 0 {
+	e.mtt -= mr.mttPages
+	mr.state = MRInvalid
+	if e.lkeys[mr.LKey] == mr {
+		delete(e.lkeys, mr.LKey)
+	}
+	if mr.RKey != 0 && e.rkeys[mr.RKey] == mr {
 		delete(e.rkeys, mr.RKey)
 	}
 	if p := e.pds[mr.PD]; p != nil {

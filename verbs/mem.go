@@ -18,6 +18,15 @@ type Memory interface {
 	Check(gpa, n uint64) bool
 }
 
+// AtomicMemory is a Memory whose 32-bit words the guest may update
+// concurrently with the NIC (the CQ arm word): CompareAndSwap32 is a
+// sequentially consistent compare-and-swap of the aligned word at gpa (a
+// full barrier on both sides of it). device implements it over the shared
+// guest RAM; without it the engine reads and writes the word.
+type AtomicMemory interface {
+	CompareAndSwap32(gpa uint64, old, new uint32) (bool, error)
+}
+
 // PageShift is the page size of page lists (FALCONNIC_PAGE_SHIFT).
 const PageShift = 12
 
@@ -52,6 +61,16 @@ type PBL struct {
 // LoadPBL reads and validates a page list: every listed page is page
 // aligned and inside guest RAM. The result is the NIC's own copy (its MTT).
 func LoadPBL(mem Memory, p PBL) ([]uint64, error) {
+	return loadPBLInto(mem, p, nil, new(pblScratch))
+}
+
+// pblScratch holds the page-list pages being read: a directory and a leaf.
+type pblScratch struct{ dir, leaf [PageSize]byte }
+
+// loadPBLInto is LoadPBL appending to dst[:0] with the caller's scratch: a
+// fast registration reuses its MR's page array and the engine's scratch,
+// so a registration per I/O allocates nothing.
+func loadPBLInto(mem Memory, p PBL, dst []uint64, sc *pblScratch) ([]uint64, error) {
 	if mem == nil {
 		return nil, ErrNoMemory
 	}
@@ -64,45 +83,51 @@ func LoadPBL(mem Memory, p PBL) ([]uint64, error) {
 	if p.Root%PageSize != 0 || !mem.Check(p.Root, PageSize) {
 		return nil, ErrBadGPA
 	}
-	pages := make([]uint64, 0, p.NPages)
-	var buf [PageSize]byte
-	readLeaf := func(gpa uint64, n int) error {
-		if gpa%PageSize != 0 || !mem.Check(gpa, PageSize) {
-			return ErrBadGPA
-		}
-		if err := mem.Read(gpa, buf[:n*8]); err != nil {
-			return ErrBadGPA
-		}
-		for i := range n {
-			pg := binary.LittleEndian.Uint64(buf[i*8:])
-			if pg%PageSize != 0 || !mem.Check(pg, PageSize) {
-				return ErrBadGPA
-			}
-			pages = append(pages, pg)
-		}
-		return nil
+	pages := dst[:0]
+	if uint32(cap(pages)) < p.NPages {
+		pages = make([]uint64, 0, p.NPages)
 	}
+	var err error
 	switch p.Levels {
 	case 1:
-		if err := readLeaf(p.Root, int(p.NPages)); err != nil {
+		if pages, err = readPBLLeaf(mem, p.Root, int(p.NPages), sc.leaf[:], pages); err != nil {
 			return nil, err
 		}
 	case 2:
 		ndir := (int(p.NPages) + pblEntries - 1) / pblEntries
-		var dir [PageSize]byte
-		if err := mem.Read(p.Root, dir[:ndir*8]); err != nil {
+		if err := mem.Read(p.Root, sc.dir[:ndir*8]); err != nil {
 			return nil, ErrBadGPA
 		}
 		left := int(p.NPages)
 		for i := range ndir {
 			n := min(left, pblEntries)
-			if err := readLeaf(binary.LittleEndian.Uint64(dir[i*8:]), n); err != nil {
+			leaf := binary.LittleEndian.Uint64(sc.dir[i*8:])
+			if pages, err = readPBLLeaf(mem, leaf, n, sc.leaf[:], pages); err != nil {
 				return nil, err
 			}
 			left -= n
 		}
 	default:
 		return nil, ErrBadPBL
+	}
+	return pages, nil
+}
+
+// readPBLLeaf appends the n page GPAs of the PBL page at gpa to pages,
+// each checked: page aligned and inside guest RAM.
+func readPBLLeaf(mem Memory, gpa uint64, n int, buf []byte, pages []uint64) ([]uint64, error) {
+	if gpa%PageSize != 0 || !mem.Check(gpa, PageSize) {
+		return pages, ErrBadGPA
+	}
+	if err := mem.Read(gpa, buf[:n*8]); err != nil {
+		return pages, ErrBadGPA
+	}
+	for i := range n {
+		pg := binary.LittleEndian.Uint64(buf[i*8:])
+		if pg%PageSize != 0 || !mem.Check(pg, PageSize) {
+			return pages, ErrBadGPA
+		}
+		pages = append(pages, pg)
 	}
 	return pages, nil
 }
@@ -146,6 +171,18 @@ func (r *region) access(x uint64, n int, fn func(gpa uint64, lo, hi int) error) 
 	return nil
 }
 
+// wordGPA returns the GPA of the aligned 32-bit word at region offset x.
+func (r *region) wordGPA(x uint64) (uint64, bool) {
+	if x%4 != 0 || x > r.size || r.size-x < 4 {
+		return 0, false
+	}
+	if r.dma {
+		return x, true
+	}
+	a := r.off + x
+	return r.pages[a>>PageShift] + a&(PageSize-1), true
+}
+
 func (r *region) read(mem Memory, x uint64, b []byte) error {
 	return r.access(x, len(b), func(gpa uint64, lo, hi int) error { return mem.Read(gpa, b[lo:hi]) })
 }
@@ -173,6 +210,20 @@ func (m *FlatMemory) Read(gpa uint64, b []byte) error {
 	}
 	copy(b, m.B[gpa-m.Base:])
 	return nil
+}
+
+// CompareAndSwap32 swaps the aligned word at gpa to new if it holds old
+// (FlatMemory has no concurrent guest: a plain read and write).
+func (m *FlatMemory) CompareAndSwap32(gpa uint64, old, new uint32) (bool, error) {
+	if gpa%4 != 0 || !m.Check(gpa, 4) {
+		return false, ErrBadGPA
+	}
+	w := m.B[gpa-m.Base : gpa-m.Base+4]
+	if le.Uint32(w) != old {
+		return false, nil
+	}
+	le.PutUint32(w, new)
+	return true, nil
 }
 
 // Write copies b into guest memory.

@@ -255,6 +255,7 @@ type wqe struct {
 	inline    []byte
 	ah, rqpn  uint32
 	qkey      uint32
+	inv       uint32 // LOCAL_INV, SEND_WITH_INV
 }
 
 func (q *qpEnds) postSend(w wqe) {
@@ -264,6 +265,9 @@ func (q *qpEnds) postSend(w wqe) {
 		s.SetOpcode(w.op)
 		s.SetFlags(w.flags | sendFlagSignal)
 		s.SetImm(w.imm)
+		if w.op == WRSendInv || w.op == WRLocalInv {
+			s.SetInvRKey(w.inv)
+		}
 		switch w.op {
 		case WRCmpSwap, WRFetchAdd:
 			s.SetRemoteAddr(w.raddr)

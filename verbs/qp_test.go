@@ -64,9 +64,15 @@ func TestEveryStateHasAName(t *testing.T) {
 			t.Errorf("state %d has no name", s)
 		}
 	}
-	for op := range uint32(numWROpcodes) {
-		if wrOps[op].name == "" && op != WRLocalInv && op != WRBindMW && op != WRSendInv {
+	for _, op := range []uint32{WRWrite, WRWriteImm, WRSend, WRSendImm, WRRead, WRCmpSwap, WRFetchAdd,
+		WRLocalInv, WRSendInv, WRRegMR} {
+		if wrOps[op].name == "" || wrOps[op].types == 0 {
 			t.Errorf("WR opcode %d has no row", op)
+		}
+	}
+	for op := range uint32(numWROpcodes) {
+		if r := wrOps[op]; r.name == "" && r.types != 0 {
+			t.Errorf("WR opcode %d has a row without a name", op)
 		}
 	}
 }

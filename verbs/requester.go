@@ -33,6 +33,8 @@ type sendOp struct {
 	inline       bool
 	inl          []byte
 	rqpn, qkey   uint32
+	inv          uint32 // LOCAL_INV, SEND_WITH_INV: the key to invalidate
+	reg          regWR  // REG_MR
 	dest         MAC
 	av           AV // UD: the address vector (GIDs for the receiver's GRH)
 	conn         *falcon.Conn
@@ -54,21 +56,28 @@ type sgeEnt struct {
 const maxSGE = 32
 
 // wrOps is the send opcode table: which QP types may post it, whether it
-// reads local memory into the message, and its completion opcode.
+// reads local memory into the message, its completion opcode, whether it
+// is a local operation (no transaction; frwr.go) and whether only kernel
+// QPs may post it.
 var wrOps = [numWROpcodes]struct {
 	name   string
 	types  uint8 // bit per QP type
 	pull   bool
 	wc     uint32
 	access uint32 // local access the SGEs need
+	local  bool
+	kernel bool
 }{
-	WRWrite:    {"WRITE", 1<<QPTypeRC | 1<<QPTypeUC, false, WCWrite, 0},
-	WRWriteImm: {"WRITE_WITH_IMM", 1<<QPTypeRC | 1<<QPTypeUC, false, WCWrite, 0},
-	WRSend:     {"SEND", 1<<QPTypeRC | 1<<QPTypeUC | 1<<QPTypeUD, false, WCSend, 0},
-	WRSendImm:  {"SEND_WITH_IMM", 1<<QPTypeRC | 1<<QPTypeUC | 1<<QPTypeUD, false, WCSend, 0},
-	WRRead:     {"READ", 1 << QPTypeRC, true, WCRead, AccessLocalWrite},
-	WRCmpSwap:  {"CMP_SWAP", 1 << QPTypeRC, true, WCCmpSwap, AccessLocalWrite},
-	WRFetchAdd: {"FETCH_ADD", 1 << QPTypeRC, true, WCFetchAdd, AccessLocalWrite},
+	WRWrite:    {name: "WRITE", types: 1<<QPTypeRC | 1<<QPTypeUC, wc: WCWrite},
+	WRWriteImm: {name: "WRITE_WITH_IMM", types: 1<<QPTypeRC | 1<<QPTypeUC, wc: WCWrite},
+	WRSend:     {name: "SEND", types: 1<<QPTypeRC | 1<<QPTypeUC | 1<<QPTypeUD, wc: WCSend},
+	WRSendImm:  {name: "SEND_WITH_IMM", types: 1<<QPTypeRC | 1<<QPTypeUC | 1<<QPTypeUD, wc: WCSend},
+	WRRead:     {name: "READ", types: 1 << QPTypeRC, pull: true, wc: WCRead, access: AccessLocalWrite},
+	WRCmpSwap:  {name: "CMP_SWAP", types: 1 << QPTypeRC, pull: true, wc: WCCmpSwap, access: AccessLocalWrite},
+	WRFetchAdd: {name: "FETCH_ADD", types: 1 << QPTypeRC, pull: true, wc: WCFetchAdd, access: AccessLocalWrite},
+	WRLocalInv: {name: "LOCAL_INV", types: 1<<QPTypeRC | 1<<QPTypeUC | 1<<QPTypeUD, wc: WCLocalInv, local: true, kernel: true},
+	WRSendInv:  {name: "SEND_WITH_INV", types: 1 << QPTypeRC, wc: WCSend},
+	WRRegMR:    {name: "REG_MR", types: 1<<QPTypeRC | 1<<QPTypeUC | 1<<QPTypeUD, wc: WCRegMR, local: true, kernel: true},
 }
 
 // connState is the engine's per-connection state.
@@ -168,6 +177,9 @@ func (e *Engine) pump(qp *QP) {
 			qp.cur = op
 		}
 		if err := e.submit(qp, qp.cur); err != nil {
+			if err == errLocalWait {
+				return // an earlier WQE's completion pumps again
+			}
 			if errors.Is(err, falcon.ErrXoff) || errors.Is(err, errNoConn) {
 				e.Stats.Xoff.Inc()
 				qp.blocked = true
@@ -210,9 +222,22 @@ func (e *Engine) takeWQE(qp *QP, op *sendOp, seq uint32) WCStatus {
 		return WCLocQPOpErr
 	}
 	info := wrOps[op.op]
+	if info.kernel && !qp.kernel {
+		e.Stats.WQEBadOpcode.Inc()
+		return WCLocQPOpErr
+	}
 	switch op.op {
 	case WRWriteImm, WRSendImm:
 		op.imm = w.Imm()
+	case WRLocalInv, WRSendInv:
+		op.inv = w.InvRKey()
+	case WRRegMR:
+		r := &op.reg
+		r.mr, r.key, r.access, r.npages, r.iova, r.length = w.RegWR()
+	}
+	if info.local {
+		op.length = 0 // no data; executed by execLocal in SQ order
+		return WCSuccess
 	}
 	switch op.op {
 	case WRCmpSwap, WRFetchAdd:
@@ -317,7 +342,7 @@ func (e *Engine) localSGE(qp *QP, s SGE, access uint32) (sgeEnt, bool) {
 			return sgeEnt{}, false
 		}
 		mr = e.dma
-	} else if mr == nil || mr.PD != qp.pd || mr.Access&access != access {
+	} else if mr == nil || mr.PD != qp.pd || mr.Access&access != access || mr.state != MRValid {
 		return sgeEnt{}, false
 	}
 	off, ok := mr.span(s.Addr(), uint64(s.Len()))
@@ -371,6 +396,9 @@ var errNoConn = errors.New("verbs: connection not up yet")
 
 // submit pushes op's remaining transactions.
 func (e *Engine) submit(qp *QP, op *sendOp) error {
+	if wrOps[op.op].local {
+		return e.execLocal(qp, op)
+	}
 	if op.conn == nil {
 		if e.cfg.Conns == nil {
 			return errNoConn
@@ -427,7 +455,7 @@ func (e *Engine) submit(qp *QP, op *sendOp) error {
 		} else {
 			f.Op = segOpcode(qp.typ, op.op, first, last)
 			f.VA, f.RKey, f.DMALength = op.raddr+uint64(op.sent), op.rkey, op.length
-			f.Offset, f.Imm, f.QKey, f.SrcQP = op.sent, op.imm, op.qkey, qp.H
+			f.Offset, f.Imm, f.QKey, f.SrcQP, f.InvRKey = op.sent, op.imm, op.qkey, qp.H, op.inv
 			f.SE = last && op.flags&sendFlagSolic != 0
 			if f.Op != wire.OpWriteFirst && f.Op != wire.OpWriteMiddle && f.Op != wire.OpWriteLast && f.Op != wire.OpWriteOnly {
 				if first {
@@ -490,7 +518,12 @@ func segOpcode(typ uint8, wr uint32, first, last bool) wire.RDMAOpcode {
 		}
 		return wire.OpWriteMiddle
 	}
+	inv := wr == WRSendInv
 	switch {
+	case first && last && inv:
+		return wire.OpSendOnlyInv
+	case last && inv:
+		return wire.OpSendLastInv
 	case first && last && imm:
 		return wire.OpSendOnlyImm
 	case first && last:

@@ -93,7 +93,10 @@ func (e *Engine) nack(c *falcon.Conn, r *falcon.Request, m wire.RDMA, syn uint8)
 // offset, or the syndrome to fail with.
 func (e *Engine) rkeyCheck(qp *QP, rkey uint32, va, n uint64, access uint32) (*MR, uint64, bool) {
 	mr := e.rkeys[rkey]
-	if mr == nil || mr.PD != qp.pd || mr.Access&access != access || qp.attr.Access&access != access {
+	// DMALKey names guest-physical memory for the local kernel only: it
+	// is never an rkey, whatever the tables hold.
+	if rkey == DMALKey || mr == nil || mr.PD != qp.pd || mr.state != MRValid || mr.Access&access != access ||
+		qp.attr.Access&access != access {
 		e.Stats.RxRKeyErr.Inc()
 		return nil, 0, false
 	}
@@ -280,6 +283,14 @@ func (e *Engine) recvSend(c *falcon.Conn, r *falcon.Request, qp *QP, m *wire.RDM
 		cpl := Completion{Opcode: WCRecv, ByteLen: rs.off}
 		if v, ok := m.ImmDt(); ok {
 			cpl.Imm, cpl.Flags = v, WCFlagWithImm
+		}
+		if k, ok := m.IETH(); ok {
+			if qp.typ != QPTypeRC || !e.remoteInvalidate(qp, k) {
+				e.finishRecv(qp, &Completion{Status: WCRemInvReqErr, Opcode: WCRecv}, false)
+				e.nack(c, r, *m, wire.SyndromeInvalidReq)
+				return
+			}
+			cpl.InvRKey, cpl.Flags = k, WCFlagWithInv
 		}
 		e.finishRecv(qp, &cpl, m.RBTH.SE())
 	}

@@ -40,7 +40,8 @@ func (r *Func) deviceAttr(b rdmauapi.DeviceAttr) {
 	b.SetMaxAH(l.MaxAH)
 	b.SetMaxInlineData(l.MaxInline)
 	b.SetCapFlags(rdmauapi.CapRC | rdmauapi.CapUC | rdmauapi.CapUD | rdmauapi.CapSRQ |
-		rdmauapi.CapAtomic | rdmauapi.CapImm | rdmauapi.CapInline)
+		rdmauapi.CapAtomic | rdmauapi.CapImm | rdmauapi.CapInline | rdmauapi.CapMemMgt | rdmauapi.CapArmWord)
+	b.SetMaxFastRegPages(l.MaxFastRegPages)
 }
 
 // ctlHandler runs one request; it returns the reply body (nil when the
@@ -80,6 +81,13 @@ var ctlHandlers = map[rdmauapi.Opcode]ctlHandler{
 			Len: m.Length(), Access: m.Access(), FirstOffset: m.FirstOffset(), PBL: pbl(m.PBL())})
 	},
 	rdmauapi.OpDeregMR: func(r *Func, b, _ []byte) error { return r.eng.DeregMR(rdmauapi.HandleReq(b).Handle()) },
+	rdmauapi.OpAllocMR: func(r *Func, b, _ []byte) error {
+		m := rdmauapi.AllocMR(b)
+		if st := m.Check(); st != rdmauapi.StatusOK {
+			return statusErr(st)
+		}
+		return r.eng.AllocMR(verbs.FastMRSpec{H: m.MR(), PD: m.PD(), Key: m.Key(), PBL: pbl(m.PBL())})
+	},
 	rdmauapi.OpCreateCQ: func(r *Func, b, _ []byte) error {
 		c := rdmauapi.CreateCQ(b)
 		if st := c.Check(); st != rdmauapi.StatusOK {
@@ -90,6 +98,9 @@ var ctlHandlers = map[rdmauapi.Opcode]ctlHandler{
 	rdmauapi.OpDestroyCQ: func(r *Func, b, _ []byte) error { return r.eng.DestroyCQ(rdmauapi.HandleReq(b).Handle()) },
 	rdmauapi.OpArmCQ: func(r *Func, b, _ []byte) error {
 		a := rdmauapi.ArmCQ(b)
+		if st := a.Check(); st != rdmauapi.StatusOK {
+			return statusErr(st)
+		}
 		return r.eng.ArmCQ(a.CQ(), a.Flags())
 	},
 	rdmauapi.OpCreateQP: func(r *Func, b, _ []byte) error {

@@ -2,6 +2,7 @@ package rdma
 
 import (
 	"sync/atomic"
+	"unsafe"
 
 	"falconnic/verbs"
 	"falconnic/vhostuser"
@@ -16,7 +17,7 @@ type rdmaMem struct {
 	stats *Counters
 }
 
-var _ verbs.Memory = (*rdmaMem)(nil)
+var _ verbs.AtomicMemory = (*rdmaMem)(nil)
 
 // set installs the current memory table (nil: the guest is gone).
 func (m *rdmaMem) set(t *vhostuser.MemTable) { m.t.Store(t) }
@@ -103,4 +104,26 @@ func (m *rdmaMem) Write(gpa uint64, b []byte) error {
 	}
 	m.stats.DMAWriteBytes.Add(uint64(len(b)))
 	return nil
+}
+
+// CompareAndSwap32 is an atomic compare-and-swap of the aligned 32-bit word
+// at gpa in guest RAM (the CQ arm word the guest's vCPUs update
+// concurrently: verbs.CQArmWordOff).
+func (m *rdmaMem) CompareAndSwap32(gpa uint64, old, new uint32) (bool, error) {
+	if gpa%4 != 0 {
+		m.stats.DMABadGPA.Inc()
+		return false, verbs.ErrBadGPA
+	}
+	t := m.acquire()
+	if t == nil {
+		m.stats.DMANoMemory.Inc()
+		return false, verbs.ErrNoMemory
+	}
+	defer t.Release()
+	h, err := t.Translate(gpa, 4)
+	if err != nil || len(h) < 4 {
+		m.stats.DMABadGPA.Inc()
+		return false, verbs.ErrBadGPA
+	}
+	return atomic.CompareAndSwapUint32((*uint32)(unsafe.Pointer(&h[0])), old, new), nil
 }

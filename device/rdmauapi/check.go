@@ -76,6 +76,27 @@ func (m RegMR) Check() Status {
 	return StatusOK
 }
 
+// Check validates ALLOC_MR: handles, a key the DMA key cannot be confused
+// with, and a page-list descriptor (its npages is the capacity).
+func (m AllocMR) Check() Status {
+	switch {
+	case m.MR() == 0 || m.PD() == 0:
+		return StatusBadHandle
+	case m.Key() == DMALKey || m.Key()>>8 == 0:
+		return StatusBadParam
+	}
+	return m.PBL().Check()
+}
+
+// Check validates an ARM_CQ body's flags.
+func (a ArmCQ) Check() Status {
+	f := a.Flags()
+	if f == 0 || f&^(ArmSolicited|ArmNext|ArmWord) != 0 {
+		return StatusBadParam
+	}
+	return StatusOK
+}
+
 // Sizes of the ring elements of <rdma/rdma_user_rxe.h> and ib_user_verbs.h
 // (checked against gcc in layout_test.go).
 const (

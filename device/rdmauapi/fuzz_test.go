@@ -47,6 +47,10 @@ func checkBody(m Msg) {
 	switch m.Hdr.Opcode() {
 	case OpRegMR:
 		RegMR(m.Body).Check()
+	case OpAllocMR:
+		AllocMR(m.Body).Check()
+	case OpArmCQ:
+		ArmCQ(m.Body).Check()
 	case OpCreateCQ:
 		CreateCQ(m.Body).Check()
 	case OpCreateQP:

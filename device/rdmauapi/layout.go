@@ -80,7 +80,8 @@ var Layouts = []StructLayout{
 		{C: "max_ah", Go: "MaxAH", Offset: 100, Size: 4, Kind: KindScalar},
 		{C: "max_inline_data", Go: "MaxInlineData", Offset: 104, Size: 4, Kind: KindScalar},
 		{C: "cap_flags", Go: "CapFlags", Offset: 108, Size: 4, Kind: KindScalar},
-		{C: "reserved", Go: "", Offset: 112, Size: 8, Kind: KindReserved},
+		{C: "max_fast_reg_pages", Go: "MaxFastRegPages", Offset: 112, Size: 4, Kind: KindScalar},
+		{C: "reserved", Go: "", Offset: 116, Size: 4, Kind: KindReserved},
 	}},
 	{C: "falconnic_port_attr", Go: "PortAttr", Size: PortAttrSize, Fields: []FieldLayout{
 		{C: "state", Go: "State", Offset: 0, Size: 4, Kind: KindScalar},
@@ -109,6 +110,21 @@ var Layouts = []StructLayout{
 		{C: "access", Go: "Access", Offset: 32, Size: 4, Kind: KindScalar},
 		{C: "first_offset", Go: "FirstOffset", Offset: 36, Size: 4, Kind: KindScalar},
 		{C: "pbl", Go: "PBL", Offset: 40, Size: 16, Kind: KindStruct},
+	}},
+	{C: "falconnic_alloc_mr", Go: "AllocMR", Size: AllocMRSize, Fields: []FieldLayout{
+		{C: "mr", Go: "MR", Offset: 0, Size: 4, Kind: KindScalar},
+		{C: "pd", Go: "PD", Offset: 4, Size: 4, Kind: KindScalar},
+		{C: "key", Go: "Key", Offset: 8, Size: 4, Kind: KindScalar},
+		{C: "reserved", Go: "", Offset: 12, Size: 4, Kind: KindReserved},
+		{C: "pbl", Go: "PBL", Offset: 16, Size: 16, Kind: KindStruct},
+	}},
+	{C: "falconnic_reg_wr", Go: "RegWR", Size: RegWRSize, Fields: []FieldLayout{
+		{C: "mr", Go: "MR", Offset: 0, Size: 4, Kind: KindScalar},
+		{C: "key", Go: "Key", Offset: 4, Size: 4, Kind: KindScalar},
+		{C: "access", Go: "Access", Offset: 8, Size: 4, Kind: KindScalar},
+		{C: "npages", Go: "Npages", Offset: 12, Size: 4, Kind: KindScalar},
+		{C: "iova", Go: "IOVA", Offset: 16, Size: 8, Kind: KindScalar},
+		{C: "length", Go: "Length", Offset: 24, Size: 8, Kind: KindScalar},
 	}},
 	{C: "falconnic_ring", Go: "Ring", Size: RingSize, Fields: []FieldLayout{
 		{C: "pbl", Go: "PBL", Offset: 0, Size: 16, Kind: KindStruct},

@@ -39,6 +39,14 @@ const (
 	// store 0, then (full barrier) re-read the producer index and resume if
 	// it moved. A NIC that never sets it gets every doorbell.
 	RingNICPollingOff = 64
+
+	// RingCQArmOff is FALCONNIC_RING_CQ_ARM_OFF: a CQ's arm word (__le32)
+	// once ARM_CQ with ArmWord switched the CQ to it.
+	RingCQArmOff = 64
+
+	// WQERegOff is FALCONNIC_WQE_REG_OFF: where a kernel QP's REG_MR send
+	// WQE carries its RegWR (rxe_send_wqe.wr.wr).
+	WQERegOff = 24
 )
 
 // Flags are the header flag bits (enum falconnic_flags).
@@ -64,6 +72,7 @@ const (
 	OpDestroyPD     Opcode = 0x11
 	OpRegMR         Opcode = 0x18
 	OpDeregMR       Opcode = 0x19
+	OpAllocMR       Opcode = 0x1a
 	OpCreateCQ      Opcode = 0x20
 	OpDestroyCQ     Opcode = 0x21
 	OpArmCQ         Opcode = 0x22
@@ -120,6 +129,7 @@ var Table = map[Opcode]OpInfo{
 	OpDestroyPD:     {"DESTROY_PD", KindRequest, HandleReqSize, 0},
 	OpRegMR:         {"REG_MR", KindRequest, RegMRSize, 0},
 	OpDeregMR:       {"DEREG_MR", KindRequest, HandleReqSize, 0},
+	OpAllocMR:       {"ALLOC_MR", KindRequest, AllocMRSize, 0},
 	OpCreateCQ:      {"CREATE_CQ", KindRequest, CreateCQSize, 0},
 	OpDestroyCQ:     {"DESTROY_CQ", KindRequest, HandleReqSize, 0},
 	OpArmCQ:         {"ARM_CQ", KindRequest, ArmCQSize, 0},
@@ -290,14 +300,17 @@ const (
 
 	ArmSolicited = 1 << 0
 	ArmNext      = 1 << 1
+	ArmWord      = 1 << 2
 
-	CapRC     = 1 << 0
-	CapUC     = 1 << 1
-	CapUD     = 1 << 2
-	CapSRQ    = 1 << 3
-	CapAtomic = 1 << 4
-	CapImm    = 1 << 5
-	CapInline = 1 << 6
+	CapRC      = 1 << 0
+	CapUC      = 1 << 1
+	CapUD      = 1 << 2
+	CapSRQ     = 1 << 3
+	CapAtomic  = 1 << 4
+	CapImm     = 1 << 5
+	CapInline  = 1 << 6
+	CapMemMgt  = 1 << 7 // kernel RC/UC QPs, ALLOC_MR, REG_MR/LOCAL_INV WQEs, SEND_WITH_INV
+	CapArmWord = 1 << 8 // ARM_CQ's ArmWord
 
 	NetworkIPv4 = 1 // RXE_NETWORK_TYPE_IPV4
 	NetworkIPv6 = 2 // RXE_NETWORK_TYPE_IPV6

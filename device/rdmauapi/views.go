@@ -259,6 +259,12 @@ func (v DeviceAttr) CapFlags() uint32 { return le.Uint32(v[108:]) }
 // SetCapFlags sets cap_flags.
 func (v DeviceAttr) SetCapFlags(x uint32) { le.PutUint32(v[108:], x) }
 
+// MaxFastRegPages returns max_fast_reg_pages.
+func (v DeviceAttr) MaxFastRegPages() uint32 { return le.Uint32(v[112:]) }
+
+// SetMaxFastRegPages sets max_fast_reg_pages.
+func (v DeviceAttr) SetMaxFastRegPages(x uint32) { le.PutUint32(v[112:], x) }
+
 // PortAttrSize is sizeof(struct falconnic_port_attr).
 const PortAttrSize = 24
 
@@ -393,6 +399,76 @@ func (v RegMR) SetFirstOffset(x uint32) { le.PutUint32(v[36:], x) }
 
 // PBL returns the embedded PBL.
 func (v RegMR) PBL() PBL { return PBL(v[40:56]) }
+
+// AllocMRSize is sizeof(struct falconnic_alloc_mr).
+const AllocMRSize = 32
+
+// AllocMR is a view of struct falconnic_alloc_mr; it must be at least AllocMRSize bytes.
+type AllocMR []byte
+
+// MR returns mr.
+func (v AllocMR) MR() uint32 { return le.Uint32(v[0:]) }
+
+// SetMR sets mr.
+func (v AllocMR) SetMR(x uint32) { le.PutUint32(v[0:], x) }
+
+// PD returns pd.
+func (v AllocMR) PD() uint32 { return le.Uint32(v[4:]) }
+
+// SetPD sets pd.
+func (v AllocMR) SetPD(x uint32) { le.PutUint32(v[4:], x) }
+
+// Key returns key.
+func (v AllocMR) Key() uint32 { return le.Uint32(v[8:]) }
+
+// SetKey sets key.
+func (v AllocMR) SetKey(x uint32) { le.PutUint32(v[8:], x) }
+
+// PBL returns a view of pbl.
+func (v AllocMR) PBL() PBL { return PBL(v[16:32]) }
+
+// RegWRSize is sizeof(struct falconnic_reg_wr).
+const RegWRSize = 32
+
+// RegWR is a view of struct falconnic_reg_wr (in a kernel QP's REG_MR send
+// WQE at WQERegOff); it must be at least RegWRSize bytes.
+type RegWR []byte
+
+// MR returns mr.
+func (v RegWR) MR() uint32 { return le.Uint32(v[0:]) }
+
+// SetMR sets mr.
+func (v RegWR) SetMR(x uint32) { le.PutUint32(v[0:], x) }
+
+// Key returns key.
+func (v RegWR) Key() uint32 { return le.Uint32(v[4:]) }
+
+// SetKey sets key.
+func (v RegWR) SetKey(x uint32) { le.PutUint32(v[4:], x) }
+
+// Access returns access.
+func (v RegWR) Access() uint32 { return le.Uint32(v[8:]) }
+
+// SetAccess sets access.
+func (v RegWR) SetAccess(x uint32) { le.PutUint32(v[8:], x) }
+
+// Npages returns npages.
+func (v RegWR) Npages() uint32 { return le.Uint32(v[12:]) }
+
+// SetNpages sets npages.
+func (v RegWR) SetNpages(x uint32) { le.PutUint32(v[12:], x) }
+
+// IOVA returns iova.
+func (v RegWR) IOVA() uint64 { return le.Uint64(v[16:]) }
+
+// SetIOVA sets iova.
+func (v RegWR) SetIOVA(x uint64) { le.PutUint64(v[16:], x) }
+
+// Length returns length.
+func (v RegWR) Length() uint64 { return le.Uint64(v[24:]) }
+
+// SetLength sets length.
+func (v RegWR) SetLength(x uint64) { le.PutUint64(v[24:], x) }
 
 // RingSize is sizeof(struct falconnic_ring).
 const RingSize = 32

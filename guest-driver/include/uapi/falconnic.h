@@ -138,6 +138,44 @@
  *   ARM_CQ is a request with a reply: when the reply arrives the CQ is armed,
  *   so a CQE the NIC writes after that raises exactly one EV_CQ_COMP; a CQE
  *   written before is visible to the poll the application does after arming.
+ *
+ * Arming without a request (FALCONNIC_CAP_ARM_WORD)
+ *   A kernel consumer may arm from softirq context, where the driver cannot
+ *   wait for a reply.  ARM_CQ with FALCONNIC_ARM_WORD (once, at create time)
+ *   switches the CQ to also arming through the __le32 at byte
+ *   FALCONNIC_RING_CQ_ARM_OFF of its ring (rxe_queue_buf.pad_1): the driver
+ *   stores FALCONNIC_ARM_NEXT or FALCONNIC_ARM_SOLICITED there with a full
+ *   barrier (xchg), then reads the producer index: CQEs already there are
+ *   reported to the consumer (IB_CQ_REPORT_MISSED_EVENTS).  After writing a
+ *   CQE and advancing the producer index, the NIC does a compare-and-swap
+ *   on the word (a full barrier): when the word arms for that CQE it swaps
+ *   it to 0 and sends one EV_CQ_COMP; otherwise it swaps it to itself.  One
+ *   of the two sides always sees the other's store, so no CQE is missed.
+ *
+ * Kernel consumers (FALCONNIC_CAP_MEM_MGT)
+ *   Kernel QPs (FALCONNIC_QP_F_KERNEL) of every type may also post, in
+ *   rxe_send_wqe.wr.opcode:
+ *   - IB_WR_LOCAL_INV (7): ex.invalidate_rkey names a fast-registration MR
+ *     of the QP's PD by its current key; it becomes FREE.  Completion
+ *     opcode IB_WC_LOCAL_INV (6); an unknown key fails with
+ *     IB_WC_LOC_QP_OP_ERR.
+ *   - IB_WR_REG_MR (0x20): struct falconnic_reg_wr at byte
+ *     FALCONNIC_WQE_REG_OFF (rxe_send_wqe.wr.wr) registers a FREE MR made
+ *     by ALLOC_MR: the NIC reads the first npages entries of the MR's page
+ *     list (the GPAs of the pages ib_map_mr_sg chose, in order) and
+ *     validates them as REG_MR's; [iova, iova+length) then maps to byte
+ *     (iova & 4095) of the first listed page.  key must keep the upper 24
+ *     bits of ALLOC_MR's key (ib_inc_rkey changes the low 8) and becomes
+ *     both lkey and rkey.  Completion opcode IB_WC_REG_MR (8); a refused
+ *     registration fails with IB_WC_MW_BIND_ERR and leaves the MR FREE.
+ *     The NIC executes it after the QP's earlier WQEs that use the MR.
+ *   RC QPs (user or kernel) may post IB_WR_SEND_WITH_INV (9) with
+ *   ex.invalidate_rkey: the receiver's NIC moves the fast-registration MR
+ *   with that rkey (of the receiving QP's PD) to FREE and the receive CQE
+ *   has IB_WC_WITH_INVALIDATE in wc_flags and the rkey in
+ *   ex.invalidate_rkey (host order); a key naming no such MR fails the
+ *   receive with IB_WC_REM_INV_REQ_ERR and the sender's WQE with the same.
+ *   Only a VALID MR's keys translate; FALCONNIC_DMA_LKEY is never an rkey.
  */
 #ifndef _UAPI_FALCONNIC_H
 #define _UAPI_FALCONNIC_H
@@ -153,6 +191,8 @@
 #define FALCONNIC_FIRST_QPN	16
 #define FALCONNIC_RING_HDR_SIZE	384		/* sizeof(struct rxe_queue_buf) */
 #define FALCONNIC_RING_NIC_POLLING_OFF 64	/* SQ: NIC is draining (see Doorbells) */
+#define FALCONNIC_RING_CQ_ARM_OFF 64	/* CQ: arm word (see "Arming without a request") */
+#define FALCONNIC_WQE_REG_OFF	24	/* offsetof(struct rxe_send_wqe, wr.wr): REG_MR */
 #define FALCONNIC_GSI_QPN	1		/* the GSI QP (QP1): FALCONNIC_QPT_GSI only */
 #define FALCONNIC_GSI_QKEY	0x80010000u	/* IB_QP1_QKEY */
 /*
@@ -194,7 +234,8 @@ enum falconnic_flags {
  *   CREATE_PD    handle_req     / none
  *   DESTROY_PD   handle_req     / none
  *   REG_MR       reg_mr         / none
- *   DEREG_MR     handle_req     / none
+ *   DEREG_MR     handle_req     / none      (also for ALLOC_MR's MRs)
+ *   ALLOC_MR     alloc_mr       / none      (FALCONNIC_CAP_MEM_MGT)
  *   CREATE_CQ    create_cq      / none
  *   DESTROY_CQ   handle_req     / none
  *   ARM_CQ       arm_cq         / none
@@ -220,6 +261,7 @@ enum falconnic_opcode {
 	FALCONNIC_OP_DESTROY_PD		= 0x11,
 	FALCONNIC_OP_REG_MR		= 0x18,
 	FALCONNIC_OP_DEREG_MR		= 0x19,
+	FALCONNIC_OP_ALLOC_MR		= 0x1a,
 	FALCONNIC_OP_CREATE_CQ		= 0x20,
 	FALCONNIC_OP_DESTROY_CQ		= 0x21,
 	FALCONNIC_OP_ARM_CQ		= 0x22,
@@ -293,6 +335,10 @@ enum falconnic_cap_flags {
 	FALCONNIC_CAP_ATOMIC		= 1 << 4,
 	FALCONNIC_CAP_IMM		= 1 << 5,
 	FALCONNIC_CAP_INLINE		= 1 << 6,
+	/* Kernel RC/UC QPs, ALLOC_MR, REG_MR/LOCAL_INV WQEs, SEND_WITH_INV. */
+	FALCONNIC_CAP_MEM_MGT		= 1 << 7,
+	/* ARM_CQ's FALCONNIC_ARM_WORD (see "Arming without a request"). */
+	FALCONNIC_CAP_ARM_WORD		= 1 << 8,
 };
 
 /* struct falconnic_device_attr: PROBE reply, the NIC's limits. */
@@ -322,7 +368,8 @@ struct falconnic_device_attr {
 	__le32	max_ah;
 	__le32	max_inline_data;
 	__le32	cap_flags;	/* FALCONNIC_CAP_* */
-	__le32	reserved[2];
+	__le32	max_fast_reg_pages;	/* ALLOC_MR page-list capacity limit (MEM_MGT) */
+	__le32	reserved;
 };
 
 /* struct falconnic_port_attr: QUERY_PORT reply; enums use IB values. */
@@ -371,6 +418,35 @@ struct falconnic_reg_mr {
 	struct falconnic_pbl pbl;
 };
 
+/*
+ * struct falconnic_alloc_mr: ALLOC_MR body.  A fast-registration MR
+ * (IB_MR_TYPE_MEM_REG), FREE until an IB_WR_REG_MR registers it.  pbl names
+ * the page list in guest memory that REG_MR work requests read; pbl.npages
+ * is its capacity (<= device_attr.max_fast_reg_pages) and its pages are
+ * reserved in the NIC now.  key (!= FALCONNIC_DMA_LKEY, upper 24 bits not 0)
+ * is the initial lkey = rkey.  DEREG_MR destroys it.
+ */
+struct falconnic_alloc_mr {
+	__le32	mr;		/* handle */
+	__le32	pd;
+	__le32	key;
+	__le32	reserved;
+	struct falconnic_pbl pbl;
+};
+
+/*
+ * struct falconnic_reg_wr: an IB_WR_REG_MR send WQE of a kernel QP carries
+ * this at byte FALCONNIC_WQE_REG_OFF (see "Kernel consumers").
+ */
+struct falconnic_reg_wr {
+	__le32	mr;		/* ALLOC_MR handle */
+	__le32	key;		/* new lkey = rkey */
+	__le32	access;		/* FALCONNIC_ACCESS_* (not MW_BIND) */
+	__le32	npages;		/* 1 .. the MR's capacity */
+	__le64	iova;
+	__le64	length;
+};
+
 /* struct falconnic_ring: a shared ring (see "Rings"). */
 struct falconnic_ring {
 	struct falconnic_pbl pbl;	/* covers 384 + (slots << log2_elem_size) bytes */
@@ -390,6 +466,7 @@ struct falconnic_create_cq {
 enum falconnic_arm_flags {
 	FALCONNIC_ARM_SOLICITED	= 1 << 0,	/* only solicited or error CQEs raise the event */
 	FALCONNIC_ARM_NEXT	= 1 << 1,	/* any CQE raises the event */
+	FALCONNIC_ARM_WORD	= 1 << 2,	/* also arm through the ring's arm word */
 };
 
 /* struct falconnic_arm_cq: ARM_CQ body. */
