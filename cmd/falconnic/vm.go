@@ -25,13 +25,15 @@ func init() {
 const vmUsage = `usage:
   falconnic vm run --name NAME [--nic SOCK[,mac=M][,ip=CIDR][,mtu=N][,queues=Q]]...
                    [--net-stream SOCK[,mac=M][,ip=CIDR][,server=on|off]]...
-                   [--disk SOCK[,queues=N]]... [--vsock SOCK[,uds=BRIDGE]]
+                   [--disk SOCK[,queues=N] | --disk file=PATH[,serial=S]]...
+                   [--vsock SOCK[,uds=BRIDGE]]
                    [--mem 1G] [--cpus 1] [--timeout 3m]
                    [-- CMD ARGS...]
       boot, wait until ready; with CMD run it in the guest, print its output
       and power off; without CMD keep running until interrupted. Each
       --disk is a vhost-user-blk disk the daemon serves at SOCK (nvme.disks
-      in its config), /dev/vda, /dev/vdb, ... in the guest in flag order
+      in its config) or, with file=, QEMU's own virtio-blk on a host file;
+      /dev/vda, /dev/vdb, ... in the guest in flag order
   falconnic vm ls                      list VMs (their NICs and disks)
   falconnic vm stop NAME               stop a VM (a stopped one: forget it)
   falconnic vm exec NAME [--stdin] [--timeout D] [--via serial|vsock] -- CMD ARGS...
@@ -140,7 +142,9 @@ func (n nicFlag) Set(s string) error {
 	return nil
 }
 
-// diskFlag collects --disk values: SOCK[,queues=N].
+// diskFlag collects --disk values: SOCK[,queues=N] (a vhost-user-blk disk
+// the daemon serves) or file=PATH[,serial=S] (QEMU's own virtio-blk on a
+// host file: a baseline beside ours, or a guest without any device of ours).
 type diskFlag struct{ disks *[]qemu.Disk }
 
 func (d diskFlag) String() string { return "" }
@@ -149,6 +153,23 @@ func (d diskFlag) Set(s string) error {
 	sock, opts, _ := strings.Cut(s, ",")
 	if sock == "" {
 		return errors.New("missing socket path")
+	}
+	if path, ok := strings.CutPrefix(sock, "file="); ok {
+		disk := qemu.Disk{File: path}
+		for opts != "" {
+			var p string
+			p, opts, _ = strings.Cut(opts, ",")
+			k, v, ok := strings.Cut(p, "=")
+			if !ok || k != "serial" {
+				return fmt.Errorf("unknown option %q (want file=PATH[,serial=S])", p)
+			}
+			disk.Serial = v
+		}
+		if path == "" {
+			return errors.New("missing file path")
+		}
+		*d.disks = append(*d.disks, disk)
+		return nil
 	}
 	disk := qemu.Disk{VhostUserBlk: sock}
 	for opts != "" {
@@ -173,6 +194,12 @@ func (d diskFlag) Set(s string) error {
 // its socket file behind).
 func checkDiskSockets(disks []qemu.Disk) error {
 	for _, d := range disks {
+		if d.File != "" {
+			if fi, err := os.Stat(d.File); err != nil || !fi.Mode().IsRegular() {
+				return fmt.Errorf("--disk file=%s: not a regular file", d.File)
+			}
+			continue
+		}
 		fi, err := os.Stat(d.VhostUserBlk)
 		if err != nil || fi.Mode()&os.ModeSocket == 0 {
 			return fmt.Errorf("--disk %s: no vhost-user-blk socket there; is `falconnic serve` running with this disk in its config (nvme.disks[].socket)?", d.VhostUserBlk)
@@ -210,7 +237,7 @@ func vmRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	timeout := f.fs.Duration("timeout", 3*time.Minute, "how long to wait for the guest to be ready")
 	var nics []qemu.NIC
 	var disks []qemu.Disk
-	f.fs.Var(diskFlag{&disks}, "disk", "falconnic vhost-user-blk disk: SOCK[,queues=N] (repeatable; the daemon must serve SOCK)")
+	f.fs.Var(diskFlag{&disks}, "disk", "falconnic vhost-user-blk disk: SOCK[,queues=N] (the daemon must serve SOCK), or QEMU's virtio-blk on a host file: file=PATH[,serial=S] (repeatable)")
 	vsock := f.fs.String("vsock", "", "vhost-user-vsock device: SOCK[,uds=BRIDGE] (the daemon's; with uds, vm exec uses vsock)")
 	f.fs.Var(nicFlag{&nics, false}, "nic", "falconnic NIC: vhost-user SOCK[,mac=M][,ip=CIDR][,mtu=N][,queues=Q] (repeatable)")
 	f.fs.Var(nicFlag{&nics, true}, "net-stream", "plain QEMU stream link SOCK[,mac=M][,ip=CIDR][,server=on|off] (repeatable)")

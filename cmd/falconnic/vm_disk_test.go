@@ -13,16 +13,23 @@ import (
 func TestDiskFlag(t *testing.T) {
 	var disks []qemu.Disk
 	f := diskFlag{&disks}
-	for _, s := range []string{"/run/d0.sock", "/run/d1.sock,queues=4"} {
+	for _, s := range []string{"/run/d0.sock", "/run/d1.sock,queues=4", "file=/tmp/l.img,serial=loc", "file=/tmp/m.img"} {
 		if err := f.Set(s); err != nil {
 			t.Fatalf("--disk %s: %v", s, err)
 		}
 	}
-	want := []qemu.Disk{{VhostUserBlk: "/run/d0.sock"}, {VhostUserBlk: "/run/d1.sock", Queues: 4}}
-	if len(disks) != 2 || disks[0] != want[0] || disks[1] != want[1] {
+	want := []qemu.Disk{{VhostUserBlk: "/run/d0.sock"}, {VhostUserBlk: "/run/d1.sock", Queues: 4},
+		{File: "/tmp/l.img", Serial: "loc"}, {File: "/tmp/m.img"}}
+	if len(disks) != len(want) {
 		t.Fatalf("disks %+v, want %+v", disks, want)
 	}
-	for _, bad := range []string{"", ",queues=1", "/s,queues=0", "/s,queues=17", "/s,queues=x", "/s,size=1G", "/s,queues"} {
+	for i := range want {
+		if disks[i] != want[i] {
+			t.Fatalf("disks %+v, want %+v", disks, want)
+		}
+	}
+	for _, bad := range []string{"", ",queues=1", "/s,queues=0", "/s,queues=17", "/s,queues=x", "/s,size=1G", "/s,queues",
+		"file=", "file=/x,queues=2", "file=/x,serial"} {
 		if err := f.Set(bad); err == nil {
 			t.Errorf("--disk %q accepted", bad)
 		}
@@ -51,6 +58,12 @@ func TestCheckDiskSockets(t *testing.T) {
 	sl.Close()
 	plain := filepath.Join(dir, "plain")
 	os.WriteFile(plain, nil, 0o644)
+	if err := checkDiskSockets([]qemu.Disk{{File: plain}}); err != nil {
+		t.Errorf("a regular file refused as a file disk: %v", err)
+	}
+	if err := checkDiskSockets([]qemu.Disk{{File: dir}}); err == nil {
+		t.Error("a directory accepted as a file disk")
+	}
 	for _, p := range []string{stale, plain, filepath.Join(dir, "none.sock")} {
 		err := checkDiskSockets([]qemu.Disk{{VhostUserBlk: live}, {VhostUserBlk: p}})
 		if err == nil || !strings.Contains(err.Error(), "falconnic serve") {
