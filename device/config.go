@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"falconnic/device/port"
 	"falconnic/device/vsock"
 	"fmt"
 	"net"
@@ -34,7 +35,10 @@ const MaxQueuePairs = 16
 //	      "mac": "52:54:00:12:34:56",              // unicast, not all-zero, unique
 //	      "queue_pairs": 1,                        // 1..16; default 1
 //	      "dial": false,                           // true: connect to QEMU (server=on) instead of listening
-//	      "any_source_mac": false                  // true: accept frames from other source MACs than mac
+//	      "any_source_mac": false,                 // true: accept frames from other source MACs than mac
+//	      "firmware": {"name": "swift"}            // the NIC's RUE: swift (default) or fixed, and its
+//	                                               // parameters (port.FirmwareSpec); swap at run time
+//	                                               // with the nic.firmware control method
 //	    }
 //	  ],
 //	  "switch": {
@@ -86,6 +90,9 @@ type NICSpec struct {
 	// port accepts only frames from the NIC's own MAC, and that MAC is
 	// pinned to the port (no other guest or peer can take it over).
 	AnySourceMAC bool `json:"any_source_mac,omitempty"`
+	// Firmware is the NIC's congestion control (nil: Swift at the
+	// daemon's defaults).
+	Firmware *port.FirmwareSpec `json:"firmware,omitempty"`
 }
 
 // SwitchSpec tunes the in-daemon switch.
@@ -203,6 +210,11 @@ func (cfg *Config) check() error {
 		}
 		if n.QueuePairs < 1 || n.QueuePairs > MaxQueuePairs {
 			return fmt.Errorf("nic %s: queue_pairs %d out of range 1..%d", n.Name, n.QueuePairs, MaxQueuePairs)
+		}
+		if n.Firmware != nil {
+			if err := n.Firmware.Check(); err != nil {
+				return fmt.Errorf("nic %s: %v", n.Name, err)
+			}
 		}
 	}
 	if err := cfg.checkVsock(names, sockets); err != nil {

@@ -51,6 +51,13 @@ func (d *Daemon) newNIC(spec NICSpec, newEth func(NICSpec, FrameSink) (DaemonNIC
 	}
 	sw.Connect(eth)
 	n := &daemonNIC{spec: spec, eth: eth, sw: sw, falcon: NewFalconPort(d.clk, nil)}
+	if spec.Firmware != nil {
+		if err := n.falcon.UseFirmware(*spec.Firmware); err != nil {
+			eth.Close()
+			d.sw.RemovePort(sw)
+			return nil, fmt.Errorf("nic %s: %w", spec.Name, err)
+		}
+	}
 	n.cm = d.cm.Attach(n.mac(), n.falcon)
 	if v, ok := eth.(*NIC); ok {
 		n.rdma = NewRDMAFunc(v.MAC(), v.Deliver, n.cm, n.falcon)

@@ -209,6 +209,11 @@ func (s *Swift) Target(fcwnd float64, hops uint8) float64 {
 	return t
 }
 
+// TargetDelay is Target as a duration.
+func (s *Swift) TargetDelay(fcwnd float64, hops uint8) time.Duration {
+	return units(s.Target(fcwnd, hops))
+}
+
 // Handle computes the response to one event at once.
 func (s *Swift) Handle(ev *rue.Event) (rue.Response, bool) {
 	c := &s.cfg
