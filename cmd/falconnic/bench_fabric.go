@@ -129,19 +129,29 @@ func runSimBench(name string, def simBench, args []string, stdout, stderr io.Wri
 	if !ok {
 		return fmt.Errorf("%w: --firmware %q: want swift or fixed", errUsage, *fw)
 	}
-	if *fw == "swift" && *swiftSet != "" {
+	var retarget func(time.Duration) func(int) rue.Engine
+	if *fw == "swift" {
 		cfg, err := parseSwift(*swiftSet)
 		if err != nil {
 			return fmt.Errorf("%w: %v", errUsage, err)
 		}
-		f.rue = func(int) rue.Engine { return firmware.NewSwift(cfg) }
-		f.desc += " with " + *swiftSet
+		if *swiftSet != "" {
+			f.rue = func(int) rue.Engine { return firmware.NewSwift(cfg) }
+			f.desc += " with " + *swiftSet
+		}
+		if cfg.BaseTarget == 0 { // --swift base= wins over a bench's own target
+			retarget = func(base time.Duration) func(int) rue.Engine {
+				c := cfg
+				c.BaseTarget = base
+				return func(int) rue.Engine { return firmware.NewSwift(c) }
+			}
+		}
 	}
 	init := f.init
 	if *initW > 0 {
 		init = rue.FixedFrom(*initW)
 	}
-	doc, charts, title, err := run(sim.Common{Seed: *seed, Quick: *quick, RUE: f.rue, MinRTO: benchMinRTO,
+	doc, charts, title, err := run(sim.Common{Seed: *seed, Quick: *quick, RUE: f.rue, Retarget: retarget, MinRTO: benchMinRTO,
 		Firmware: *fw, FirmwareDesc: f.desc + ", initial fcwnd " + init.String(), InitFcwnd: init, RACKTLP: *rackTLP, Reroute: *reroute, RerouteOnProbe: *rerouteProbe, Alpha: *alpha})
 	if err != nil {
 		return err

@@ -61,6 +61,10 @@ type Common struct {
 	// RUE returns a host's congestion-control engine (the firmware);
 	// nil keeps every window at its initial value.
 	RUE func(h int) rue.Engine
+	// Retarget, when the firmware has a target delay, returns its engine
+	// with the base target replaced (for a bench whose path is not the
+	// emulated fabric the targets were chosen for); nil otherwise.
+	Retarget func(base time.Duration) func(h int) rue.Engine
 	// Firmware names the engine ("fixed", "swift"); FirmwareDesc
 	// describes it for the setup record.
 	Firmware, FirmwareDesc string
