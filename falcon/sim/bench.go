@@ -77,6 +77,9 @@ type Common struct {
 	// RACKTLP turns on RACK and tail-loss probes (Gen3 loss recovery) on
 	// every connection.
 	RACKTLP bool
+	// AckHoles (with RACKTLP) has receivers acknowledge a packet beyond a
+	// hole, or filling one, at once.
+	AckHoles bool
 	// Reroute turns on protective reroute on every connection.
 	Reroute bool
 	// RerouteOnProbe also reroutes on tail-loss probes.
@@ -100,7 +103,7 @@ func (c Common) Limits() tl.Limits {
 func (c Common) Conn() falcon.ConnConfig {
 	cc := DefaultConn()
 	cc.InitFcwnd = c.InitFcwnd
-	cc.RACK, cc.TLP = c.RACKTLP, c.RACKTLP
+	cc.RACK, cc.TLP, cc.AckHoles = c.RACKTLP, c.RACKTLP, c.RACKTLP && c.AckHoles
 	cc.ProtectiveReroute, cc.RerouteOnProbe = c.Reroute, c.Reroute && c.RerouteOnProbe
 	cc.PathPolicy = c.Policy
 	return cc

@@ -26,7 +26,8 @@ const lossSeed = 1
 // in-memory link (both directions), the initiator keeping its transaction
 // table full of Size-byte operations, for each op kind, recovery mode and
 // drop or reorder probability. Each end runs the firmware of Common.RUE
-// (none: the windows stay at InitFcwnd) from Common.InitFcwnd.
+// (none: the windows stay at InitFcwnd) from Common.InitFcwnd; AckHoles
+// applies to the rack-tlp mode.
 type LossConfig struct {
 	Common
 	Ops      []OpKind
@@ -159,7 +160,7 @@ func lossRun(cfg LossConfig, op OpKind, mode Recovery, drop, reorder float64) (L
 	pc := PairConfig{AB: mc(seed), BA: mc(seed + 1), ULPA: ua, ULPB: ub,
 		Conn: falcon.ConnConfig{SCID: 1, DCID: 2, Ordered: true, GoBackN: mode == GoBackN, MTU: cfg.Size,
 			InitRTO: 200 * time.Microsecond, MinRTO: 50 * time.Microsecond, MaxRetries: 64,
-			RACK: mode == RACKTLP, TLP: mode == RACKTLP, AckHoles: mode == RACKTLP, InitFcwnd: cfg.InitFcwnd}}
+			RACK: mode == RACKTLP, TLP: mode == RACKTLP, AckHoles: mode == RACKTLP && cfg.AckHoles, InitFcwnd: cfg.InitFcwnd}}
 	if cfg.RUE != nil {
 		pc.RUEA, pc.RUEB = cfg.RUE(0), cfg.RUE(1)
 	}
