@@ -36,9 +36,13 @@ const MaxQueuePairs = 16
 //	      "queue_pairs": 1,                        // 1..16; default 1
 //	      "dial": false,                           // true: connect to QEMU (server=on) instead of listening
 //	      "any_source_mac": false,                 // true: accept frames from other source MACs than mac
-//	      "firmware": {"name": "swift"}            // the NIC's RUE: swift (default) or fixed, and its
+//	      "firmware": {"name": "swift"},           // the NIC's RUE: swift (default) or fixed, and its
 //	                                               // parameters (port.FirmwareSpec); swap at run time
 //	                                               // with the nic.firmware control method
+//	      "multipath": {"flows": 4}                // flows per Falcon connection (1..4, default 1; flow i
+//	                                               // leaves from fabric path i mod paths), "policy"
+//	                                               // (round-robin, weighted, max-open: default) and
+//	                                               // "reroute" (protective reroute, default true)
 //	    }
 //	  ],
 //	  "switch": {
@@ -93,6 +97,9 @@ type NICSpec struct {
 	// Firmware is the NIC's congestion control (nil: Swift at the
 	// daemon's defaults).
 	Firmware *port.FirmwareSpec `json:"firmware,omitempty"`
+	// Multipath spreads each of the NIC's Falcon connections over several
+	// flows (nil: one flow).
+	Multipath *port.Multipath `json:"multipath,omitempty"`
 }
 
 // SwitchSpec tunes the in-daemon switch.
@@ -213,6 +220,11 @@ func (cfg *Config) check() error {
 		}
 		if n.Firmware != nil {
 			if err := n.Firmware.Check(); err != nil {
+				return fmt.Errorf("nic %s: %v", n.Name, err)
+			}
+		}
+		if n.Multipath != nil {
+			if err := n.Multipath.Check(); err != nil {
 				return fmt.Errorf("nic %s: %v", n.Name, err)
 			}
 		}

@@ -3,6 +3,8 @@ package device
 import (
 	"context"
 	"errors"
+	"net"
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -85,4 +87,62 @@ func TestConfigChecksFirmware(t *testing.T) {
 	if c, err := ParseConfig([]byte(cfg)); err != nil || c.NICs[0].Firmware.Name != port.FirmwareFixed {
 		t.Errorf("fixed firmware: %v", err)
 	}
+}
+
+// TestDaemonMultipathOverTheFabric: with four fabric paths and four flows
+// per connection, a disk's connection spreads over four labels, and Swift
+// measures each flow's RTT from the ACKs that come back on it.
+func TestDaemonMultipathOverTheFabric(t *testing.T) {
+	la, lb := freeUDPPorts(t, 4), freeUDPPorts(t, 4)
+	mp := `, "multipath": {"flows": 4}}`
+	storeCfg := strings.Replace(storeConfig(lb, la, NamespaceMemory, `, "paths": 4`), `"mac": "52:54:00:00:00:02"}`,
+		`"mac": "52:54:00:00:00:02"`+mp, 1)
+	hostCfg := strings.Replace(hostConfig(la, lb, `, "paths": 4`), `"mac": "52:54:00:00:00:01"}`, `"mac": "52:54:00:00:00:01"`+mp, 1)
+	startDaemon(t, storeCfg)
+	host := startDaemon(t, hostCfg)
+	r := remoteDisk(t, host)
+	for round := 0; round < 8; round++ {
+		r.writeRead(uint64(round)*64*8, 16, byte(round+1))
+	}
+	st := host.status(t)
+	fw := st.NICs[0].Falcon.Firmware
+	if len(fw.Conns) != 1 || len(fw.Conns[0].Flows) != 4 {
+		t.Fatalf("connections %+v", fw.Conns)
+	}
+	for i, f := range fw.Conns[0].Flows {
+		if f.Label&3 != uint32(i) || f.RTT <= 0 {
+			t.Errorf("flow %d: %+v", i, f)
+		}
+	}
+	cfg := `{"nics": [{"name": "a", "socket": "a.sock", "mac": "52:54:00:00:00:01", "multipath": {"flows": 5}}]}`
+	if _, err := ParseConfig([]byte(cfg)); !errors.Is(err, ErrConfig) {
+		t.Errorf("5 flows: %v, want a config error", err)
+	}
+}
+
+// freeUDPPorts returns a loopback address whose port and the n-1 after it
+// are free now (a fabric with n paths binds them all).
+func freeUDPPorts(t *testing.T, n int) string {
+	t.Helper()
+	for try := 0; try < 50; try++ {
+		a := freeUDPPort(t)
+		ap, err := netip.ParseAddrPort(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ok := true
+		for i := 1; i < n && ok; i++ {
+			c, err := net.ListenPacket("udp", netip.AddrPortFrom(ap.Addr(), ap.Port()+uint16(i)).String())
+			if err != nil {
+				ok = false
+				continue
+			}
+			c.Close()
+		}
+		if ok {
+			return a
+		}
+	}
+	t.Fatal("no run of free UDP ports")
+	return ""
 }

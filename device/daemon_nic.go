@@ -51,12 +51,10 @@ func (d *Daemon) newNIC(spec NICSpec, newEth func(NICSpec, FrameSink) (DaemonNIC
 	}
 	sw.Connect(eth)
 	n := &daemonNIC{spec: spec, eth: eth, sw: sw, falcon: NewFalconPort(d.clk, nil)}
-	if spec.Firmware != nil {
-		if err := n.falcon.UseFirmware(*spec.Firmware); err != nil {
-			eth.Close()
-			d.sw.RemovePort(sw)
-			return nil, fmt.Errorf("nic %s: %w", spec.Name, err)
-		}
+	if err := useSpec(n.falcon, spec); err != nil {
+		eth.Close()
+		d.sw.RemovePort(sw)
+		return nil, fmt.Errorf("nic %s: %w", spec.Name, err)
 	}
 	n.cm = d.cm.Attach(n.mac(), n.falcon)
 	if v, ok := eth.(*NIC); ok {
@@ -64,6 +62,19 @@ func (d *Daemon) newNIC(spec NICSpec, newEth func(NICSpec, FrameSink) (DaemonNIC
 		v.AttachRDMA(n.rdma)
 	}
 	return n, nil
+}
+
+// useSpec sets the port's firmware and multipath from the NIC's config.
+func useSpec(p *FalconPort, spec NICSpec) error {
+	if spec.Firmware != nil {
+		if err := p.UseFirmware(*spec.Firmware); err != nil {
+			return err
+		}
+	}
+	if spec.Multipath != nil {
+		return p.UseMultipath(*spec.Multipath)
+	}
+	return nil
 }
 
 // mac returns the NIC's MAC.

@@ -101,6 +101,10 @@ type ConnConfig struct {
 	// the repair lands. Costs ACKs only when packets are lost or
 	// reordered.
 	AckHoles bool
+	// AckPerConn sends one ACK per coalescing round, on the latest
+	// packet's label, instead of one per flow the peer sent on (each with
+	// that flow's own timestamps) [digest §7]: a baseline for benchmarks.
+	AckPerConn bool
 	// GoBackN makes both the receiver (accept only the next PSN) and the
 	// transmitter (resend everything from a loss) behave like RoCE without
 	// selective repeat. Both ends must agree. Benchmark baseline only.

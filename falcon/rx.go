@@ -58,6 +58,7 @@ func (c *Conn) onTxn(t wire.Txn, iv wire.Timestamp, now time.Duration) {
 	rw := &c.rx[i]
 	v := rw.Classify(psn)
 	c.lastT1, c.lastT2 = iv, wire.TimestampAt(now)
+	c.ackFlows[c.rxFlow&3] = ackFlow{t1: c.lastT1, t2: c.lastT2, label: c.rxFlow, pending: true}
 	c.lastHops = min(c.rxMark.Hops, wire.MaxHopCount)
 	if c.rxMark.ECN {
 		c.ecnCount = (c.ecnCount + 1) & wire.MaxECNCount

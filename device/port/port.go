@@ -53,6 +53,9 @@ type Port struct {
 	dead  chan struct{} // closed when Run returns
 	// rue is the port's firmware (UseFirmware, SwapFirmware).
 	rue *portRUE
+	// paths are the flows, path policy and reroute of the connections it
+	// opens (UseMultipath).
+	paths falcon.ConnConfig
 	// windows holds the initial window of each connection opened with an
 	// InitFcwnd (Connect): the fixed firmware keeps it there.
 	windows map[uint32]rue.Fixed
@@ -152,8 +155,10 @@ func (CryptoRand) Uint32() uint32 {
 
 // Connect opens a connection on the port's endpoint (on the port's
 // goroutine). A non-zero cfg.InitFcwnd is where the connection's window
-// starts, and under the fixed firmware where it stays.
+// starts, and under the fixed firmware where it stays; a cfg that names no
+// flows takes the port's (UseMultipath).
 func (p *Port) Connect(cfg falcon.ConnConfig) (*falcon.Conn, error) {
+	p.applyPaths(&cfg)
 	c, err := p.ep.Connect(cfg)
 	if err == nil && cfg.InitFcwnd != 0 {
 		p.windows[c.SCID()] = cfg.InitFcwnd

@@ -80,6 +80,8 @@ type Common struct {
 	// AckHoles (with RACKTLP) has receivers acknowledge a packet beyond a
 	// hole, or filling one, at once.
 	AckHoles bool
+	// AckPerConn turns per-flow ACKs off (falcon.ConnConfig.AckPerConn).
+	AckPerConn bool
 	// Reroute turns on protective reroute on every connection.
 	Reroute bool
 	// RerouteOnProbe also reroutes on tail-loss probes.
@@ -104,6 +106,7 @@ func (c Common) Conn() falcon.ConnConfig {
 	cc := DefaultConn()
 	cc.InitFcwnd = c.InitFcwnd
 	cc.RACK, cc.TLP, cc.AckHoles = c.RACKTLP, c.RACKTLP, c.RACKTLP && c.AckHoles
+	cc.AckPerConn = c.AckPerConn
 	cc.ProtectiveReroute, cc.RerouteOnProbe = c.Reroute, c.Reroute && c.RerouteOnProbe
 	cc.PathPolicy = c.Policy
 	return cc
