@@ -45,18 +45,18 @@ type Conn struct {
 	remoteSet bool
 	remoteAt  time.Duration // local time c.remote was last raised
 	rxFlow    uint32        // flow label of the latest frame: ACKs reflect it
+	rxMark    Mark          // the fabric's marks on the frame being received
+	tIdx      int32         // index in the endpoint's timer heap, -1 when absent
+	tAt       time.Duration // key there: ≤ the earliest deadline
+	order     uint64        // setup order (timer ties)
+	lastHops  uint8         // switches the latest transaction packet crossed
+	ecnCount  uint16        // transaction packets received ECN-marked (wraps at 14 bits)
+	gbnExp    [2]wire.PSN   // Go-Back-N: PSN last NACKed as expected
+	gbnOK     [2]bool
 	// ackFlows are the latest unreported transaction packet of each flow
 	// (label's low 2 bits) the peer sends on: an ACK goes to each, with
 	// that packet's timestamps, so every flow gets its delay samples.
 	ackFlows [4]ackFlow
-	rxMark   Mark          // the fabric's marks on the frame being received
-	tIdx     int32         // index in the endpoint's timer heap, -1 when absent
-	tAt      time.Duration // key there: ≤ the earliest deadline
-	order    uint64        // setup order (timer ties)
-	lastHops uint8         // switches the latest transaction packet crossed
-	ecnCount uint16        // transaction packets received ECN-marked (wraps at 14 bits)
-	gbnExp   [2]wire.PSN   // Go-Back-N: PSN last NACKed as expected
-	gbnOK    [2]bool
 
 	// Enforcement (set by RUE responses).
 	fcwnd    rue.Fixed
