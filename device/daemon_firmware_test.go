@@ -40,6 +40,7 @@ func TestDaemonFirmwareOverTheFabric(t *testing.T) {
 		t.Fatalf("host firmware %+v", h)
 	}
 	c := h.Conns[0]
+	t.Logf("NVMe connection over UDP loopback: rtt %v, flow delay %v, target %v, fcwnd %.1f", c.RTT, c.Flows[0].Delay, c.Flows[0].Target, c.Fcwnd)
 	if c.Protocol != "nvme" || c.RTT <= 0 || len(c.Flows) != 1 || c.Flows[0].RTT <= 0 || c.Flows[0].Delay <= 0 || c.Flows[0].Target <= 0 {
 		t.Errorf("host connection %+v", c)
 	}
