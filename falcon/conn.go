@@ -85,7 +85,8 @@ type Conn struct {
 	cplNext wire.RSN
 	tgt     tl.Target
 	pullQ   rsnRing
-	txHeld  int // Tx request packets this connection holds (dynamic threshold)
+	txHeld  int       // Tx request packets this connection holds (dynamic threshold)
+	alpha   rue.Fixed // the RUE's dynamic-threshold alpha for it (0: the NIC's) [RM-8]
 
 	req   Request
 	cpl   Completion

@@ -64,6 +64,10 @@ type FirmwareSpec struct {
 	MaxFcwnd    float64  `json:"max_fcwnd,omitempty"`
 	TargetLevel uint8    `json:"target_level,omitempty"`
 	PLB         bool     `json:"plb,omitempty"`
+	// ReqAlpha, when positive, has Swift set each connection's dynamic
+	// threshold on the NIC's Tx request packets [RM-8] (0.125 is Isekai's
+	// scale); 0 leaves none.
+	ReqAlpha float64 `json:"req_alpha,omitempty"`
 	// Fixed: the windows every connection gets (defaults 32 and 64); a
 	// connection opened with its own initial window (NVMe's) keeps that.
 	Fcwnd float64 `json:"fcwnd,omitempty"`
@@ -108,7 +112,7 @@ func (s FirmwareSpec) build() (*fwEngine, error) {
 	for _, v := range []struct {
 		name string
 		v    float64
-	}{{"ai", s.AI}, {"beta", s.Beta}, {"max_mdf", s.MaxMDF}, {"min_fcwnd", s.MinFcwnd}, {"max_fcwnd", s.MaxFcwnd}, {"fcwnd", s.Fcwnd}} {
+	}{{"ai", s.AI}, {"beta", s.Beta}, {"max_mdf", s.MaxMDF}, {"min_fcwnd", s.MinFcwnd}, {"max_fcwnd", s.MaxFcwnd}, {"fcwnd", s.Fcwnd}, {"req_alpha", s.ReqAlpha}} {
 		if v.v < 0 || math.IsNaN(v.v) || math.IsInf(v.v, 0) {
 			return bad("%s %v must be a finite number ≥ 0", v.name, v.v)
 		}
@@ -152,7 +156,7 @@ func (s FirmwareSpec) build() (*fwEngine, error) {
 		}
 		sw := firmware.NewSwift(firmware.SwiftConfig{BaseTarget: time.Duration(s.BaseTarget), PerHop: time.Duration(s.PerHop),
 			FSRange: time.Duration(s.FlowScaling), AI: s.AI, Beta: s.Beta, MaxMDF: s.MaxMDF,
-			MinFcwnd: s.MinFcwnd, MaxFcwnd: s.MaxFcwnd, TargetLevel: s.TargetLevel, PLB: s.PLB,
+			MinFcwnd: s.MinFcwnd, MaxFcwnd: s.MaxFcwnd, TargetLevel: s.TargetLevel, PLB: s.PLB, ReqAlpha: s.ReqAlpha,
 			MinRTO: time.Duration(s.MinRTO)})
 		return &fwEngine{spec: s, eng: sw, swift: sw}, nil
 	case FirmwareFixed:
@@ -318,7 +322,7 @@ func (fw *fwEngine) counters() map[string]uint64 {
 		"retx_cuts": s.RetxCuts, "retx_floor": s.RetxFloor, "retx_ignored": s.RetxIgnored,
 		"at_floor": s.AtFloor, "paced": s.Paced,
 		"ncwnd_up": s.NcwndUp, "ncwnd_down": s.NcwndDown, "ncwnd_nack": s.NcwndNack,
-		"plb_rounds": s.PLBRounds, "plb_congested": s.PLBCongested, "repaths": s.Repaths,
+		"plb_rounds": s.PLBRounds, "plb_congested": s.PLBCongested, "repaths": s.Repaths, "alpha_set": s.AlphaSet,
 	}
 }
 
