@@ -277,7 +277,7 @@ func (p *Port) FirmwareStatus(top int) FirmwareStatus {
 		top = DefaultStatusConns
 	}
 	fw := p.rue.fw
-	st := FirmwareStatus{Firmware: fw.spec, Counters: fw.counters()}
+	st := FirmwareStatus{Firmware: fw.spec, Counters: fw.counters(), Conns: []ConnCC{}}
 	conns := p.ep.Conns()
 	live := make([]*falcon.Conn, 0, len(conns))
 	for _, c := range conns {
