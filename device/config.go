@@ -14,6 +14,7 @@ import (
 
 	"falconnic/device/ether"
 	"falconnic/device/fabric"
+	"falconnic/device/port"
 	"falconnic/device/vsock"
 )
 
@@ -34,7 +35,14 @@ var DefaultControlSocket = filepath.Join(os.TempDir(), "falconnic", "control.soc
 //	      "mac": "52:54:00:12:34:56",              // unicast, not all-zero, unique
 //	      "queue_pairs": 1,                        // 1..16; default 1
 //	      "dial": false,                           // true: connect to QEMU (server=on) instead of listening
-//	      "any_source_mac": false                  // true: accept frames from other source MACs than mac
+//	      "any_source_mac": false,                 // true: accept frames from other source MACs than mac
+//	      "firmware": {"name": "swift"},           // the NIC's RUE: swift (default) or fixed, and its
+//	                                               // parameters (port.FirmwareSpec); swap at run time
+//	                                               // with the nic.firmware control method
+//	      "multipath": {"flows": 4}                // flows per Falcon connection (1..4, default 1; flow i
+//	                                               // leaves from fabric path i mod paths), "policy"
+//	                                               // (round-robin, weighted, max-open: default) and
+//	                                               // "reroute" (protective reroute, default true)
 //	    }
 //	  ],
 //	  "switch": {
@@ -117,6 +125,12 @@ type NICSpec struct {
 	// port accepts only frames from the NIC's own MAC, and that MAC is
 	// pinned to the port (no other guest or peer can take it over).
 	AnySourceMAC bool `json:"any_source_mac,omitempty"`
+	// Firmware is the NIC's congestion control (nil: Swift at the
+	// daemon's defaults).
+	Firmware *port.FirmwareSpec `json:"firmware,omitempty"`
+	// Multipath spreads each of the NIC's Falcon connections over several
+	// flows (nil: one flow).
+	Multipath *port.Multipath `json:"multipath,omitempty"`
 }
 
 // SwitchSpec tunes the in-daemon switch.
@@ -239,6 +253,16 @@ func (cfg *Config) check() error {
 		}
 		if n.QueuePairs < 1 || n.QueuePairs > ether.MaxQueuePairs {
 			return fmt.Errorf("nic %s: queue_pairs %d out of range 1..%d", n.Name, n.QueuePairs, ether.MaxQueuePairs)
+		}
+		if n.Firmware != nil {
+			if err := n.Firmware.Check(); err != nil {
+				return fmt.Errorf("nic %s: %v", n.Name, err)
+			}
+		}
+		if n.Multipath != nil {
+			if err := n.Multipath.Check(); err != nil {
+				return fmt.Errorf("nic %s: %v", n.Name, err)
+			}
 		}
 	}
 	if err := cfg.checkVsock(names, sockets); err != nil {

@@ -15,6 +15,7 @@ import (
 	"falconnic/device/cm"
 	"falconnic/device/fabric"
 	"falconnic/device/l2"
+	"falconnic/device/port"
 	"falconnic/device/vsock"
 	"falconnic/internal/clock"
 	"falconnic/internal/control"
@@ -376,6 +377,32 @@ func (d *Daemon) registerMethods() {
 			}
 			d.log.Info("fabric impairment set", "loss_percent", im.LossPercent, "reorder_percent", im.ReorderPercent, "seed", im.Seed)
 			return d.fabric.Impairment(), nil
+		},
+		"nic.firmware": func(_ context.Context, p json.RawMessage) (any, error) {
+			var req struct {
+				NIC      string             `json:"nic"`
+				Firmware *port.FirmwareSpec `json:"firmware"`
+			}
+			if err := json.Unmarshal(p, &req); err != nil {
+				return nil, fmt.Errorf("%w: %v", control.ErrBadParams, err)
+			}
+			n := d.nic(req.NIC)
+			if n == nil {
+				return nil, fmt.Errorf("%w: no NIC %q", control.ErrBadParams, req.NIC)
+			}
+			if req.Firmware != nil {
+				if err := n.falcon.SwapFirmware(*req.Firmware); err != nil {
+					if errors.Is(err, port.ErrFirmware) {
+						err = fmt.Errorf("%w: %v", control.ErrBadParams, err)
+					}
+					return nil, err
+				}
+				d.log.Info("firmware swapped", "nic", req.NIC, "firmware", req.Firmware.Normalized().Name)
+			}
+			if st := n.portStatus(); st != nil {
+				return st.Firmware, nil
+			}
+			return nil, port.ErrStopped
 		},
 		"fabric.add_peer": func(_ context.Context, p json.RawMessage) (any, error) {
 			if d.fabric == nil {

@@ -131,7 +131,7 @@ func TestDaemonStatusOverControlSocket(t *testing.T) {
 	}
 	var methods []string
 	control.Call(context.Background(), d.ControlSocket(), "methods", nil, &methods)
-	if fmt.Sprint(methods) != "[capture.read capture.start capture.stop conns fabric.add_peer fabric.impair methods status]" {
+	if fmt.Sprint(methods) != "[capture.read capture.start capture.stop conns fabric.add_peer fabric.impair methods nic.firmware status]" {
 		t.Errorf("methods = %v", methods)
 	}
 }

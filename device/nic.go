@@ -58,12 +58,30 @@ func (d *Daemon) newNIC(spec NICSpec, newEth func(NICSpec, l2.Sink) (DaemonNIC, 
 	}
 	sw.Connect(eth)
 	n := &daemonNIC{spec: spec, eth: eth, sw: sw, falcon: port.New(d.clk, nil)}
+	if err := useSpec(n.falcon, spec); err != nil {
+		eth.Close()
+		d.sw.RemovePort(sw)
+		return nil, fmt.Errorf("nic %s: %w", spec.Name, err)
+	}
 	n.cm = d.cm.Attach(n.mac(), n.falcon)
 	if v, ok := eth.(*ether.NIC); ok {
 		n.rdma = rdma.New(v.MAC(), v.Deliver, n.cm, n.falcon)
 		v.Attach("rdma", n.rdma)
 	}
 	return n, nil
+}
+
+// useSpec sets the port's firmware and multipath from the NIC's config.
+func useSpec(p *port.Port, spec NICSpec) error {
+	if spec.Firmware != nil {
+		if err := p.UseFirmware(*spec.Firmware); err != nil {
+			return err
+		}
+	}
+	if spec.Multipath != nil {
+		return p.UseMultipath(*spec.Multipath)
+	}
+	return nil
 }
 
 // mac returns the NIC's MAC.

@@ -49,11 +49,13 @@ func (d *Daemon) closePorts() {
 }
 
 // FalconPortStatus is a NIC's Falcon port in the daemon status: its
-// connections per protocol and its counters (the port's queue and demux,
-// the endpoint's retransmissions, ACKs and drops).
+// connections per protocol, its counters (the port's queue and demux,
+// the endpoint's retransmissions, ACKs and drops) and its firmware with
+// the congestion state of its busiest connections.
 type FalconPortStatus struct {
-	Conns    map[string]int    `json:"conns"`
-	Counters map[string]uint64 `json:"counters"`
+	Conns    map[string]int       `json:"conns"`
+	Counters map[string]uint64    `json:"counters"`
+	Firmware *port.FirmwareStatus `json:"firmware,omitempty"`
 }
 
 // portStatus reports the NIC's port (nil once it stopped).
@@ -65,6 +67,8 @@ func (n *daemonNIC) portStatus() *FalconPortStatus {
 			st.Counters[k] = v
 		}
 		st.Conns = p.ConnCounts()
+		fw := p.FirmwareStatus(port.DefaultStatusConns)
+		st.Firmware = &fw
 	}) {
 		return nil
 	}

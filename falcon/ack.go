@@ -48,6 +48,28 @@ func (c *Conn) sendAck(now time.Duration, byTimer bool) {
 		pkt = wire.AppendBACK(c.ep.ctl[:0], f)
 		c.Stats.TxBACK.Inc()
 	}
+	// Per flow [digest §7]: the other flows with unreported packets get
+	// the same ACK with their own latest packet's timestamps, on their
+	// own label, so each flow's path is timed by its own packets.
+	latest := c.rxFlow & 3
+	for i := range c.ackFlows {
+		a := &c.ackFlows[i]
+		if !a.pending {
+			continue
+		}
+		a.pending = false
+		if uint32(i) == latest || c.cfg.AckPerConn {
+			continue
+		}
+		v := wire.Ack(pkt)
+		v.SetT1(a.t1)
+		v.SetT2(a.t2)
+		c.Stats.AckPerFlow.Inc()
+		c.send(pkt, a.label)
+	}
+	v := wire.Ack(pkt)
+	v.SetT1(c.lastT1)
+	v.SetT2(c.lastT2)
 	c.send(pkt, c.rxFlow)
 }
 

@@ -55,6 +55,9 @@ func (c *Conn) applyRUE(r *rue.Response) {
 		c.plbRepath(r.Flow, c.ep.clk.Now())
 	}
 	c.ncwnd = max(r.Ncwnd, 1)
+	if r.AlphaRequest != 0 {
+		c.alpha = r.AlphaRequest
+	}
 	c.ipg = max(r.IPG, 0)
 	if r.RTO > 0 {
 		c.rto = min(max(r.RTO, c.cfg.MinRTO), c.cfg.MaxRTO)

@@ -99,6 +99,17 @@ type ConnConfig struct {
 	OOODistance        uint32        // early retransmit distance (default 3)
 	EarlyRetxCap       uint8         // per packet (default 16)
 	RACK, TLP          bool          // Gen3 extensions (default off)
+	// AckHoles has the receiver acknowledge at once a packet that arrives
+	// beyond a hole in its window or fills one, rather than at the
+	// coalescing count or timer: the sender's early retransmission (OOO
+	// distance, RACK) starts sooner, and the window reopens as soon as
+	// the repair lands. Costs ACKs only when packets are lost or
+	// reordered.
+	AckHoles bool
+	// AckPerConn sends one ACK per coalescing round, on the latest
+	// packet's label, instead of one per flow the peer sent on (each with
+	// that flow's own timestamps) [digest §7]: a baseline for benchmarks.
+	AckPerConn bool
 	// GoBackN makes both the receiver (accept only the next PSN) and the
 	// transmitter (resend everything from a loss) behave like RoCE without
 	// selective repeat. Both ends must agree. Benchmark baseline only.

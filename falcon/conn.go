@@ -53,6 +53,10 @@ type Conn struct {
 	ecnCount  uint16        // transaction packets received ECN-marked (wraps at 14 bits)
 	gbnExp    [2]wire.PSN   // Go-Back-N: PSN last NACKed as expected
 	gbnOK     [2]bool
+	// ackFlows are the latest unreported transaction packet of each flow
+	// (label's low 2 bits) the peer sends on: an ACK goes to each, with
+	// that packet's timestamps, so every flow gets its delay samples.
+	ackFlows [4]ackFlow
 
 	// Enforcement (set by RUE responses).
 	fcwnd    rue.Fixed
@@ -81,12 +85,21 @@ type Conn struct {
 	cplNext wire.RSN
 	tgt     tl.Target
 	pullQ   rsnRing
-	txHeld  int // Tx request packets this connection holds (dynamic threshold)
+	txHeld  int       // Tx request packets this connection holds (dynamic threshold)
+	alpha   rue.Fixed // the RUE's dynamic-threshold alpha for it (0: the NIC's) [RM-8]
 
 	req   Request
 	cpl   Completion
 	ackf  wire.AckFields
 	Stats ConnCounters
+}
+
+// ackFlow is the receiver's view of one of the peer's flows: its latest
+// transaction packet not yet reported in a standalone ACK.
+type ackFlow struct {
+	t1, t2  wire.Timestamp
+	label   uint32
+	pending bool
 }
 
 // flowCC is the per-flow congestion state that round-trips through the RUE.

@@ -64,6 +64,7 @@ type ConnCounters struct {
 	TxBACK, TxEACK, TxNACK     stats.Counter
 	AckByTimeout, AckByAR      stats.Counter
 	AckByCount, AckPiggyback   stats.Counter
+	AckByHole, AckPerFlow      stats.Counter
 	TxResync, RxResync         stats.Counter
 
 	// Retransmissions by reason.
@@ -117,6 +118,8 @@ func (c *ConnCounters) Set() stats.Set {
 		{Name: "ack_by_timeout", Help: "ACKs sent when the coalescing timer expired", Counter: &c.AckByTimeout},
 		{Name: "ack_by_ar", Help: "ACKs sent at once for an AR packet or a duplicate", Counter: &c.AckByAR},
 		{Name: "ack_by_count", Help: "ACKs sent when the coalescing count was reached", Counter: &c.AckByCount},
+		{Name: "ack_by_hole", Help: "ACKs asked for at once by a packet beyond a hole or filling one (AckHoles)", Counter: &c.AckByHole},
+		{Name: "ack_per_flow", Help: "ACKs sent on another flow than the latest packet's, timed by that flow's own latest packet", Counter: &c.AckPerFlow},
 		{Name: "ack_piggyback", Help: "pending ACK state carried by an outgoing packet", Counter: &c.AckPiggyback},
 		{Name: "tx_resync", Help: "Resync packets sent (incl. retransmissions)", Counter: &c.TxResync},
 		{Name: "rx_resync", Help: "Resync packets admitted", Counter: &c.RxResync},

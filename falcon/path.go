@@ -155,6 +155,7 @@ type FlowState struct {
 	Fcwnd    rue.Fixed     // the flow's fabric window
 	InFlight uint32        // packets sent on it and not yet acknowledged
 	RTT      time.Duration // the RUE's smoothed RTT (rtt_state)
+	Delay    time.Duration // the RUE's latest delay sample (delay_state)
 }
 
 // Flows returns the state of each of the connection's flows.
@@ -163,7 +164,7 @@ func (c *Conn) Flows() []FlowState {
 	for i := range out {
 		f := &c.flows[i]
 		out[i] = FlowState{Label: c.cfg.FlowLabels[i], Fcwnd: f.fcwnd, InFlight: f.out,
-			RTT: wire.Timestamp(f.rttState).Duration()}
+			RTT: wire.Timestamp(f.rttState).Duration(), Delay: wire.Timestamp(f.delayState).Duration()}
 	}
 	return out
 }

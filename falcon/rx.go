@@ -62,6 +62,7 @@ func (c *Conn) onTxn(t wire.Txn, iv wire.Timestamp, now time.Duration) {
 	rw := &c.rx[i]
 	v := rw.Classify(psn)
 	c.lastT1, c.lastT2 = iv, wire.TimestampAt(now)
+	c.ackFlows[c.rxFlow&3] = ackFlow{t1: c.lastT1, t2: c.lastT2, label: c.rxFlow, pending: true}
 	c.lastHops = min(c.rxMark.Hops, wire.MaxHopCount)
 	if c.rxMark.ECN {
 		c.ecnCount = (c.ecnCount + 1) & wire.MaxECNCount
@@ -107,7 +108,14 @@ func (c *Conn) onTxn(t wire.Txn, iv wire.Timestamp, now time.Duration) {
 		c.Stats.RxDupPending.Inc()
 		c.co.Note(now, 2)
 	case pdl.VerdictNew:
+		exp := rw.NextExpected()
 		admitters[typ](c, t, i, now)
+		if c.cfg.AckHoles && (psn != exp || rw.NextExpected().Sub(exp) > 1) {
+			// Beyond a hole, or filling one: the sender learns of the
+			// loss, or of its repair, one coalescing interval sooner.
+			c.Stats.AckByHole.Inc()
+			c.co.Request(now)
+		}
 	}
 }
 

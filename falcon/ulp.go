@@ -26,7 +26,7 @@ func (c *Conn) PushGather(cookie uint64, hdr []byte, segs [][]byte, off, n int) 
 	}
 	res := c.ep.res
 	cells := res.Cells(len(hdr) + n)
-	if c.ini.Full() || !res.Admit(c.txHeld) || !res.TxReq.Take(cells, false) {
+	if c.ini.Full() || !res.Admit(c.txHeld, c.alpha.Float()) || !res.TxReq.Take(cells, false) {
 		return 0, c.refuse()
 	}
 	rsn, t := c.ini.Add(tl.Push, cookie)
@@ -58,7 +58,7 @@ func (c *Conn) PushFrame(cookie uint64, frame []byte) (wire.RSN, error) {
 	}
 	res := c.ep.res
 	cells := res.Cells(n)
-	if c.ini.Full() || !res.Admit(c.txHeld) || !res.TxReq.Take(cells, false) {
+	if c.ini.Full() || !res.Admit(c.txHeld, c.alpha.Float()) || !res.TxReq.Take(cells, false) {
 		return 0, c.refuse()
 	}
 	rsn, t := c.ini.Add(tl.Push, cookie)
@@ -136,7 +136,7 @@ func (c *Conn) PullHeader(cookie uint64, length int, hdr []byte) (wire.RSN, erro
 	}
 	res := c.ep.res
 	rx := res.Cells(length)
-	if c.ini.Full() || !res.Admit(c.txHeld) || !res.TxReq.Take(1, false) {
+	if c.ini.Full() || !res.Admit(c.txHeld, c.alpha.Float()) || !res.TxReq.Take(1, false) {
 		return 0, c.refuse()
 	}
 	if !res.RxReq.Take(rx, false) {
@@ -177,7 +177,7 @@ func (e *Endpoint) xonScan() {
 			break
 		}
 		c := e.list[i]
-		if c.xoff && !c.ini.Full() && e.res.Admit(c.txHeld) && e.res.TxReq.Pkt.Free() > 0 && e.res.TxReq.Buf.Free() > 0 &&
+		if c.xoff && !c.ini.Full() && e.res.Admit(c.txHeld, c.alpha.Float()) && e.res.TxReq.Pkt.Free() > 0 && e.res.TxReq.Buf.Free() > 0 &&
 			e.res.TxData.Pkt.Free() > 0 && e.res.TxData.Buf.Free() > 0 {
 			c.xoff = false
 			e.nXoff--

@@ -4,8 +4,10 @@
 //
 // Fixed keeps every connection's fabric and NIC windows at configured
 // values and only tracks the smoothed RTT to set the retransmission timeout
-// (RTO = max(scalar × smoothed RTT, min RTO), [S §10.3.4]). It stays the
-// daemon's default until the per-NIC firmware choice lands.
+// (RTO = max(scalar × smoothed RTT, min RTO), [S §10.3.4]). The daemon
+// runs Swift by default; a NIC's config (or a run-time swap) may choose
+// Fixed (device/port's FirmwareSpec, which also holds the daemon-scale
+// targets).
 //
 // Swift is Falcon's congestion control [S §10.3]: per connection flow, a
 // delay-based AIMD on the fabric window (additive increase below a target

@@ -56,6 +56,13 @@ type SwiftConfig struct {
 	PLB               bool
 	PLBScale, PLBFrac float64
 	PLBRounds         uint8
+	// ReqAlpha, when positive, has Swift set each connection's
+	// dynamic-threshold alpha for new requests [RM-8] on every delay
+	// sample: ReqAlpha × min(1, target/delay, TargetLevel/rx-buffer level),
+	// so a connection whose path or receiver is congested may hold fewer
+	// of the NIC's Tx request packets (Isekai's 0.125 is a fair choice).
+	// 0 leaves the NIC's alpha in force.
+	ReqAlpha float64
 
 	// derived, in Falcon time units
 	fsA, fsB, baseU, hopU, rangeU, minRTOU float64
@@ -127,6 +134,7 @@ type SwiftCounters struct {
 	AtFloor, Paced                   uint64 // responses with fcwnd at its floor; below one (an inter-packet gap)
 	NcwndUp, NcwndDown, NcwndNack    uint64 // ncwnd steps by rx-buffer level; cuts by a resource NACK
 	PLBRounds, PLBCongested, Repaths uint64 // PLB rounds ended, of them congested; path changes asked for
+	AlphaSet                         uint64 // responses that set the connection's request alpha
 }
 
 // Swift is the Swift congestion control of Falcon's RUE [S §10.3]: a
@@ -209,6 +217,11 @@ func (s *Swift) Target(fcwnd float64, hops uint8) float64 {
 	return t
 }
 
+// TargetDelay is Target as a duration.
+func (s *Swift) TargetDelay(fcwnd float64, hops uint8) time.Duration {
+	return units(s.Target(fcwnd, hops))
+}
+
 // Handle computes the response to one event at once.
 func (s *Swift) Handle(ev *rue.Event) (rue.Response, bool) {
 	c := &s.cfg
@@ -274,6 +287,14 @@ func (s *Swift) Handle(ev *rue.Event) (rue.Response, bool) {
 			r.FabricMarker = (now - uint32(rtt)) & mask24
 		}
 		ncwnd = s.nic(ev, &r, ncwnd, acked, rtt, now, resource)
+		if c.ReqAlpha > 0 {
+			a := c.ReqAlpha * min(1, target/d)
+			if ev.RxBufLevel > 0 {
+				a = min(a, c.ReqAlpha*float64(c.TargetLevel)/float64(ev.RxBufLevel))
+			}
+			r.AlphaRequest = max(rue.FixedFrom(a), 1)
+			s.Stats.AlphaSet++
+		}
 		if c.PLB && ev.Type == rue.EventACK {
 			s.plb(&r, acked, d > c.PLBScale*target, min(ev.Fcwnd.Float(), float64(ev.Ncwnd)))
 		}

@@ -512,3 +512,27 @@ func TestSwiftBoundsOnArbitraryEvents(t *testing.T) {
 		}
 	}
 }
+
+// TestSwiftRequestAlpha [RM-8]: with ReqAlpha set, each delay sample sets
+// the connection's request alpha to ReqAlpha × min(1, target/delay,
+// target level/rx-buffer level); without it Swift leaves the NIC's alpha.
+func TestSwiftRequestAlpha(t *testing.T) {
+	f := newFlow(t, SwiftConfig{ReqAlpha: 0.125, FSRange: -1}) // target 7 µs at 0 hops
+	f.advance(50)
+	if r := f.ack(5, 1, 4, 0); r.AlphaRequest != rue.FixedFrom(0.125) {
+		t.Errorf("below target, empty buffer: alpha %v, want 0.125", r.AlphaRequest)
+	}
+	f.advance(50)
+	if r := f.ack(14, 1, 4, 0); !near(r.AlphaRequest.Float(), 0.125*7/14, 0.002) {
+		t.Errorf("delay twice the target: alpha %v, want %.4f", r.AlphaRequest, 0.125*7/14)
+	}
+	f.advance(50)
+	if r := f.ack(5, 1, 4, 30); !near(r.AlphaRequest.Float(), 0.125*15/30, 0.002) {
+		t.Errorf("rx-buffer level 30 of target 15: alpha %v, want %.4f", r.AlphaRequest, 0.125*15/30)
+	}
+	g := newFlow(t, SwiftConfig{})
+	g.advance(50)
+	if r := g.ack(14, 1, 4, 30); r.AlphaRequest != 0 {
+		t.Errorf("without ReqAlpha: alpha %v, want 0 (the NIC's)", r.AlphaRequest)
+	}
+}

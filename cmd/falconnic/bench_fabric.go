@@ -37,7 +37,8 @@ func swiftRUE(int) rue.Engine {
 
 // parseSwift reads --swift: comma-separated key=value settings over
 // Swift's defaults (base, hop, fs: durations; ai, beta, mdf, sub, min:
-// numbers; level: the target rx-buffer level; plb, rtoonly: 0 or 1).
+// numbers; level: the target rx-buffer level; plb, rtoonly: 0 or 1;
+// reqalpha: the connections' request alpha scale, RM-8).
 func parseSwift(s string) (firmware.SwiftConfig, error) {
 	cfg := firmware.SwiftConfig{MinRTO: benchMinRTO}
 	if s == "" {
@@ -76,6 +77,8 @@ func parseSwift(s string) (firmware.SwiftConfig, error) {
 			cfg.PLB = v == "1"
 		case "rtoonly":
 			cfg.RTOOnlyCuts = v == "1"
+		case "reqalpha":
+			num(&cfg.ReqAlpha)
 		default:
 			return cfg, fmt.Errorf("--swift: unknown setting %q", k)
 		}
@@ -112,8 +115,10 @@ func runSimBench(name string, def simBench, args []string, stdout, stderr io.Wri
 	check := fs.Bool("check", false, "exit 1 when a goal is not met")
 	plot := fs.String("plot", "", "write the figure to this .svg file")
 	fw := fs.String("firmware", "swift", "congestion control of every NIC: swift or fixed")
-	swiftSet := fs.String("swift", "", "Swift settings over its defaults: base=7us,hop=2us,fs=20us,ai=1,beta=0.8,mdf=0.5,sub=0,min=0.01,level=15,plb=0,rtoonly=0")
+	swiftSet := fs.String("swift", "", "Swift settings over its defaults: base=7us,hop=2us,fs=20us,ai=1,beta=0.8,mdf=0.5,sub=0,min=0.01,level=15,plb=0,rtoonly=0,reqalpha=0")
 	rackTLP := fs.Bool("rack-tlp", true, "RACK and tail-loss probes on every connection (false: RTO and early retransmission only)")
+	ackPerConn := fs.Bool("ack-per-conn", false, "one ACK per coalescing round on the latest packet's label, not one per flow (the behaviour before per-flow ACKs)")
+	ackHoles := fs.Bool("ack-holes", false, "with --rack-tlp, receivers acknowledge a packet beyond a hole, or filling one, at once")
 	reroute := fs.Bool("reroute", true, "protective reroute: a flow whose packet times out moves to a new path")
 	rerouteProbe := fs.Bool("reroute-probe", true, "protective reroute on RACK and tail-loss-probe retransmissions too")
 	alpha := fs.Float64("alpha", 0, "dynamic threshold: a connection may hold at most alpha × the NIC's free Tx request packets (0: no limit)")
@@ -129,20 +134,30 @@ func runSimBench(name string, def simBench, args []string, stdout, stderr io.Wri
 	if !ok {
 		return fmt.Errorf("%w: --firmware %q: want swift or fixed", errUsage, *fw)
 	}
-	if *fw == "swift" && *swiftSet != "" {
+	var retarget func(time.Duration) func(int) rue.Engine
+	if *fw == "swift" {
 		cfg, err := parseSwift(*swiftSet)
 		if err != nil {
 			return fmt.Errorf("%w: %v", errUsage, err)
 		}
-		f.rue = func(int) rue.Engine { return firmware.NewSwift(cfg) }
-		f.desc += " with " + *swiftSet
+		if *swiftSet != "" {
+			f.rue = func(int) rue.Engine { return firmware.NewSwift(cfg) }
+			f.desc += " with " + *swiftSet
+		}
+		if cfg.BaseTarget == 0 { // --swift base= wins over a bench's own target
+			retarget = func(base time.Duration) func(int) rue.Engine {
+				c := cfg
+				c.BaseTarget = base
+				return func(int) rue.Engine { return firmware.NewSwift(c) }
+			}
+		}
 	}
 	init := f.init
 	if *initW > 0 {
 		init = rue.FixedFrom(*initW)
 	}
-	doc, charts, title, err := run(sim.Common{Seed: *seed, Quick: *quick, RUE: f.rue, MinRTO: benchMinRTO,
-		Firmware: *fw, FirmwareDesc: f.desc + ", initial fcwnd " + init.String(), InitFcwnd: init, RACKTLP: *rackTLP, Reroute: *reroute, RerouteOnProbe: *rerouteProbe, Alpha: *alpha})
+	doc, charts, title, err := run(sim.Common{Seed: *seed, Quick: *quick, RUE: f.rue, Retarget: retarget, MinRTO: benchMinRTO,
+		Firmware: *fw, FirmwareDesc: f.desc + ", initial fcwnd " + init.String(), InitFcwnd: init, RACKTLP: *rackTLP, AckHoles: *ackHoles, AckPerConn: *ackPerConn, Reroute: *reroute, RerouteOnProbe: *rerouteProbe, Alpha: *alpha})
 	if err != nil {
 		return err
 	}

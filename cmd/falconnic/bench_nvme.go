@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"falconnic/device"
+	"falconnic/device/port"
 	"falconnic/device/storage"
 	"falconnic/qemu"
 )
@@ -145,6 +146,7 @@ func benchNVMe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process (the daemon's data path) to `FILE`")
 	only := fs.String("tests", "", "run only these tests (comma-separated names, e.g. write_128k); default all")
 	watchdog := fs.String("watchdog", "act", "diagnosis: the disk's ring watchdog cures lost notifications (act) or only counts and logs them (observe), so that a stall stays for its stall report")
+	fw := fs.String("firmware", "swift", "congestion control of both NICs: swift (the daemon's default) or fixed")
 	statusFile := fs.String("status", "", "diagnosis: write the daemon's status (NICs' Falcon ports, NVMe engines and namespaces) as JSON to `FILE` at the end")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
@@ -181,9 +183,13 @@ func benchNVMe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *memoryNS {
 		backing = storage.NamespaceMemory
 	}
-	cfgJSON := fmt.Sprintf(`{"control": "c.sock",
-	  "nics": [{"name": "ini", "socket": "ini.sock", "mac": "52:54:00:fb:00:01"},
-	           {"name": "tgt", "socket": "tgt.sock", "mac": "52:54:00:fb:00:02"}],
+	if *fw != port.FirmwareSwift && *fw != port.FirmwareFixed {
+		return fmt.Errorf("%w: --firmware %q: want swift or fixed", errUsage, *fw)
+	}
+	nics := fmt.Sprintf(`{"control": "c.sock",
+	  "nics": [{"name": "ini", "socket": "ini.sock", "mac": "52:54:00:fb:00:01", "firmware": {"name": %q}},
+	           {"name": "tgt", "socket": "tgt.sock", "mac": "52:54:00:fb:00:02", "firmware": {"name": %q}}],`, *fw, *fw)
+	cfgJSON := nics + fmt.Sprintf(`
 	  "nvme": {"namespaces": [{"nic": "tgt", "nsid": 1, "backing": %q, "size": %d, "block_size": %d, "direct": %t, "aio": %q}],
 	           "disks": [{"name": "d0", "socket": "d0.sock", "nic": "ini", "target": "tgt", "nsid": 1,
 	                      "serial": "fn-bench", "queues": %d}],
@@ -304,6 +310,7 @@ func benchNVMe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			"cores":    strconv.Itoa(*cores) + " goroutine(s) for the NICs' Falcon ports",
 			"aio":      *aio,
 			"watchdog": *watchdog,
+			"firmware": *fw,
 			"procs":    strconv.Itoa(runtime.GOMAXPROCS(0)) + " (GOMAXPROCS of the daemon's process)",
 			"guest":    fmt.Sprintf("TCG, %d CPU, %d MiB", max(*cpus, 1), qemu.DefaultMemMiB),
 		},

@@ -18,6 +18,7 @@ import (
 	"falconnic/device"
 	"falconnic/device/ether"
 	"falconnic/device/fabric"
+	"falconnic/device/port"
 	"falconnic/internal/control"
 )
 
@@ -119,6 +120,9 @@ func printStatus(w io.Writer, st device.Status) error {
 		}
 		if f := n.Falcon; f != nil {
 			fmt.Fprintf(w, "  %s falcon port: rdma conns %d, nvme conns %d; %s\n", n.Name, f.Conns["rdma"], f.Conns["nvme"], nonZero(f.Counters))
+			if fw := f.Firmware; fw != nil {
+				printFirmware(w, n.Name, fw)
+			}
 		}
 	}
 
@@ -218,4 +222,30 @@ func nonZero(c map[string]uint64) string {
 	}
 	sort.Strings(parts)
 	return strings.Join(parts, " ")
+}
+
+// printFirmware prints a port's firmware and its busiest connections'
+// congestion state, a line per flow.
+func printFirmware(w io.Writer, nic string, fw *port.FirmwareStatus) {
+	fmt.Fprintf(w, "  %s firmware %s: %s\n", nic, fw.Firmware.Name, nonZero(fw.Counters))
+	if len(fw.Conns) == 0 {
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "    CONN\tPROTO\tFCWND\tNCWND\tRTT\tRTO\tIN-FLIGHT\tREPATHS\tFLOW\tLABEL\tFLOW-FCWND\tFLOW-RTT\tDELAY\tTARGET\n")
+	for _, c := range fw.Conns {
+		for i, f := range c.Flows {
+			head := "    \t\t\t\t\t\t\t\t"
+			if i == 0 {
+				head = fmt.Sprintf("    %d\t%s\t%.2f\t%d\t%v\t%v\t%d\t%d+%d\t", c.SCID, c.Protocol, c.Fcwnd, c.Ncwnd,
+					c.RTT.Round(time.Microsecond), c.RTO.Round(time.Microsecond), c.InFlight, c.Repaths, c.Reroutes)
+			}
+			fmt.Fprintf(tw, "%s%d\t%#x\t%.2f\t%v\t%v\t%v\n", head, i, f.Label, f.Fcwnd,
+				f.RTT.Round(time.Microsecond), f.Delay.Round(time.Microsecond), f.Target.Round(time.Microsecond))
+		}
+	}
+	tw.Flush()
+	if fw.ConnsTotal > len(fw.Conns) {
+		fmt.Fprintf(w, "    (%d more connections)\n", fw.ConnsTotal-len(fw.Conns))
+	}
 }

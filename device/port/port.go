@@ -1,7 +1,9 @@
 // Package port is a NIC's Falcon port: the NIC's one Falcon endpoint,
 // driven by one goroutine (Run), carrying every Falcon ULP of the NIC —
 // the verbs engine (protocol 2) and the NVMe engine (protocol 3) attach by
-// protocol — with one CID space, one set of resource pools and one RUE.
+// protocol — with one CID space, one set of resource pools and one RUE,
+// the NIC's firmware (firmware.go: Swift by default, or fixed windows,
+// swappable while the port runs).
 // Everything else reaches the endpoint through Do/Call, Receive and
 // Control, which queue work for that goroutine. One goroutine may run
 // several ports (Adopt), as one core of a NIC runs several engines; two
@@ -26,7 +28,6 @@ import (
 	"falconnic/falcon/framebuf"
 	"falconnic/falcon/rue"
 	"falconnic/falcon/wire"
-	"falconnic/firmware"
 	"falconnic/internal/clock"
 	"falconnic/internal/stats"
 )
@@ -50,8 +51,13 @@ type Port struct {
 	cur   *framebuf.Buf // the pooled frame being handled, unless a ULP kept it (KeepFrame)
 	kept  int           // frames ULPs kept and have not released
 	dead  chan struct{} // closed when Run returns
-	// windows holds the fixed window of each connection opened with an
-	// InitFcwnd (Connect): the port's RUE keeps it there.
+	// rue is the port's firmware (UseFirmware, SwapFirmware).
+	rue *portRUE
+	// paths are the flows, path policy and reroute of the connections it
+	// opens (UseMultipath).
+	paths falcon.ConnConfig
+	// windows holds the initial window of each connection opened with an
+	// InitFcwnd (Connect): the fixed firmware keeps it there.
 	windows map[uint32]rue.Fixed
 	// links are this port's links to other ports of the daemon, one per
 	// peer port (LinkTo), so connections between two ports share one
@@ -125,8 +131,11 @@ func New(clk clock.Clock, link falcon.Link) *Port {
 	p := &Port{clk: clk, bc: &burstClock{base: clk}, work: make(chan portWork, queueLen), dead: make(chan struct{}),
 		windows: map[uint32]rue.Fixed{}, links: map[*Port]falcon.RefLink{}}
 	p.core = []*Port{p}
-	p.ep = falcon.New(falcon.Config{Clock: p.bc, Link: link, ULP: portDemux{p}, Rand: CryptoRand{},
-		RUE: portRUE{p: p, base: firmware.NewFixed(firmware.FixedConfig{})}})
+	p.rue = &portRUE{p: p}
+	if err := p.UseFirmware(FirmwareSpec{}); err != nil {
+		panic("port: the default firmware: " + err.Error())
+	}
+	p.ep = falcon.New(falcon.Config{Clock: p.bc, Link: link, ULP: portDemux{p}, Rand: CryptoRand{}, RUE: p.rue})
 	return p
 }
 
@@ -149,29 +158,12 @@ func (CryptoRand) Uint32() uint32 {
 	return binary.LittleEndian.Uint32(b[:])
 }
 
-// portRUE is the port's congestion control: the fixed-window RUE, whose
-// answer keeps a connection opened with an InitFcwnd at that window (a
-// per-connection option, as NVMe's wider window is).
-type portRUE struct {
-	p    *Port
-	base rue.Engine
-}
-
-// Handle implements rue.Engine (on the port's goroutine).
-func (r portRUE) Handle(ev *rue.Event) (rue.Response, bool) {
-	resp, ok := r.base.Handle(ev)
-	if ok {
-		if w, fixed := r.p.windows[ev.Conn]; fixed {
-			resp.Fcwnd = w
-		}
-	}
-	return resp, ok
-}
-
 // Connect opens a connection on the port's endpoint (on the port's
-// goroutine). A non-zero cfg.InitFcwnd is the connection's window for
-// good: the port's RUE keeps it there.
+// goroutine). A non-zero cfg.InitFcwnd is where the connection's window
+// starts, and under the fixed firmware where it stays; a cfg that names no
+// flows takes the port's (UseMultipath).
 func (p *Port) Connect(cfg falcon.ConnConfig) (*falcon.Conn, error) {
+	p.applyPaths(&cfg)
 	c, err := p.ep.Connect(cfg)
 	if err == nil && cfg.InitFcwnd != 0 {
 		p.windows[c.SCID()] = cfg.InitFcwnd

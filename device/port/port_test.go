@@ -12,7 +12,6 @@ import (
 	"falconnic/falcon/framebuf"
 	"falconnic/falcon/rue"
 	"falconnic/falcon/wire"
-	"falconnic/firmware"
 	"falconnic/internal/clock"
 )
 
@@ -41,12 +40,15 @@ func TestPortEndpointReadsTheClockOncePerWorkItem(t *testing.T) {
 	}
 }
 
-// TestPortRUEKeepsEachConnectionsWindow: the port's RUE answers the
-// events of a connection opened with an InitFcwnd (as NVMe's are) with
-// that window and an RDMA connection's with the fixed RUE's default;
-// a closed connection's window is forgotten.
-func TestPortRUEKeepsEachConnectionsWindow(t *testing.T) {
+// TestFixedFirmwareKeepsEachConnectionsWindow: under the fixed firmware
+// the port's RUE answers the events of a connection opened with an
+// InitFcwnd (as NVMe's are) with that window and an RDMA connection's with
+// the fixed RUE's default; a closed connection's window is forgotten.
+func TestFixedFirmwareKeepsEachConnectionsWindow(t *testing.T) {
 	p := New(clock.NewManual(0), nil)
+	if err := p.UseFirmware(FirmwareSpec{Name: FirmwareFixed}); err != nil {
+		t.Fatal(err)
+	}
 	nv, err := p.Connect(falcon.ConnConfig{SCID: 1, DCID: 2, Protocol: wire.ProtoNVMe, InitFcwnd: 128 * rue.One})
 	if err != nil {
 		t.Fatal(err)
@@ -63,7 +65,7 @@ func TestPortRUEKeepsEachConnectionsWindow(t *testing.T) {
 			t.Errorf("closing the NVMe connection: %v, windows left %v", err, p.windows)
 		}
 	}()
-	r := portRUE{p: p, base: firmware.NewFixed(firmware.FixedConfig{})}
+	r := p.rue
 	for _, c := range []struct {
 		conn *falcon.Conn
 		want rue.Fixed

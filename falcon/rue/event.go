@@ -122,6 +122,10 @@ type Response struct {
 	BaseDelay     uint32
 	CCOpaque      uint32
 	PLBState      uint32
+	// AlphaRequest, when non-zero, is the connection's dynamic-threshold
+	// alpha for new requests [RM-8]: it may hold at most AlphaRequest ×
+	// the NIC's free Tx request packets.
+	AlphaRequest Fixed
 }
 
 // Engine computes congestion-control responses.

@@ -61,6 +61,10 @@ type Common struct {
 	// RUE returns a host's congestion-control engine (the firmware);
 	// nil keeps every window at its initial value.
 	RUE func(h int) rue.Engine
+	// Retarget, when the firmware has a target delay, returns its engine
+	// with the base target replaced (for a bench whose path is not the
+	// emulated fabric the targets were chosen for); nil otherwise.
+	Retarget func(base time.Duration) func(h int) rue.Engine
 	// Firmware names the engine ("fixed", "swift"); FirmwareDesc
 	// describes it for the setup record.
 	Firmware, FirmwareDesc string
@@ -73,6 +77,11 @@ type Common struct {
 	// RACKTLP turns on RACK and tail-loss probes (Gen3 loss recovery) on
 	// every connection.
 	RACKTLP bool
+	// AckHoles (with RACKTLP) has receivers acknowledge a packet beyond a
+	// hole, or filling one, at once.
+	AckHoles bool
+	// AckPerConn turns per-flow ACKs off (falcon.ConnConfig.AckPerConn).
+	AckPerConn bool
 	// Reroute turns on protective reroute on every connection.
 	Reroute bool
 	// RerouteOnProbe also reroutes on tail-loss probes.
@@ -96,7 +105,8 @@ func (c Common) Limits() tl.Limits {
 func (c Common) Conn() falcon.ConnConfig {
 	cc := DefaultConn()
 	cc.InitFcwnd = c.InitFcwnd
-	cc.RACK, cc.TLP = c.RACKTLP, c.RACKTLP
+	cc.RACK, cc.TLP, cc.AckHoles = c.RACKTLP, c.RACKTLP, c.RACKTLP && c.AckHoles
+	cc.AckPerConn = c.AckPerConn
 	cc.ProtectiveReroute, cc.RerouteOnProbe = c.Reroute, c.Reroute && c.RerouteOnProbe
 	cc.PathPolicy = c.Policy
 	return cc

@@ -25,7 +25,9 @@ const lossSeed = 1
 // LossConfig configures RunLoss: one ordered connection over an impaired
 // in-memory link (both directions), the initiator keeping its transaction
 // table full of Size-byte operations, for each op kind, recovery mode and
-// drop or reorder probability.
+// drop or reorder probability. Each end runs the firmware of Common.RUE
+// (none: the windows stay at InitFcwnd) from Common.InitFcwnd; AckHoles
+// applies to the rack-tlp mode.
 type LossConfig struct {
 	Common
 	Ops      []OpKind
@@ -155,10 +157,14 @@ func lossRun(cfg LossConfig, op OpKind, mode Recovery, drop, reorder float64) (L
 	ua := &lossULP{kind: op, payload: make([]byte, cfg.Size), total: cfg.Count}
 	ub := &lossULP{payload: make([]byte, cfg.Size)}
 	seed := int64(cfg.Seed) + lossSeed
-	p, err := NewPair(PairConfig{AB: mc(seed), BA: mc(seed + 1), ULPA: ua, ULPB: ub,
+	pc := PairConfig{AB: mc(seed), BA: mc(seed + 1), ULPA: ua, ULPB: ub,
 		Conn: falcon.ConnConfig{SCID: 1, DCID: 2, Ordered: true, GoBackN: mode == GoBackN, MTU: cfg.Size,
 			InitRTO: 200 * time.Microsecond, MinRTO: 50 * time.Microsecond, MaxRetries: 64,
-			RACK: mode == RACKTLP, TLP: mode == RACKTLP}})
+			RACK: mode == RACKTLP, TLP: mode == RACKTLP, AckHoles: mode == RACKTLP && cfg.AckHoles, InitFcwnd: cfg.InitFcwnd}}
+	if cfg.RUE != nil {
+		pc.RUEA, pc.RUEB = cfg.RUE(0), cfg.RUE(1)
+	}
+	p, err := NewPair(pc)
 	if err != nil {
 		return LossPoint{}, err
 	}

@@ -138,12 +138,16 @@ func NewResources(l Limits) *Resources {
 }
 
 // Admit reports whether a connection already holding held Tx request
-// packets may take another under the dynamic threshold.
-func (r *Resources) Admit(held int) bool {
-	if r.Alpha <= 0 {
+// packets may take another under the dynamic threshold: its own alpha
+// when the RUE gave it one (alpha > 0), else the NIC's.
+func (r *Resources) Admit(held int, alpha float64) bool {
+	if alpha <= 0 {
+		alpha = r.Alpha
+	}
+	if alpha <= 0 {
 		return true
 	}
-	return float64(held) < max(r.Alpha*float64(r.TxReq.Pkt.Free()), 1)
+	return float64(held) < max(alpha*float64(r.TxReq.Pkt.Free()), 1)
 }
 
 // Cells returns ⌈n/CellSize⌉, at least 1.

@@ -87,16 +87,22 @@ func TestTargetTable(t *testing.T) {
 
 func TestDynamicThreshold(t *testing.T) {
 	r := NewResources(Limits{CellSize: 256, TxReqPkts: 8, TxReqCells: 8, Alpha: 0.5})
-	if !r.Admit(3) || r.Admit(4) {
+	if !r.Admit(3, 0) || r.Admit(4, 0) {
 		t.Error("alpha 0.5 of 8 free should admit a connection holding 3, not 4")
 	}
 	r.TxReq.Pkt.Take(6, false)
-	if !r.Admit(0) || r.Admit(1) {
+	if !r.Admit(0, 0) || r.Admit(1, 0) {
 		t.Error("with 2 free a connection may hold only one")
 	}
+	if !r.Admit(1, 1) || r.Admit(2, 1) {
+		t.Error("a connection's own alpha 1 of 2 free should admit it holding 1, not 2")
+	}
 	r.Alpha = 0
-	if !r.Admit(100) {
+	if !r.Admit(100, 0) {
 		t.Error("alpha 0 disables the threshold")
+	}
+	if r.Admit(2, 1) {
+		t.Error("a connection's own alpha applies without the NIC's")
 	}
 }
 
