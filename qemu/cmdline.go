@@ -55,6 +55,9 @@ type Disk struct {
 	// Serial is the local disk's serial (/sys/block/vdX/serial); a
 	// vhost-user-blk disk's serial is the daemon's.
 	Serial string
+	// INTx gives the disk no MSI-X vectors (vectors=0): its interrupts are
+	// the PCI pin's, level-triggered through the IOAPIC.
+	INTx bool
 }
 
 // Vsock is a vhost-user-vsock device served by the daemon.

@@ -28,6 +28,9 @@ func (d Disk) args(id string) ([]string, error) {
 		if d.Queues > 1 {
 			dev += ",num-queues=" + strconv.Itoa(d.Queues)
 		}
+		if d.INTx {
+			dev += ",vectors=0"
+		}
 		return []string{
 			"-chardev", "socket,id=c" + id + ",path=" + d.VhostUserBlk + ",reconnect=1",
 			"-device", dev,
@@ -45,6 +48,9 @@ func (d Disk) args(id string) ([]string, error) {
 		dev := "virtio-blk-pci,drive=" + id
 		if d.Serial != "" {
 			dev += ",serial=" + d.Serial
+		}
+		if d.INTx {
+			dev += ",vectors=0"
 		}
 		return []string{
 			"-drive", "file=" + d.File + ",if=none,id=" + id + ",format=raw,cache=none,aio=native",

@@ -11,6 +11,8 @@ func TestArgsDisks(t *testing.T) {
 		{VhostUserBlk: "/run/fn/d0.sock", Queues: 2},
 		{File: "/var/img/local.raw", Serial: "local"},
 		{VhostUserBlk: "/run/fn/d1.sock"},
+		{File: "/var/img/intx.raw", INTx: true},
+		{VhostUserBlk: "/run/fn/d2.sock", INTx: true},
 	}
 	a, err := m.Args()
 	if err != nil {
@@ -21,6 +23,8 @@ func TestArgsDisks(t *testing.T) {
 		"-chardev socket,id=cd0,path=/run/fn/d0.sock,reconnect=1 -device vhost-user-blk-pci,chardev=cd0,num-queues=2",
 		"-drive file=/var/img/local.raw,if=none,id=d1,format=raw,cache=none,aio=native -device virtio-blk-pci,drive=d1,serial=local",
 		"-chardev socket,id=cd2,path=/run/fn/d1.sock,reconnect=1 -device vhost-user-blk-pci,chardev=cd2 ",
+		"-device virtio-blk-pci,drive=d3,vectors=0 ",
+		"-device vhost-user-blk-pci,chardev=cd4,vectors=0",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("args lack %q:\n%s", want, got)

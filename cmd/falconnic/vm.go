@@ -25,14 +25,15 @@ func init() {
 const vmUsage = `usage:
   falconnic vm run --name NAME [--nic SOCK[,mac=M][,ip=CIDR][,mtu=N][,queues=Q]]...
                    [--net-stream SOCK[,mac=M][,ip=CIDR][,server=on|off]]...
-                   [--disk SOCK[,queues=N] | --disk file=PATH[,serial=S]]...
+                   [--disk SOCK[,queues=N] | --disk file=PATH[,serial=S][,intx=on]]...
                    [--vsock SOCK[,uds=BRIDGE]]
                    [--mem 1G] [--cpus 1] [--timeout 3m]
                    [-- CMD ARGS...]
       boot, wait until ready; with CMD run it in the guest, print its output
       and power off; without CMD keep running until interrupted. Each
       --disk is a vhost-user-blk disk the daemon serves at SOCK (nvme.disks
-      in its config) or, with file=, QEMU's own virtio-blk on a host file;
+      in its config) or, with file=, QEMU's own virtio-blk on a host file
+      (intx=on: no MSI-X vectors, the PCI pin's level interrupt);
       /dev/vda, /dev/vdb, ... in the guest in flag order
   falconnic vm ls                      list VMs (their NICs and disks)
   falconnic vm stop NAME               stop a VM (a stopped one: forget it)
@@ -160,10 +161,14 @@ func (d diskFlag) Set(s string) error {
 			var p string
 			p, opts, _ = strings.Cut(opts, ",")
 			k, v, ok := strings.Cut(p, "=")
-			if !ok || k != "serial" {
-				return fmt.Errorf("unknown option %q (want file=PATH[,serial=S])", p)
+			switch {
+			case ok && k == "serial":
+				disk.Serial = v
+			case ok && k == "intx" && (v == "on" || v == "off"):
+				disk.INTx = v == "on"
+			default:
+				return fmt.Errorf("unknown option %q (want file=PATH[,serial=S][,intx=on|off])", p)
 			}
-			disk.Serial = v
 		}
 		if path == "" {
 			return errors.New("missing file path")
@@ -237,7 +242,7 @@ func vmRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	timeout := f.fs.Duration("timeout", 3*time.Minute, "how long to wait for the guest to be ready")
 	var nics []qemu.NIC
 	var disks []qemu.Disk
-	f.fs.Var(diskFlag{&disks}, "disk", "falconnic vhost-user-blk disk: SOCK[,queues=N] (the daemon must serve SOCK), or QEMU's virtio-blk on a host file: file=PATH[,serial=S] (repeatable)")
+	f.fs.Var(diskFlag{&disks}, "disk", "falconnic vhost-user-blk disk: SOCK[,queues=N] (the daemon must serve SOCK), or QEMU's virtio-blk on a host file: file=PATH[,serial=S][,intx=on] (repeatable)")
 	vsock := f.fs.String("vsock", "", "vhost-user-vsock device: SOCK[,uds=BRIDGE] (the daemon's; with uds, vm exec uses vsock)")
 	f.fs.Var(nicFlag{&nics, false}, "nic", "falconnic NIC: vhost-user SOCK[,mac=M][,ip=CIDR][,mtu=N][,queues=Q] (repeatable)")
 	f.fs.Var(nicFlag{&nics, true}, "net-stream", "plain QEMU stream link SOCK[,mac=M][,ip=CIDR][,server=on|off] (repeatable)")

@@ -13,13 +13,13 @@ import (
 func TestDiskFlag(t *testing.T) {
 	var disks []qemu.Disk
 	f := diskFlag{&disks}
-	for _, s := range []string{"/run/d0.sock", "/run/d1.sock,queues=4", "file=/tmp/l.img,serial=loc", "file=/tmp/m.img"} {
+	for _, s := range []string{"/run/d0.sock", "/run/d1.sock,queues=4", "file=/tmp/l.img,serial=loc", "file=/tmp/m.img,intx=on"} {
 		if err := f.Set(s); err != nil {
 			t.Fatalf("--disk %s: %v", s, err)
 		}
 	}
 	want := []qemu.Disk{{VhostUserBlk: "/run/d0.sock"}, {VhostUserBlk: "/run/d1.sock", Queues: 4},
-		{File: "/tmp/l.img", Serial: "loc"}, {File: "/tmp/m.img"}}
+		{File: "/tmp/l.img", Serial: "loc"}, {File: "/tmp/m.img", INTx: true}}
 	if len(disks) != len(want) {
 		t.Fatalf("disks %+v, want %+v", disks, want)
 	}
@@ -29,7 +29,7 @@ func TestDiskFlag(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"", ",queues=1", "/s,queues=0", "/s,queues=17", "/s,queues=x", "/s,size=1G", "/s,queues",
-		"file=", "file=/x,queues=2", "file=/x,serial"} {
+		"file=", "file=/x,queues=2", "file=/x,serial", "file=/x,intx=yes"} {
 		if err := f.Set(bad); err == nil {
 			t.Errorf("--disk %q accepted", bad)
 		}
