@@ -52,6 +52,7 @@ type Counters struct {
 	WatchdogChecks      stats.Counter
 	WatchdogAvailNoKick stats.Counter
 	WatchdogUsedNoCall  stats.Counter
+	WatchdogNotTaken    stats.Counter
 }
 
 // Set lists the counters with their help text.
@@ -101,5 +102,6 @@ func (c *Counters) Set() stats.Set {
 		{Name: "watchdog_checks", Help: "ring watchdog looks at a session's rings", Counter: &c.WatchdogChecks},
 		{Name: "watchdog_avail_no_kick", Help: "watchdog: descriptors left in a ring with no kick, worker woken (a lost kick: a bug)", Counter: &c.WatchdogAvailNoKick},
 		{Name: "watchdog_used_no_call", Help: "watchdog: completions the guest asked to hear of with no call, call sent (a lost call: a bug)", Counter: &c.WatchdogUsedNoCall},
+		{Name: "watchdog_not_taken", Help: "watchdog: completions called for that the guest did not take, call sent again (an interrupt lost after our call, in QEMU or the guest)", Counter: &c.WatchdogNotTaken},
 	}
 }

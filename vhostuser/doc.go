@@ -50,7 +50,9 @@
 // The ring watchdog (watchdog.go; one goroutine per session, once a
 // second) is defence in depth against lost notifications: descriptors left
 // in a request ring (Queue.Watch) with no kick wake its worker, and
-// completions the guest asked to hear of with no call get the call, each
+// completions the guest asked to hear of with no call get the call, and
+// (request rings, EVENT_IDX) completions called for that the guest has not
+// taken get the call again (an interrupt lost after ours), each
 // after three looks at an unchanged ring (2 s), counted and logged with the ring's
 // state (Server.Log). A non-zero count is a bug to explain.
 //

@@ -13,7 +13,14 @@ import (
 //     guest did not send one): the worker is woken;
 //   - completions published that the guest asked to be told about (its
 //     used_event, or no NO_INTERRUPT flag) with no call since they were
-//     published and nothing moved: the call is sent.
+//     published and nothing moved: the call is sent;
+//   - on request rings with EVENT_IDX, completions we did call for that the
+//     guest has not taken (its used_event, which it rewrites to what it has
+//     seen whenever it re-arms, stays behind the used idx) and nothing
+//     moved: the interrupt was lost after our call — QEMU relays it to the
+//     guest's MSI-X vector, and QEMU 7.2 under TCG was seen losing its own
+//     virtio-blk's completion interrupts the same way — so the call is sent
+//     again (a spurious interrupt costs the guest one look at the ring).
 //
 // Each case has its own counter. A ring must look the same at
 // watchdogLooks consecutive looks before the watchdog acts, so a worker
@@ -137,7 +144,29 @@ func (q *Queue) watchOnce(mem *MemTable) {
 		if !q.sess.watchObserve && q.signal() {
 			q.callUsed.Store(uint32(cur.used) | callUsedValid)
 		}
+		return
 	}
+	// Completions called for and not taken: the interrupt was lost
+	// downstream of our call.
+	if q.watched.Load() && q.notTaken(cur) {
+		q.c.WatchdogNotTaken.Inc()
+		q.warn("completions called for that the guest did not take: call sent again", cur)
+		if !q.sess.watchObserve {
+			q.signal()
+		}
+	}
+}
+
+// notTaken reports whether, with EVENT_IDX, every published completion was
+// called for and the guest has not seen all of them: its used_event (the
+// used idx it saw when it last re-armed) is behind the used idx, within a
+// ring's size.
+func (q *Queue) notTaken(w watchState) bool {
+	if !q.eventIdx || !w.callUsedValid || w.used != w.callUsed || w.used != uint16(q.pubUsed.Load()) {
+		return false
+	}
+	behind := uint16(w.used - w.usedEvent)
+	return behind != 0 && behind <= q.size
 }
 
 // warn logs one act of the watchdog with what it saw: the state a lost
