@@ -145,6 +145,7 @@ func benchNVMe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	memoryNS := fs.Bool("memory-namespace", false, "diagnosis: back the NVMe namespace with memory instead of the file (the local disk keeps the file), to take the target's file I/O out of the NVMe side")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process (the daemon's data path) to `FILE`")
 	only := fs.String("tests", "", "run only these tests (comma-separated names, e.g. write_128k); default all")
+	intx := fs.String("intx", "none", "disks without MSI-X, on the PCI pin's level interrupt: none, local (QEMU's virtio-blk) or all")
 	watchdog := fs.String("watchdog", "act", "diagnosis: the disk's ring watchdog cures lost notifications (act) or only counts and logs them (observe), so that a stall stays for its stall report")
 	fw := fs.String("firmware", "swift", "congestion control of both NICs: swift (the daemon's default) or fixed")
 	statusFile := fs.String("status", "", "diagnosis: write the daemon's status (NICs' Falcon ports, NVMe engines and namespaces) as JSON to `FILE` at the end")
@@ -221,6 +222,9 @@ func benchNVMe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 	m := qemu.Machine{Name: "nvmebench", Kernel: im.KernelPath(), Initrd: im.InitrdPath(), CPUs: *cpus,
 		Disks: []qemu.Disk{{VhostUserBlk: sock, Queues: *queues}, {File: nsFile, Serial: "fn-local"}}}
+	if err := intxDisks(*intx, m.Disks); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
 	vm, err := qemu.Start(filepath.Join(dir, "vm"), m)
 	if err != nil {
 		return err
@@ -310,6 +314,7 @@ func benchNVMe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			"cores":    strconv.Itoa(*cores) + " goroutine(s) for the NICs' Falcon ports",
 			"aio":      *aio,
 			"watchdog": *watchdog,
+			"intx":     intxSetup(*intx),
 			"firmware": *fw,
 			"procs":    strconv.Itoa(runtime.GOMAXPROCS(0)) + " (GOMAXPROCS of the daemon's process)",
 			"guest":    fmt.Sprintf("TCG, %d CPU, %d MiB", max(*cpus, 1), qemu.DefaultMemMiB),

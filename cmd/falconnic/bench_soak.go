@@ -93,6 +93,7 @@ func benchSoak(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	daemons := fs.Int("daemons", 1, "1: one daemon with the initiator and target NICs; 2: two daemons over the UDP fabric")
 	loss := fs.Float64("loss", 0, "fabric loss in percent, each direction (needs --daemons 2)")
 	restarts := fs.Int("restart", 0, "SIGKILL and restart the initiator's daemon this many times, spread over the run, each during a verifying NVMe job")
+	intx := fs.String("intx", "none", "disks without MSI-X, on the PCI pin's level interrupt: none, local (QEMU's virtio-blk) or all")
 	sizeMiB := fs.Int("size", 256, "size of each disk in MiB")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
@@ -129,6 +130,9 @@ func benchSoak(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 	m := qemu.Machine{Name: "soak", Kernel: im.KernelPath(), Initrd: im.InitrdPath(),
 		Disks: []qemu.Disk{{VhostUserBlk: set.disk}, {File: localFile, Serial: "fn-local"}}}
+	if err := intxDisks(*intx, m.Disks); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
 	vm, err := qemu.Start(filepath.Join(dir, "vm"), m)
 	if err != nil {
 		return err
@@ -151,6 +155,7 @@ func benchSoak(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			"jobs":     soakJobNames(),
 			"duration": duration.String(),
 			"restarts": strconv.Itoa(*restarts),
+			"intx":     intxSetup(*intx),
 		},
 		Runs:     map[string]int{"nvme": 0, "local": 0},
 		Counters: map[string]uint64{},
