@@ -13,6 +13,8 @@ import (
 	"falconnic/falcon/wire"
 	"falconnic/internal/clock"
 	"falconnic/internal/stats"
+	"falconnic/psp"
+	"falconnic/psp/cmauth"
 )
 
 // Manager is the daemon's connection manager: it
@@ -42,7 +44,8 @@ import (
 // connection that is up (the peer restarted, or found ours dead) replaces
 // it: the protocol gets the new connection, then the old one is closed.
 type Manager struct {
-	net Net // nil: no fabric
+	net Net       // nil: no fabric
+	sec *Security // nil: plaintext between daemons (insecure)
 
 	mu     sync.RWMutex
 	agents map[[6]byte]*Agent
@@ -68,10 +71,11 @@ type Net interface {
 // Counters count the connection manager's work and drops, for every
 // protocol.
 type Counters struct {
-	Dials, REQSent, REQRecv, REPSent, REPRecv, REJSent, REJRecv stats.Counter
-	ConnsUp, Replaced, RepeatedREQ, RaceWon, GaveUp             stats.Counter
-	DecodeErr, NoNIC, NoULP, Stale, TooMany, Spoofed            stats.Counter
-	QueueFull, ConnErr, FalconNoCID, FalconShort                stats.Counter
+	Dials, REQSent, REQRecv, REPSent, REPRecv, REJSent, REJRecv   stats.Counter
+	ConnsUp, Replaced, RepeatedREQ, RaceWon, GaveUp               stats.Counter
+	DecodeErr, NoNIC, NoULP, Stale, TooMany, Spoofed              stats.Counter
+	QueueFull, ConnErr, FalconNoCID, FalconShort                  stats.Counter
+	NotOwner, NoSA, SealErr, FalconUnsealed, RekeySent, RekeyRecv stats.Counter
 }
 
 // Set lists the counters with help text.
@@ -99,6 +103,12 @@ func (c *Counters) Set() stats.Set {
 		{Name: "cm_conn_err", Help: "connections the endpoint or the protocol refused to set up", Counter: &c.ConnErr},
 		{Name: "cm_falcon_no_cid", Help: "Falcon packets from the fabric for a CID no NIC owns", Counter: &c.FalconNoCID},
 		{Name: "cm_falcon_short", Help: "Falcon datagrams from the fabric too short for a header", Counter: &c.FalconShort},
+		{Name: "cm_not_owner", Help: "authenticated CM messages refused: the sending daemon may not speak for their source MAC (cmauth.Owners)", Counter: &c.NotOwner},
+		{Name: "cm_no_sa", Help: "REQs and REPs from the fabric refused: no SA offered, or one of another PSP version", Counter: &c.NoSA},
+		{Name: "cm_seal_err", Help: "CM messages or SAs that could not be sealed, derived or installed", Counter: &c.SealErr},
+		{Name: "cm_falcon_unsealed", Help: "Falcon datagrams from the fabric for a CID with no receive SA (the fabric is secure: every one must be sealed)", Counter: &c.FalconUnsealed},
+		{Name: "cm_rekey_sent", Help: "REKEYs sent: a connection moved to an SPI of a new master-key generation", Counter: &c.RekeySent},
+		{Name: "cm_rekey_recv", Help: "REKEYs received", Counter: &c.RekeyRecv},
 	}
 }
 
@@ -165,6 +175,10 @@ type FalconReceiver interface {
 // ReceiveFalcon hands a Falcon packet from the fabric to the port owning
 // its destination CID (on the fabric's goroutine).
 func (cm *Manager) ReceiveFalcon(from netip.AddrPort, flow uint32, payload []byte) {
+	if cm.sec != nil {
+		cm.receiveSealedFalcon(flow, payload)
+		return
+	}
 	if len(payload) < 4 {
 		cm.Stats.FalconShort.Inc()
 		return
@@ -184,13 +198,8 @@ func (cm *Manager) ReceiveFalcon(from netip.AddrPort, flow uint32, payload []byt
 // goroutine): it is checked here and handed to the destination NIC's
 // agent as port work.
 func (cm *Manager) ReceiveCM(from netip.AddrPort, flow uint32, payload []byte) {
-	m, err := decodeCM(payload)
-	if err != nil {
-		cm.Stats.DecodeErr.Inc()
-		return
-	}
-	if cm.agent(m.src) != nil {
-		cm.Stats.Spoofed.Inc()
+	m, ok := cm.openCM(payload)
+	if !ok {
 		return
 	}
 	cm.deliver(m, cmRoute{addr: from})
@@ -232,13 +241,11 @@ func (cm *Manager) send(m cmMsg, r cmRoute) {
 	case r.local != nil:
 		cm.deliver(m, cmRoute{local: cm.agent(m.src)})
 	case r.addr.IsValid():
-		if cm.net != nil {
-			_ = cm.net.Send(r.addr, m.append(nil))
-		}
+		cm.toNet(r.addr, &m)
 	case cm.agent(m.dst) != nil:
 		cm.deliver(m, cmRoute{local: cm.agent(m.src)})
-	case cm.net != nil:
-		_ = cm.net.SendToMAC(m.dst, m.append(nil))
+	default:
+		cm.toNet(netip.AddrPort{}, &m)
 	}
 }
 
@@ -274,6 +281,10 @@ type Agent struct {
 	port   *port.Port
 	protos [16]*Proto
 	conns  map[cmKey]*cmConn
+	// keys are the NIC's master keys, pspStats its SAs' counters
+	// (SetKeys; nil: connections are not sealed).
+	keys     *psp.MasterKeys
+	pspStats *psp.Counters
 	// due is the earliest REQ retry (NextDeadline), has whether any.
 	due clock.Time
 	has bool
@@ -293,7 +304,15 @@ type cmConn struct {
 	tries   int
 	retryAt clock.Time
 	dcid    uint32 // the peer's CID of conn
-	rep     []byte // the REP we sent for conn (a repeated REQ gets it again)
+	rep     *cmMsg // the REP we sent for conn (a repeated REQ gets it again)
+	// Sealed connections (Security): rx opens conn's datagrams, tx seals
+	// them toward the daemon at addr; pend and offer are the receive SA
+	// and its offer of the set-up under way.
+	rx    *psp.RxSA
+	tx    *sealLink
+	addr  netip.AddrPort
+	pend  *psp.RxSA
+	offer cmauth.SA
 }
 
 // Register has the agent set up connections of protocol proto for p
@@ -361,6 +380,18 @@ func (a *Agent) dial(proto wire.ProtocolType, peer [6]byte, c *cmConn) {
 	cfg := falcon.ConnConfig{SCID: a.cm.AllocCID(a.port), Protocol: proto}
 	p.Config(&cfg)
 	a.port.RandomPSNs(&cfg)
+	c.pend = nil
+	if a.sealed(peer) {
+		rx, sa, ok := a.newRx(cfg.SCID)
+		if !ok {
+			a.cm.ReleaseCID(cfg.SCID)
+			if c.conn == nil {
+				delete(a.conns, key)
+			}
+			return
+		}
+		c.pend, c.offer = rx, sa
+	}
 	c.cfg, c.dialing, c.tries = cfg, true, 0
 	a.sendREQ(key, c)
 }
@@ -370,8 +401,12 @@ func (a *Agent) sendREQ(key cmKey, c *cmConn) {
 	c.retryAt = a.port.Clock().Now() + cmRetryEvery
 	a.setDue(c.retryAt)
 	a.cm.Stats.REQSent.Inc()
-	a.cm.send(cmMsg{typ: cmREQ, proto: cmProtoByte(key.proto), src: a.mac, dst: key.peer, srcCID: c.cfg.SCID,
-		reqPSN: uint32(c.cfg.TxReqPSN), dataPSN: uint32(c.cfg.TxDataPSN), rsn: uint32(c.cfg.TxRSN)}, cmRoute{})
+	m := cmMsg{typ: cmREQ, proto: cmProtoByte(key.proto), src: a.mac, dst: key.peer, srcCID: c.cfg.SCID,
+		reqPSN: uint32(c.cfg.TxReqPSN), dataPSN: uint32(c.cfg.TxDataPSN), rsn: uint32(c.cfg.TxRSN)}
+	if c.pend != nil {
+		m.sa, m.hasSA = c.offer, true
+	}
+	a.cm.send(m, cmRoute{})
 }
 
 // receive handles a CM message for this NIC (on the port's goroutine).
@@ -388,12 +423,18 @@ func (a *Agent) receive(m cmMsg, r cmRoute) {
 			a.cm.Stats.Stale.Inc()
 			return
 		}
+		if c.pend != nil && (!m.hasSA || r.local != nil) {
+			a.cm.Stats.NoSA.Inc()
+			return
+		}
 		cfg := c.cfg
 		cfg.DCID = m.srcCID
 		cfg.RxReqPSN, cfg.RxDataPSN, cfg.RxRSN = wire.PSN(m.reqPSN), wire.PSN(m.dataPSN), wire.RSN(m.rsn)
 		c.dialing, c.rep = false, nil
 		a.rearm()
-		a.install(key, c, cfg, r)
+		rx := c.pend
+		c.pend = nil
+		a.install(key, c, cfg, r, rx, &m)
 	case cmREJ:
 		a.cm.Stats.REJRecv.Inc()
 		if c == nil || !c.dialing || c.cfg.SCID != m.dstCID {
@@ -401,11 +442,18 @@ func (a *Agent) receive(m cmMsg, r cmRoute) {
 		}
 		// Another daemon has no such NIC: a REQ sent to every peer draws
 		// REJs from all but the right one. Keep retrying.
+	case cmREKEY:
+		a.onREKEY(c, m)
 	}
 }
 
 // onREQ answers a REQ from NIC key.peer.
 func (a *Agent) onREQ(key cmKey, c *cmConn, m cmMsg, r cmRoute) {
+	sealed := r.local == nil && a.sealed(key.peer)
+	if sealed && !m.hasSA {
+		a.cm.Stats.NoSA.Inc()
+		return
+	}
 	switch {
 	case c == nil && len(a.conns) >= maxPeersPerNIC:
 		a.cm.Stats.TooMany.Inc()
@@ -426,41 +474,63 @@ func (a *Agent) onREQ(key cmKey, c *cmConn, m cmMsg, r cmRoute) {
 	}
 	if c.dialing { // our REQ lost the race
 		a.cm.ReleaseCID(c.cfg.SCID)
-		c.dialing = false
+		c.dialing, c.pend = false, nil
 		a.rearm()
 	}
 	cfg := falcon.ConnConfig{SCID: a.cm.AllocCID(a.port), DCID: m.srcCID, Protocol: key.proto}
 	a.proto(key.proto).Config(&cfg)
 	a.port.RandomPSNs(&cfg)
 	cfg.RxReqPSN, cfg.RxDataPSN, cfg.RxRSN = wire.PSN(m.reqPSN), wire.PSN(m.dataPSN), wire.RSN(m.rsn)
-	if !a.install(key, c, cfg, r) {
-		return
-	}
 	rep := cmMsg{typ: cmREP, proto: m.proto, src: a.mac, dst: key.peer, srcCID: cfg.SCID, dstCID: m.srcCID,
 		reqPSN: uint32(cfg.TxReqPSN), dataPSN: uint32(cfg.TxDataPSN), rsn: uint32(cfg.TxRSN)}
-	c.rep = rep.append(nil)
+	var rx *psp.RxSA
+	if sealed {
+		var ok bool
+		if rx, rep.sa, ok = a.newRx(cfg.SCID); !ok {
+			a.cm.ReleaseCID(cfg.SCID)
+			if c.conn == nil {
+				delete(a.conns, key)
+			}
+			return
+		}
+		rep.hasSA = true
+	}
+	if !a.install(key, c, cfg, r, rx, &m) {
+		return
+	}
+	c.rep = &rep
 	a.sendREP(c.rep, r)
 }
 
-func (a *Agent) sendREP(b []byte, r cmRoute) {
+func (a *Agent) sendREP(m *cmMsg, r cmRoute) {
 	a.cm.Stats.REPSent.Inc()
-	if r.local != nil {
-		m, _ := decodeCM(b)
-		a.cm.send(m, r)
-		return
-	}
-	if r.addr.IsValid() && a.cm.net != nil {
-		_ = a.cm.net.Send(r.addr, b)
+	if r.local != nil || r.addr.IsValid() {
+		a.cm.send(*m, r)
 	}
 }
 
 // install connects cfg toward the peer along r, hands the connection to
 // its protocol and then closes the one it replaces. It reports whether the
 // connection is up.
-func (a *Agent) install(key cmKey, c *cmConn, cfg falcon.ConnConfig, r cmRoute) bool {
+//
+// rx is the connection's receive SA when it is sealed (nil: not), and m
+// the peer's message offering the SA to seal with.
+func (a *Agent) install(key cmKey, c *cmConn, cfg falcon.ConnConfig, r cmRoute, rx *psp.RxSA, m *cmMsg) bool {
+	var tx *sealLink
 	switch {
 	case r.local != nil:
 		cfg.Peer = a.port.LinkTo(r.local.port)
+	case rx != nil:
+		var err error
+		if tx, err = a.newSealLink(r.addr, &m.sa); err != nil {
+			a.cm.Stats.SealErr.Inc()
+			a.cm.ReleaseCID(cfg.SCID)
+			if c.conn == nil {
+				delete(a.conns, key)
+			}
+			return false
+		}
+		cfg.Peer = tx
 	case a.cm.net != nil:
 		cfg.Peer = a.cm.net.FalconLink(r.addr)
 	}
@@ -485,6 +555,7 @@ func (a *Agent) install(key cmKey, c *cmConn, cfg falcon.ConnConfig, r cmRoute) 
 		a.down(key, c)
 	}
 	c.conn, c.cfg, c.dcid = conn, cfg, cfg.DCID
+	c.rx, c.tx, c.addr = rx, tx, r.addr
 	return true
 }
 
@@ -529,7 +600,7 @@ func (a *Agent) OnTimer(now time.Duration) {
 		}
 		a.cm.Stats.GaveUp.Inc()
 		a.cm.ReleaseCID(c.cfg.SCID)
-		c.dialing = false
+		c.dialing, c.pend = false, nil
 		if c.conn == nil {
 			delete(a.conns, key)
 		}

@@ -1,0 +1,45 @@
+package port
+
+import (
+	"falconnic/falcon"
+	"falconnic/falcon/wire"
+	"falconnic/psp"
+)
+
+// PacketOpener opens the PSP datagrams of one connection: its receive SA
+// (psp.RxSA), owned by the port's goroutine. Open counts every refusal
+// itself (psp.Counters) and changes no state for it.
+type PacketOpener interface {
+	Open(b []byte) ([]byte, psp.IV, psp.Drop)
+}
+
+// ReceiveSealed queues a PSP datagram from the fabric for the connection
+// whose receive SA is sa (copied; never blocks). The port's goroutine
+// opens it with sa and hands the endpoint only what sa authenticated
+// (falcon.SealingLink): a datagram that fails is dropped and counted
+// before it reaches the endpoint.
+func (p *Port) ReceiveSealed(dgram []byte, flow uint32, sa PacketOpener) {
+	w := portWork{p: p, flow: flow, sa: sa}
+	w.pkt, w.buf = copyFrame(dgram)
+	select {
+	case p.work <- w:
+	default:
+		p.Stats.RxQueueFull.Inc()
+		putFrame(w.buf)
+	}
+}
+
+// receiveSealed opens w's datagram in place and hands the packet, in the
+// endpoint's envelope with PSP's IV timestamp, to the endpoint.
+func (p *Port) receiveSealed(w portWork) {
+	pkt, iv, drop := w.sa.Open(w.pkt)
+	if drop != 0 {
+		putFrame(w.buf)
+		return
+	}
+	p.Stats.RxPackets.Inc()
+	p.cur = w.buf
+	p.ep.ReceiveAuthenticated(falcon.Envelope(pkt, wire.Timestamp(iv.Timestamp())), w.flow, falcon.Mark{})
+	putFrame(p.cur)
+	p.cur = nil
+}
