@@ -47,7 +47,10 @@ var DefaultControlSocket = filepath.Join(os.TempDir(), "falconnic", "control.soc
 //	    "paths": 1,                                // UDP source ports per daemon, 1..16; same on every daemon
 //	    "loss_percent": 0,                         // egress impairment for experiments
 //	    "reorder_percent": 0,
-//	    "seed": 1
+//	    "seed": 1,
+//	    "key_file": "fabric.key",                 // deployment secret, mode 0600 (config_secure.go)
+//	    "insecure": false,                        // true instead of key_file: plaintext, warned about
+//	    "id": "host-a"                            // the daemon's name in the fabric; default listen
 //	  }
 //	}
 //
@@ -102,6 +105,10 @@ type FabricSpec struct {
 	LossPercent    float64  `json:"loss_percent,omitempty"`
 	ReorderPercent float64  `json:"reorder_percent,omitempty"`
 	Seed           uint64   `json:"seed,omitempty"`
+	// KeyFile, Insecure and ID secure the fabric (config_secure.go).
+	KeyFile  string `json:"key_file,omitempty"`
+	Insecure bool   `json:"insecure,omitempty"`
+	ID       string `json:"id,omitempty"`
 }
 
 // Duration is a time.Duration written as a Go duration string ("300s").
@@ -232,6 +239,9 @@ func (cfg *Config) check() error {
 		if err := f.impairment().Validate(); err != nil {
 			return err
 		}
+		if err := f.checkSecurity(); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -251,6 +261,9 @@ func (cfg *Config) resolve(dir string) {
 		cfg.Vsock[i].ResolvePaths(dir)
 	}
 	cfg.NVMe.resolve(dir)
+	if cfg.Fabric != nil {
+		cfg.Fabric.KeyFile = abs(cfg.Fabric.KeyFile)
+	}
 }
 
 func (f *FabricSpec) impairment() fabric.Impairment {
