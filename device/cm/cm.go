@@ -76,6 +76,7 @@ type Counters struct {
 	DecodeErr, NoNIC, NoULP, Stale, TooMany, Spoofed              stats.Counter
 	QueueFull, ConnErr, FalconNoCID, FalconShort                  stats.Counter
 	NotOwner, NoSA, SealErr, FalconUnsealed, RekeySent, RekeyRecv stats.Counter
+	TooManyFromPeer, AgedHalfOpen                                 stats.Counter
 }
 
 // Set lists the counters with help text.
@@ -98,6 +99,8 @@ func (c *Counters) Set() stats.Set {
 		{Name: "cm_no_ulp", Help: "CM messages for a protocol the NIC has no function for (a REQ is answered with a REJ)", Counter: &c.NoULP},
 		{Name: "cm_stale", Help: "REPs and REJs for no pending set-up", Counter: &c.Stale},
 		{Name: "cm_too_many", Help: "REQs refused: the NIC has maxPeersPerNIC connections", Counter: &c.TooMany},
+		{Name: "cm_too_many_from_peer", Help: "REQs refused: the sending daemon has maxConnsPerPeer connections with the NIC", Counter: &c.TooManyFromPeer},
+		{Name: "cm_aged_half_open", Help: "accepted sealed connections closed: no authentic datagram from the peer within halfOpenAge", Counter: &c.AgedHalfOpen},
 		{Name: "cm_spoofed", Help: "CM messages from the fabric claiming a NIC of this daemon as their source", Counter: &c.Spoofed},
 		{Name: "cm_queue_full", Help: "CM messages dropped: the NIC's port queue was full (the REQ is retried)", Counter: &c.QueueFull},
 		{Name: "cm_conn_err", Help: "connections the endpoint or the protocol refused to set up", Counter: &c.ConnErr},
@@ -121,6 +124,18 @@ const (
 // maxPeersPerNIC bounds the connections (all protocols) a NIC has or is
 // setting up; each costs a Falcon connection's state.
 const maxPeersPerNIC = 1024
+
+// maxConnsPerPeer bounds the connections one other daemon may set up
+// with a NIC (all protocols, all its NICs): one daemon cannot take every
+// slot of a NIC (maxPeersPerNIC) from the others.
+const maxConnsPerPeer = 64
+
+// halfOpenAge is how long a sealed connection this NIC accepted may stay
+// without one authentic datagram from its peer before the CM closes it: a
+// forged or abandoned set-up does not hold a slot and a Falcon
+// connection's state for ever. (A dialer whose connection was aged finds
+// it dead on first use and sets up a new one.)
+const halfOpenAge = 30 * time.Second
 
 // New returns a daemon's connection manager whose messages to other
 // daemons go over n (nil: NICs of this daemon only).
@@ -308,11 +323,15 @@ type cmConn struct {
 	// Sealed connections (Security): rx opens conn's datagrams, tx seals
 	// them toward the daemon at addr; pend and offer are the receive SA
 	// and its offer of the set-up under way.
-	rx    *psp.RxSA
+	rx    *connRx
 	tx    *sealLink
 	addr  netip.AddrPort
-	pend  *psp.RxSA
+	pend  *connRx
 	offer cmauth.SA
+	// ageAt is when a connection this NIC accepted is closed if its
+	// receive SA has opened nothing by then (half-open: halfOpenAge).
+	ageAt    clock.Time
+	halfOpen bool
 }
 
 // Register has the agent set up connections of protocol proto for p
@@ -459,6 +478,10 @@ func (a *Agent) onREQ(key cmKey, c *cmConn, m cmMsg, r cmRoute) {
 		a.cm.Stats.TooMany.Inc()
 		a.cm.reject(m, r)
 		return
+	case c == nil && r.addr.IsValid() && a.peerConns(r.addr) >= maxConnsPerPeer:
+		a.cm.Stats.TooManyFromPeer.Inc()
+		a.cm.reject(m, r)
+		return
 	case c == nil:
 		c = &cmConn{}
 		a.conns[key] = c
@@ -483,7 +506,7 @@ func (a *Agent) onREQ(key cmKey, c *cmConn, m cmMsg, r cmRoute) {
 	cfg.RxReqPSN, cfg.RxDataPSN, cfg.RxRSN = wire.PSN(m.reqPSN), wire.PSN(m.dataPSN), wire.RSN(m.rsn)
 	rep := cmMsg{typ: cmREP, proto: m.proto, src: a.mac, dst: key.peer, srcCID: cfg.SCID, dstCID: m.srcCID,
 		reqPSN: uint32(cfg.TxReqPSN), dataPSN: uint32(cfg.TxDataPSN), rsn: uint32(cfg.TxRSN)}
-	var rx *psp.RxSA
+	var rx *connRx
 	if sealed {
 		var ok bool
 		if rx, rep.sa, ok = a.newRx(cfg.SCID); !ok {
@@ -497,6 +520,10 @@ func (a *Agent) onREQ(key cmKey, c *cmConn, m cmMsg, r cmRoute) {
 	}
 	if !a.install(key, c, cfg, r, rx, &m) {
 		return
+	}
+	if rx != nil {
+		c.halfOpen, c.ageAt = true, a.port.Clock().Now()+halfOpenAge
+		a.setDue(c.ageAt)
 	}
 	c.rep = &rep
 	a.sendREP(c.rep, r)
@@ -515,7 +542,7 @@ func (a *Agent) sendREP(m *cmMsg, r cmRoute) {
 //
 // rx is the connection's receive SA when it is sealed (nil: not), and m
 // the peer's message offering the SA to seal with.
-func (a *Agent) install(key cmKey, c *cmConn, cfg falcon.ConnConfig, r cmRoute, rx *psp.RxSA, m *cmMsg) bool {
+func (a *Agent) install(key cmKey, c *cmConn, cfg falcon.ConnConfig, r cmRoute, rx *connRx, m *cmMsg) bool {
 	var tx *sealLink
 	switch {
 	case r.local != nil:
@@ -555,7 +582,7 @@ func (a *Agent) install(key cmKey, c *cmConn, cfg falcon.ConnConfig, r cmRoute, 
 		a.down(key, c)
 	}
 	c.conn, c.cfg, c.dcid = conn, cfg, cfg.DCID
-	c.rx, c.tx, c.addr = rx, tx, r.addr
+	c.rx, c.tx, c.addr, c.halfOpen = rx, tx, r.addr, false
 	return true
 }
 
@@ -581,6 +608,9 @@ func (a *Agent) rearm() {
 		if c.dialing {
 			a.setDue(c.retryAt)
 		}
+		if c.halfOpen {
+			a.setDue(c.ageAt)
+		}
 	}
 }
 
@@ -590,6 +620,7 @@ func (a *Agent) NextDeadline() (time.Duration, bool) { return a.due, a.has }
 // OnTimer resends the REQs that are due, and gives up on set-ups that have
 // had every retry.
 func (a *Agent) OnTimer(now time.Duration) {
+	a.age(now)
 	for key, c := range a.conns {
 		if !c.dialing || c.retryAt > now {
 			continue
@@ -618,4 +649,32 @@ func lessMAC(a, b [6]byte) bool {
 		}
 	}
 	return false
+}
+
+// peerConns counts the NIC's connections with the daemon at addr.
+func (a *Agent) peerConns(addr netip.AddrPort) int {
+	n := 0
+	for _, c := range a.conns {
+		if c.addr == addr {
+			n++
+		}
+	}
+	return n
+}
+
+// age closes the half-open connections whose time is up, and ends the
+// half-open state of those that heard from their peer.
+func (a *Agent) age(now time.Duration) {
+	for key, c := range a.conns {
+		if !c.halfOpen || c.ageAt > now {
+			continue
+		}
+		c.halfOpen = false
+		if c.rx != nil && c.rx.seen || c.conn == nil || c.dialing {
+			continue
+		}
+		a.cm.Stats.AgedHalfOpen.Inc()
+		a.down(key, c)
+		delete(a.conns, key)
+	}
 }

@@ -130,11 +130,28 @@ func (cm *Manager) openCM(payload []byte) (m cmMsg, ok bool) {
 	return m, true
 }
 
+// connRx is one sealed connection's receive SA, and whether it ever
+// opened a datagram (a connection that never did is half-open: aged out).
+// Owned by the port's goroutine.
+type connRx struct {
+	*psp.RxSA
+	seen bool
+}
+
+// Open implements port.PacketOpener.
+func (r *connRx) Open(b []byte) ([]byte, psp.IV, psp.Drop) {
+	pkt, iv, d := r.RxSA.Open(b)
+	if d == 0 {
+		r.seen = true
+	}
+	return pkt, iv, d
+}
+
 // sealedRx is the fabric's Falcon receiver for one sealed connection: its
 // port and receive SA.
 type sealedRx struct {
 	p  *port.Port
-	sa *psp.RxSA
+	sa *connRx
 }
 
 func (r sealedRx) ReceiveFalcon(pkt []byte, flow uint32) { r.p.ReceiveSealed(pkt, flow, r.sa) }
@@ -170,10 +187,10 @@ func (a *Agent) sealed(peer [6]byte) bool {
 
 // newRx gives CID scid of this NIC a receive SA and routes the fabric's
 // datagrams for scid through it; it returns the SA to offer the peer.
-func (a *Agent) newRx(scid uint32) (*psp.RxSA, cmauth.SA, bool) {
+func (a *Agent) newRx(scid uint32) (*connRx, cmauth.SA, bool) {
 	v := a.cm.sec.Version
 	spi := a.keys.NewSPI(scid)
-	rx, err := psp.NewRxSA(a.keys, v, spi, a.pspStats)
+	sa0, err := psp.NewRxSA(a.keys, v, spi, a.pspStats)
 	if err != nil {
 		a.cm.Stats.SealErr.Inc()
 		return nil, cmauth.SA{}, false
@@ -183,6 +200,7 @@ func (a *Agent) newRx(scid uint32) (*psp.RxSA, cmauth.SA, bool) {
 		a.cm.Stats.SealErr.Inc()
 		return nil, cmauth.SA{}, false
 	}
+	rx := &connRx{RxSA: sa0}
 	a.cm.mu.Lock()
 	if a.cm.cids[scid] != nil {
 		a.cm.cids[scid] = sealedRx{a.port, rx}
