@@ -37,7 +37,7 @@ func storeConfig(listen, peer, backing string, impair string) string {
   "control": "ctl.sock",
   "nics": [{"name": "store", "socket": "store.sock", "mac": "52:54:00:00:00:02"}],
   "fabric": {"listen": %q, "peers": [%q]%s},
-  "nvme": {"namespaces": [{"nic": "store", "nsid": 1, "backing": %q, "size": %d}]}
+  "nvme": {"namespaces": [{"nic": "store", "nsid": 1, "backing": %q, "size": %d, "allow": ["52:54:00:00:00:01"]}]}
 }`, listen, peer, impair+keyJSON(), backing, size)
 }
 

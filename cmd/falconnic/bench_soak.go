@@ -354,6 +354,7 @@ func startSoakDaemons(bin, dir string, daemons int, loss float64, nsFile string,
 			return nil, err
 		}
 		ns["nic"] = "store"
+		ns["allow"] = []string{"52:54:00:5a:00:01"} // the host's NIC, on the other daemon
 		disk["nic"], disk["target"] = "host", "52:54:00:5a:00:02"
 		key, err := fabricKeyFile(dir, false)
 		if err != nil {

@@ -300,6 +300,9 @@ type Agent struct {
 	// (SetKeys; nil: connections are not sealed).
 	keys     *psp.MasterKeys
 	pspStats *psp.Counters
+	// upAddr is the daemon a connection being handed to its protocol
+	// (Proto.Up) comes from (PeerOwner).
+	upAddr netip.AddrPort
 	// due is the earliest REQ retry (NextDeadline), has whether any.
 	due clock.Time
 	has bool
@@ -564,7 +567,10 @@ func (a *Agent) install(key cmKey, c *cmConn, cfg falcon.ConnConfig, r cmRoute, 
 	p := a.proto(key.proto)
 	conn, err := a.port.Connect(cfg)
 	if err == nil {
-		if err = p.Up(key.peer, conn); err != nil {
+		a.upAddr = r.addr
+		err = p.Up(key.peer, conn)
+		a.upAddr = netip.AddrPort{}
+		if err != nil {
 			_ = a.port.CloseConn(conn.SCID())
 		}
 	}

@@ -294,3 +294,34 @@ func (a *Agent) onREKEY(c *cmConn, m cmMsg) {
 		a.cm.Stats.SealErr.Inc()
 	}
 }
+
+// PeerOwner names who speaks for NIC peer, for a protocol's Up (on the
+// port's goroutine): "" for a NIC of this daemon, the authenticated
+// daemon ID bound to peer on a secure fabric, else the peer daemon's
+// fabric address. A protocol lets only the same owner replace a path it
+// holds (nvme.Engine.AddPathFrom).
+func (a *Agent) PeerOwner(peer [6]byte) string {
+	switch {
+	case a.cm.agent(peer) != nil:
+		return ""
+	case a.cm.sec != nil:
+		id, _ := a.cm.sec.Owners.Owner(peer)
+		return "daemon " + string(id)
+	case a.upAddr.IsValid():
+		return a.upAddr.String()
+	}
+	if c := a.connTo(peer); c != nil && c.addr.IsValid() {
+		return c.addr.String()
+	}
+	return "?"
+}
+
+// connTo returns any connection entry of the NIC with peer.
+func (a *Agent) connTo(peer [6]byte) *cmConn {
+	for k, c := range a.conns {
+		if k.peer == peer {
+			return c
+		}
+	}
+	return nil
+}
