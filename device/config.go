@@ -89,6 +89,9 @@ type NICSpec struct {
 	// port accepts only frames from the NIC's own MAC, and that MAC is
 	// pinned to the port (no other guest or peer can take it over).
 	AnySourceMAC bool `json:"any_source_mac,omitempty"`
+	// IPs are the guest's addresses on this NIC (config_gids.go): given,
+	// its UD sends may carry only the GIDs of its MAC and of these.
+	IPs []string `json:"ips,omitempty"`
 }
 
 // SwitchSpec tunes the in-daemon switch.
@@ -210,6 +213,9 @@ func (cfg *Config) check() error {
 		}
 		if n.QueuePairs < 1 || n.QueuePairs > ether.MaxQueuePairs {
 			return fmt.Errorf("nic %s: queue_pairs %d out of range 1..%d", n.Name, n.QueuePairs, ether.MaxQueuePairs)
+		}
+		if _, err := n.gids(); err != nil {
+			return fmt.Errorf("nic %s: %w", n.Name, err)
 		}
 	}
 	if err := cfg.checkVsock(names, sockets); err != nil {

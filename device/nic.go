@@ -66,6 +66,9 @@ func (d *Daemon) newNIC(spec NICSpec, newEth func(NICSpec, l2.Sink) (DaemonNIC, 
 	}
 	if v, ok := eth.(*ether.NIC); ok {
 		n.rdma = rdma.New(v.MAC(), v.Deliver, n.cm, n.falcon)
+		if gids, _ := spec.gids(); gids != nil {
+			n.rdma.Engine().SetGIDs(gids)
+		}
 		v.Attach("rdma", n.rdma)
 	}
 	return n, nil
