@@ -99,7 +99,7 @@ func (c *Counters) Set() stats.Set {
 		{Name: "cm_no_ulp", Help: "CM messages for a protocol the NIC has no function for (a REQ is answered with a REJ)", Counter: &c.NoULP},
 		{Name: "cm_stale", Help: "REPs and REJs for no pending set-up", Counter: &c.Stale},
 		{Name: "cm_too_many", Help: "REQs refused: the NIC has maxPeersPerNIC connections", Counter: &c.TooMany},
-		{Name: "cm_too_many_from_peer", Help: "REQs refused: the sending daemon has maxConnsPerPeer connections with the NIC", Counter: &c.TooManyFromPeer},
+		{Name: "cm_too_many_from_peer", Help: "REQs refused: the sending daemon has MaxConnsPerPeer connections with the NIC", Counter: &c.TooManyFromPeer},
 		{Name: "cm_aged_half_open", Help: "accepted sealed connections closed: no authentic datagram from the peer within halfOpenAge", Counter: &c.AgedHalfOpen},
 		{Name: "cm_spoofed", Help: "CM messages from the fabric claiming a NIC of this daemon as their source", Counter: &c.Spoofed},
 		{Name: "cm_queue_full", Help: "CM messages dropped: the NIC's port queue was full (the REQ is retried)", Counter: &c.QueueFull},
@@ -125,10 +125,10 @@ const (
 // setting up; each costs a Falcon connection's state.
 const maxPeersPerNIC = 1024
 
-// maxConnsPerPeer bounds the connections one other daemon may set up
+// MaxConnsPerPeer bounds the connections one other daemon may set up
 // with a NIC (all protocols, all its NICs): one daemon cannot take every
 // slot of a NIC (maxPeersPerNIC) from the others.
-const maxConnsPerPeer = 64
+const MaxConnsPerPeer = 64
 
 // halfOpenAge is how long a sealed connection this NIC accepted may stay
 // without one authentic datagram from its peer before the CM closes it: a
@@ -481,7 +481,7 @@ func (a *Agent) onREQ(key cmKey, c *cmConn, m cmMsg, r cmRoute) {
 		a.cm.Stats.TooMany.Inc()
 		a.cm.reject(m, r)
 		return
-	case c == nil && r.addr.IsValid() && a.peerConns(r.addr) >= maxConnsPerPeer:
+	case c == nil && r.addr.IsValid() && a.peerConns(r.addr) >= MaxConnsPerPeer:
 		a.cm.Stats.TooManyFromPeer.Inc()
 		a.cm.reject(m, r)
 		return

@@ -325,3 +325,17 @@ func (a *Agent) connTo(peer [6]byte) *cmConn {
 	}
 	return nil
 }
+
+// SealedCIDs returns the CIDs of this daemon whose fabric datagrams are
+// opened by a receive SA (status and tests).
+func (cm *Manager) SealedCIDs() []uint32 {
+	cm.mu.RLock()
+	defer cm.mu.RUnlock()
+	var out []uint32
+	for cid, r := range cm.cids {
+		if _, ok := r.(sealedRx); ok {
+			out = append(out, cid)
+		}
+	}
+	return out
+}
