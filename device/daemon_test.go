@@ -41,7 +41,7 @@ var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // startDaemon writes cfg as a config file in a temp dir, loads it, builds a
 // daemon with test NICs and runs it until the test ends.
-func startDaemon(t *testing.T, cfgJSON string) *testDaemon {
+func startDaemon(t testing.TB, cfgJSON string) *testDaemon {
 	t.Helper()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "falconnic.json")

@@ -57,10 +57,10 @@ type pairOptions struct {
 	// insecure: the two daemons' fabric in plaintext, not sealed with a
 	// key file generated in dir
 	insecure bool
-	dir     string  // work directory: configs, daemon logs, VM state
-	cache   string  // guest image cache
-	bin     string  // falconnic executable for `serve`
-	log     io.Writer
+	dir      string // work directory: configs, daemon logs, VM state
+	cache    string // guest image cache
+	bin      string // falconnic executable for `serve`
+	log      io.Writer
 }
 
 // rdmaPair is two running guests A (client) and B (server) that can reach
@@ -543,6 +543,7 @@ func runPerftest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 		fmt.Fprintf(stderr, "perftest: %s done in %.1fs\n", argv[0], time.Since(start).Seconds())
 	}
+	p.fabricReport(ctx)
 	if *keep {
 		fmt.Fprintf(stderr, "perftest: keeping guests A (%s) and B (%s) until interrupted: falconnic vm exec A --state %s -- CMD\n",
 			pairIPA, pairIPB, filepath.Join(dir, "vms"))
