@@ -214,7 +214,7 @@ func (cfg *Config) check() error {
 		if n.QueuePairs < 1 || n.QueuePairs > ether.MaxQueuePairs {
 			return fmt.Errorf("nic %s: queue_pairs %d out of range 1..%d", n.Name, n.QueuePairs, ether.MaxQueuePairs)
 		}
-		if _, err := n.gids(); err != nil {
+		if _, err := n.ips(); err != nil {
 			return fmt.Errorf("nic %s: %w", n.Name, err)
 		}
 	}

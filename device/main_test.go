@@ -32,3 +32,10 @@ func TestMain(m *testing.M) {
 // keyJSON is the fabric section's key_file member for testKeyFile, to
 // follow another member.
 func keyJSON() string { return fmt.Sprintf(`, "key_file": %q`, testKeyFile) }
+
+func writeFile(path, s string, mode os.FileMode) error {
+	if err := os.WriteFile(path, []byte(s), mode); err != nil {
+		return err
+	}
+	return os.Chmod(path, mode)
+}

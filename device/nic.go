@@ -66,8 +66,8 @@ func (d *Daemon) newNIC(spec NICSpec, newEth func(NICSpec, l2.Sink) (DaemonNIC, 
 	}
 	if v, ok := eth.(*ether.NIC); ok {
 		n.rdma = rdma.New(v.MAC(), v.Deliver, n.cm, n.falcon)
-		if gids, _ := spec.gids(); gids != nil {
-			n.rdma.Engine().SetGIDs(gids)
+		if ips, _ := spec.ips(); ips != nil {
+			n.rdma.SetGuestAddrs(ips)
 		}
 		v.Attach("rdma", n.rdma)
 	}

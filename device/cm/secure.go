@@ -138,13 +138,14 @@ type connRx struct {
 	seen bool
 }
 
-// Open implements port.PacketOpener.
-func (r *connRx) Open(b []byte) ([]byte, psp.IV, psp.Drop) {
+// OpenPacket implements port.PacketOpener.
+func (r *connRx) OpenPacket(b []byte) ([]byte, uint32, bool) {
 	pkt, iv, d := r.RxSA.Open(b)
-	if d == 0 {
-		r.seen = true
+	if d != 0 {
+		return nil, 0, false
 	}
-	return pkt, iv, d
+	r.seen = true
+	return pkt, iv.Timestamp(), true
 }
 
 // sealedRx is the fabric's Falcon receiver for one sealed connection: its

@@ -3,14 +3,15 @@ package port
 import (
 	"falconnic/falcon"
 	"falconnic/falcon/wire"
-	"falconnic/psp"
 )
 
-// PacketOpener opens the PSP datagrams of one connection: its receive SA
-// (psp.RxSA), owned by the port's goroutine. Open counts every refusal
-// itself (psp.Counters) and changes no state for it.
+// PacketOpener opens the PSP datagrams of one connection (its receive SA,
+// package psp, adapted by the connection manager), owned by the port's
+// goroutine: OpenPacket returns the Falcon packet, opened in place, and
+// its IV timestamp (Falcon's T1/T3), or ok false for a datagram it
+// refused — counted by the opener, which changes no state for it.
 type PacketOpener interface {
-	Open(b []byte) ([]byte, psp.IV, psp.Drop)
+	OpenPacket(dgram []byte) (pkt []byte, ts uint32, ok bool)
 }
 
 // ReceiveSealed queues a PSP datagram from the fabric for the connection
@@ -32,14 +33,14 @@ func (p *Port) ReceiveSealed(dgram []byte, flow uint32, sa PacketOpener) {
 // receiveSealed opens w's datagram in place and hands the packet, in the
 // endpoint's envelope with PSP's IV timestamp, to the endpoint.
 func (p *Port) receiveSealed(w portWork) {
-	pkt, iv, drop := w.sa.Open(w.pkt)
-	if drop != 0 {
+	pkt, ts, ok := w.sa.OpenPacket(w.pkt)
+	if !ok {
 		putFrame(w.buf)
 		return
 	}
 	p.Stats.RxPackets.Inc()
 	p.cur = w.buf
-	p.ep.ReceiveAuthenticated(falcon.Envelope(pkt, wire.Timestamp(iv.Timestamp())), w.flow, falcon.Mark{})
+	p.ep.ReceiveAuthenticated(falcon.Envelope(pkt, wire.Timestamp(ts)), w.flow, falcon.Mark{})
 	putFrame(p.cur)
 	p.cur = nil
 }
