@@ -43,6 +43,14 @@ import (
 // repeated REQ (our REP was lost) gets the same REP again; a new REQ for a
 // connection that is up (the peer restarted, or found ours dead) replaces
 // it: the protocol gets the new connection, then the old one is closed.
+//
+// Security (secure.go): on a secure fabric every message between daemons
+// is a cmauth envelope whose sender must own the source MAC, REQ and REP
+// offer each end's PSP SA, and the connection's datagrams are sealed and
+// opened per connection; REKEY moves a connection to a new master-key
+// generation. Bounds: maxPeersPerNIC connections per NIC, MaxConnsPerPeer
+// of them with one other daemon, and an accepted sealed connection that
+// hears nothing authentic within halfOpenAge is closed.
 type Manager struct {
 	net Net       // nil: no fabric
 	sec *Security // nil: plaintext between daemons (insecure)
