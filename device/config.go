@@ -47,12 +47,12 @@ var DefaultControlSocket = filepath.Join(os.TempDir(), "falconnic", "control.soc
 //	    "paths": 1,                                // UDP source ports per daemon, 1..16; same on every daemon
 //	    "loss_percent": 0,                         // egress impairment for experiments
 //	    "reorder_percent": 0,
-//	    "seed": 1,
-//	    "key_file": "fabric.key",                 // deployment secret, mode 0600 (config_secure.go)
-//	    "insecure": false,                        // true instead of key_file: plaintext, warned about
-//	    "id": "host-a"                            // the daemon's name in the fabric; default listen
+//	    "seed": 1
 //	  }
 //	}
+//
+// The fabric section also takes "key_file" (the fabric's deployment
+// secret, mode 0600), or "insecure": true, and "id": see config_secure.go.
 //
 // Peers recognise a daemon by the source IP of its datagrams and a source
 // port in [listen port, listen port + paths), so on a host with several
