@@ -84,7 +84,7 @@ type Counters struct {
 	DecodeErr, NoNIC, NoULP, Stale, TooMany, Spoofed              stats.Counter
 	QueueFull, ConnErr, FalconNoCID, FalconShort                  stats.Counter
 	NotOwner, NoSA, SealErr, FalconUnsealed, RekeySent, RekeyRecv stats.Counter
-	TooManyFromPeer, AgedHalfOpen                                 stats.Counter
+	TooManyFromPeer, AgedHalfOpen, RepeatedRekey                  stats.Counter
 }
 
 // Set lists the counters with help text.
@@ -120,6 +120,7 @@ func (c *Counters) Set() stats.Set {
 		{Name: "cm_falcon_unsealed", Help: "Falcon datagrams from the fabric for a CID with no receive SA (the fabric is secure: every one must be sealed)", Counter: &c.FalconUnsealed},
 		{Name: "cm_rekey_sent", Help: "REKEYs sent: a connection moved to an SPI of a new master-key generation", Counter: &c.RekeySent},
 		{Name: "cm_rekey_recv", Help: "REKEYs received", Counter: &c.RekeyRecv},
+		{Name: "cm_repeated_rekey", Help: "REKEYs ignored: they offered the SPI the connection already seals with", Counter: &c.RepeatedRekey},
 	}
 }
 

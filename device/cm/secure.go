@@ -291,6 +291,12 @@ func (a *Agent) onREKEY(c *cmConn, m cmMsg) {
 		a.cm.Stats.Stale.Inc()
 		return
 	}
+	if c.tx.tx.SPI() == m.sa.SPI {
+		// A repeat: rekeying again would restart the sequence numbers
+		// under the same key, which the peer's replay window refuses.
+		a.cm.Stats.RepeatedRekey.Inc()
+		return
+	}
 	if err := c.tx.tx.Rekey(m.sa.SPI, m.sa.KeyBytes()); err != nil {
 		a.cm.Stats.SealErr.Inc()
 	}

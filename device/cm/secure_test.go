@@ -110,3 +110,45 @@ func TestSealedRekeyMovesThePeersTxSA(t *testing.T) {
 		t.Fatalf("the peer seals with SPI %#x, not one of the new generation", uint32(spi))
 	}
 }
+
+// TestSealedRepeatedRekeyIsIgnored: a REKEY for the SPI the connection
+// already seals with (a resend) does not restart its sequence numbers,
+// which the receiver's replay window would refuse; a replayed envelope
+// is refused by cmauth before that.
+func TestSealedRepeatedRekeyIsIgnored(t *testing.T) {
+	w := newCMWorld(t)
+	d1, d2 := w.daemon(1, 0xa), w.daemon(2, 0xb)
+	w.secure(d1, d2)
+	d1.nics[0xa].dial(0xb)
+	w.settle()
+	a, b := d1.nics[0xa], d2.nics[0xb]
+	a.on(func() {
+		var k [psp.MasterKeyLen]byte
+		rand.Read(k[:])
+		a.agent.Keys().Rotate(k)
+		a.agent.Rekey()
+	})
+	q := w.take()
+	if len(q) != 1 {
+		t.Fatalf("%d messages, want the REKEY", len(q))
+	}
+	replay := cmInFlight{from: q[0].from, to: q[0].to, b: append([]byte(nil), q[0].b...)}
+	w.deliver(q...)
+	w.deliver(replay)
+	if d2.cm.sec.Opener.Stats.Rx[cmauth.DropReplay].Load() != 1 || d2.cm.Stats.RekeyRecv.Load() != 1 {
+		t.Fatalf("the replayed REKEY was not refused: cm %v", d2.cm.Stats.Set().NonZero())
+	}
+	b.on(func() {
+		c := b.agent.conns[cmKey{wire.ProtoRDMA, a.mac}]
+		m := cmMsg{typ: cmREKEY, src: a.mac, dst: b.mac, srcCID: c.dcid, dstCID: c.conn.SCID(), hasSA: true}
+		m.sa = cmauth.SA{Version: psp.AESGCM128, SPI: c.tx.tx.SPI()}
+		b.agent.receive(m, cmRoute{addr: d1.addr})
+	})
+	if d2.cm.Stats.RepeatedRekey.Load() != 1 {
+		t.Fatalf("a REKEY for the current SPI was applied: cm %v", d2.cm.Stats.Set().NonZero())
+	}
+	a.on(func() { a.agent.Rekey() }) // same generation: nothing to move
+	if q := w.take(); len(q) != 0 {
+		t.Fatalf("a second Rekey in one generation sent %d messages", len(q))
+	}
+}
