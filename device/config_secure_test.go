@@ -75,3 +75,20 @@ func TestKeyFileModeIsChecked(t *testing.T) {
 		t.Fatalf("a world-readable key file was accepted: %v", err)
 	}
 }
+
+// TestInsecureDaemonsStillCarryTheDisk: two daemons configured
+// "insecure" set up the remote disk's path in plaintext, as before the
+// fabric was secured.
+func TestInsecureDaemonsStillCarryTheDisk(t *testing.T) {
+	la, lb := freeUDPPort(t), freeUDPPort(t)
+	plain := func(cfg string) string {
+		return strings.Replace(cfg, keyJSON(), `, "insecure": true`, 1)
+	}
+	store := startDaemon(t, plain(storeConfig(lb, la, "memory", "")))
+	host := startDaemon(t, plain(hostConfig(la, lb, "")))
+	r := remoteDisk(t, host)
+	r.writeRead(0, 16, 4)
+	if store.cm.Secure() || len(store.cm.SealedCIDs()) != 0 || store.Status().Security.Mode != "insecure" {
+		t.Fatal("an insecure daemon sealed")
+	}
+}
