@@ -10,6 +10,7 @@ import (
 
 	"falconnic/device/cm"
 	"falconnic/falcon"
+	"falconnic/internal/control"
 	"falconnic/psp"
 	"falconnic/psp/cmauth"
 )
@@ -74,6 +75,7 @@ func (d *Daemon) secureFabric() error {
 	d.sec.on, d.sec.id, d.sec.fingerprint = true, id, secret.Fingerprint()
 	d.cm.SetSecurity(&cm.Security{Sealer: sealer, Opener: opener, Owners: d.sec.owners, Version: psp.AESGCM128})
 	d.ctl.Handle("fabric.rotate_keys", d.rotateKeys)
+	d.ctl.Handle("fabric.forget_daemon", d.forgetDaemon)
 	d.log.Info("fabric secured", "id", id, "secret", d.sec.fingerprint, "psp", psp.AESGCM128)
 	return nil
 }
@@ -179,4 +181,27 @@ func (d *Daemon) securityStatus() *SecurityStatus {
 		st.NICs = append(st.NICs, NICSecurity{Name: n.spec.Name, Generation: n.psp.keys.Generation(), Counters: n.psp.stats.Set().Snapshot()})
 	}
 	return st
+}
+
+// forgetDaemon is the control method fabric.forget_daemon {"id": ID}: the
+// MACs daemon ID spoke for are bound to no daemon any more (MAC bindings
+// are learnt on first use and otherwise last for this daemon's life), so
+// a NIC that moved to another daemon, or a daemon that came back under
+// another ID, can set up connections again.
+func (d *Daemon) forgetDaemon(_ context.Context, p json.RawMessage) (any, error) {
+	if !d.sec.on {
+		return nil, errors.New("the fabric is not secured (no key_file)")
+	}
+	var req struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal(p, &req); err != nil || req.ID == "" {
+		return nil, fmt.Errorf("%w: want {\"id\": DAEMON-ID}", control.ErrBadParams)
+	}
+	if cmauth.ID(req.ID) == d.sec.id {
+		return nil, fmt.Errorf("%w: %s is this daemon", control.ErrBadParams, req.ID)
+	}
+	d.sec.owners.Forget(cmauth.ID(req.ID))
+	d.log.Info("fabric daemon forgotten: its MACs are bound to no daemon", "id", req.ID)
+	return map[string]string{"forgotten": req.ID}, nil
 }

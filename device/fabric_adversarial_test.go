@@ -349,3 +349,29 @@ func TestAdversarialREQFloodOverTheFabric(t *testing.T) {
 	r := remoteDisk(t, host)
 	r.writeRead(0, 8, 5)
 }
+
+// TestForgottenDaemonsMACsCanMove: a MAC bound to one daemon is refused
+// from another until the first is forgotten (fabric.forget_daemon).
+func TestForgottenDaemonsMACsCanMove(t *testing.T) {
+	store, _, _ := securePair(t)
+	bad := rogue(t, store)
+	member := memberSealer(t, "newhome")
+	send := func() {
+		if err := bad.Send(fabric.KindCM, store.Fabric().LocalAddr(), 0,
+			sealCM(t, member, plainCM(cmTypeREQ, protoNVMe, hostMAC, storeMAC, 0x999, 0))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send()
+	waitFor(t, "the REQ refused", func() bool { return store.cm.Stats.NotOwner.Load() == 1 })
+	owner, _ := store.sec.owners.Owner(hostMAC)
+	if _, err := store.forgetDaemon(t.Context(), []byte(fmt.Sprintf(`{"id":%q}`, owner))); err != nil {
+		t.Fatal(err)
+	}
+	reqs := store.cm.Stats.REQRecv.Load()
+	send()
+	waitFor(t, "the REQ from the MAC's new daemon", func() bool { return store.cm.Stats.REQRecv.Load() == reqs+1 })
+	if id, _ := store.sec.owners.Owner(hostMAC); id != "newhome" {
+		t.Fatalf("the host's MAC is bound to %q", id)
+	}
+}
