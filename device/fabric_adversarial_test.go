@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"path/filepath"
 	"runtime"
 	"testing"
 	"time"
@@ -373,5 +374,19 @@ func TestForgottenDaemonsMACsCanMove(t *testing.T) {
 	waitFor(t, "the REQ from the MAC's new daemon", func() bool { return store.cm.Stats.REQRecv.Load() == reqs+1 })
 	if id, _ := store.sec.owners.Owner(hostMAC); id != "newhome" {
 		t.Fatalf("the host's MAC is bound to %q", id)
+	}
+}
+
+// TestSealedWritesStayPageAligned: opened in place, a sealed write's pages
+// are page-aligned in the received frame, so a file namespace writes from
+// the frame (kept_frames) as it does over an unsealed link.
+func TestSealedWritesStayPageAligned(t *testing.T) {
+	la, lb := freeUDPPort(t), freeUDPPort(t)
+	store := startDaemon(t, storeConfig(lb, la, filepath.Join(t.TempDir(), "ns.img"), ""))
+	host := startDaemon(t, hostConfig(la, lb, ""))
+	r := remoteDisk(t, host)
+	r.writeRead(0, 16, 6)
+	if k := store.status(t).NVMe.Engines["store"]["kept_frames"]; k == 0 {
+		t.Errorf("no sealed write was kept in its frame: engine %v", store.status(t).NVMe.Engines["store"])
 	}
 }

@@ -138,6 +138,9 @@ type connRx struct {
 	seen bool
 }
 
+// Trailer implements port.PacketOpener: PSP's ICV follows the packet.
+func (r *connRx) Trailer() int { return psp.ICVLen }
+
 // OpenPacket implements port.PacketOpener.
 func (r *connRx) OpenPacket(b []byte) ([]byte, uint32, bool) {
 	pkt, iv, d := r.RxSA.Open(b)

@@ -2,6 +2,7 @@ package port
 
 import (
 	"falconnic/falcon"
+	"falconnic/falcon/framebuf"
 	"falconnic/falcon/wire"
 )
 
@@ -12,6 +13,10 @@ import (
 // refused — counted by the opener, which changes no state for it.
 type PacketOpener interface {
 	OpenPacket(dgram []byte) (pkt []byte, ts uint32, ok bool)
+	// Trailer is how many bytes follow the packet in a datagram (PSP's
+	// ICV): ReceiveSealed places the packet to end on a page, as
+	// copyFrame does a frame's.
+	Trailer() int
 }
 
 // ReceiveSealed queues a PSP datagram from the fabric for the connection
@@ -21,7 +26,7 @@ type PacketOpener interface {
 // before it reaches the endpoint.
 func (p *Port) ReceiveSealed(dgram []byte, flow uint32, sa PacketOpener) {
 	w := portWork{p: p, flow: flow, sa: sa}
-	w.pkt, w.buf = copyFrame(dgram)
+	w.pkt, w.buf = copyDatagram(dgram, sa.Trailer())
 	select {
 	case p.work <- w:
 	default:
@@ -43,4 +48,19 @@ func (p *Port) receiveSealed(w portWork) {
 	p.ep.ReceiveAuthenticated(falcon.Envelope(pkt, wire.Timestamp(ts)), w.flow, falcon.Mark{})
 	putFrame(p.cur)
 	p.cur = nil
+}
+
+// copyDatagram is copyFrame for a sealed datagram whose packet is
+// followed by trailer bytes: the packet ends on a page once opened in
+// place, so the NVMe target can keep a write's whole pages where they lie
+// (KeepFrame) as it does for an unsealed frame.
+func copyDatagram(dgram []byte, trailer int) (frame []byte, buf *framebuf.Buf) {
+	buf = framebuf.Get()
+	frame, ok := buf.Tail(len(dgram), trailer)
+	if !ok {
+		buf.Release()
+		return append([]byte(nil), dgram...), nil
+	}
+	copy(frame, dgram)
+	return frame, buf
 }
