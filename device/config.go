@@ -63,6 +63,9 @@ var DefaultControlSocket = filepath.Join(os.TempDir(), "falconnic", "control.soc
 //	  }
 //	}
 //
+// The fabric section also takes "key_file" (the fabric's deployment
+// secret, mode 0600), or "insecure": true, and "id": see config_secure.go.
+//
 // Peers recognise a daemon by the source IP of its datagrams and a source
 // port in [listen port, listen port + paths), so on a host with several
 // addresses, listen on the address the peers list rather than 0.0.0.0.
@@ -131,6 +134,9 @@ type NICSpec struct {
 	// Multipath spreads each of the NIC's Falcon connections over several
 	// flows (nil: one flow).
 	Multipath *port.Multipath `json:"multipath,omitempty"`
+	// IPs are the guest's addresses on this NIC (config_gids.go): given,
+	// its UD sends may carry only the GIDs of its MAC and of these.
+	IPs []string `json:"ips,omitempty"`
 }
 
 // SwitchSpec tunes the in-daemon switch.
@@ -147,6 +153,10 @@ type FabricSpec struct {
 	LossPercent    float64  `json:"loss_percent,omitempty"`
 	ReorderPercent float64  `json:"reorder_percent,omitempty"`
 	Seed           uint64   `json:"seed,omitempty"`
+	// KeyFile, Insecure and ID secure the fabric (config_secure.go).
+	KeyFile  string `json:"key_file,omitempty"`
+	Insecure bool   `json:"insecure,omitempty"`
+	ID       string `json:"id,omitempty"`
 }
 
 // Duration is a time.Duration written as a Go duration string ("300s").
@@ -264,6 +274,9 @@ func (cfg *Config) check() error {
 				return fmt.Errorf("nic %s: %v", n.Name, err)
 			}
 		}
+		if _, err := n.ips(); err != nil {
+			return fmt.Errorf("nic %s: %w", n.Name, err)
+		}
 	}
 	if err := cfg.checkVsock(names, sockets); err != nil {
 		return err
@@ -292,6 +305,9 @@ func (cfg *Config) check() error {
 		if err := f.impairment().Validate(); err != nil {
 			return err
 		}
+		if err := f.checkSecurity(); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -311,6 +327,9 @@ func (cfg *Config) resolve(dir string) {
 		cfg.Vsock[i].ResolvePaths(dir)
 	}
 	cfg.NVMe.resolve(dir)
+	if cfg.Fabric != nil {
+		cfg.Fabric.KeyFile = abs(cfg.Fabric.KeyFile)
+	}
 }
 
 func (f *FabricSpec) impairment() fabric.Impairment {

@@ -105,6 +105,9 @@ func (s *NVMeSpec) check(nics []NICSpec, sockets map[string]bool) error {
 		if _, dup := nsids[k]; dup {
 			return fmt.Errorf("nvme.namespaces[%d]: nic %s exports nsid %d twice", i, n.NIC, n.NSID)
 		}
+		if err := resolveACL(n, nics); err != nil {
+			return fmt.Errorf("nvme.namespaces[%d]: %w", i, err)
+		}
 		nsids[k] = *n
 	}
 	for i := range s.Disks {

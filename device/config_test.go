@@ -26,6 +26,9 @@ func TestLoadExampleConfig(t *testing.T) {
 	if time.Duration(cfg.Switch.MACAge) != 300*time.Second || cfg.Fabric.Paths != 1 || cfg.Fabric.Peers[0] != "127.0.0.1:7481" {
 		t.Errorf("switch %+v fabric %+v", cfg.Switch, cfg.Fabric)
 	}
+	if cfg.Fabric.KeyFile != filepath.Join(dir, "fabric.key") {
+		t.Errorf("key_file = %s: relative paths resolve against the config's directory", cfg.Fabric.KeyFile)
+	}
 }
 
 func TestParseConfigDefaults(t *testing.T) {
@@ -62,7 +65,9 @@ func TestParseConfigRejects(t *testing.T) {
 		{"listen", `{"nics":[],"fabric":{"listen":"localhost"}}`, "listen"},
 		{"peer", `{"nics":[],"fabric":{"listen":"127.0.0.1:1","peers":["127.0.0.1"]}}`, "peer"},
 		{"paths", `{"nics":[],"fabric":{"listen":"127.0.0.1:1","paths":17}}`, "paths"},
-		{"loss", `{"nics":[],"fabric":{"listen":"127.0.0.1:1","loss_percent":-1}}`, "loss"},
+		{"loss", `{"nics":[],"fabric":{"listen":"127.0.0.1:1","loss_percent":-1,"insecure":true}}`, "loss"},
+		{"no key file", `{"nics":[],"fabric":{"listen":"127.0.0.1:1"}}`, "key_file"},
+		{"key and insecure", `{"nics":[],"fabric":{"listen":"127.0.0.1:1","key_file":"k","insecure":true}}`, "exclude"},
 	} {
 		_, err := ParseConfig([]byte(c.json))
 		if err == nil || !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), c.want) {

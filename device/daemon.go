@@ -64,6 +64,7 @@ type Daemon struct {
 	watchObserve bool
 
 	sw     *fabric.Switch
+	sec    daemonSecurity // the fabric's secret and CM authentication (daemon_secure.go)
 	fabric *fabric.Fabric // nil without a fabric section
 	nics   []*daemonNIC   // each with the functions it owns (nic.go)
 	vsocks []*vsock.Device
@@ -140,6 +141,9 @@ func NewDaemon(cfg *Config, opts DaemonOptions) (_ *Daemon, err error) {
 		d.fabric.SetFrameSink(up)
 	}
 	d.cm = cm.NewOnFabric(d.fabric)
+	if err := d.secureFabric(); err != nil {
+		return nil, err
+	}
 	for _, spec := range cfg.NICs {
 		n, err := d.newNIC(spec, opts.NewNIC)
 		if err != nil {
@@ -307,6 +311,8 @@ type Status struct {
 	NVMe    *NVMeStatus         `json:"nvme,omitempty"`
 	// CM are the connection manager's counters (every protocol).
 	CM map[string]uint64 `json:"cm,omitempty"`
+	// Security is how the fabric is secured (daemon_secure.go).
+	Security *SecurityStatus `json:"security,omitempty"`
 }
 
 // NICReport is one NIC in the daemon status: its config, its switch port's
@@ -343,6 +349,7 @@ func (d *Daemon) Status() Status {
 	}
 	st.NVMe = d.nvmeStatus()
 	st.CM = d.cm.Stats.Set().Snapshot()
+	st.Security = d.securityStatus()
 	return st
 }
 

@@ -41,7 +41,7 @@ var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // startDaemon writes cfg as a config file in a temp dir, loads it, builds a
 // daemon with test NICs and runs it until the test ends.
-func startDaemon(t *testing.T, cfgJSON string) *testDaemon {
+func startDaemon(t testing.TB, cfgJSON string) *testDaemon {
 	t.Helper()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "falconnic.json")
@@ -193,7 +193,7 @@ func TestDaemonReleasesEverythingWhenANICFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.resolve(dir)
-	cfg.Fabric = &FabricSpec{Listen: "127.0.0.1:0", Paths: 1}
+	cfg.Fabric = &FabricSpec{Listen: "127.0.0.1:0", Paths: 1, KeyFile: testKeyFile}
 	var built []*testNIC
 	_, err = NewDaemon(cfg, DaemonOptions{Logger: quietLog, NewNIC: func(spec NICSpec, up l2.Sink) (DaemonNIC, error) {
 		if spec.Name == "b" {
@@ -218,8 +218,8 @@ func fabricConfig(nic, mac string) string {
 	return fmt.Sprintf(`{
   "control": "ctl.sock",
   "nics": [{"name": %q, "socket": "n.sock", "mac": %q}],
-  "fabric": {"listen": "127.0.0.1:0", "paths": 2}
-}`, nic, mac)
+  "fabric": {"listen": "127.0.0.1:0", "paths": 2%s}
+}`, nic, mac, keyJSON())
 }
 
 func TestDaemonsExchangeFramesOverTheFabric(t *testing.T) {

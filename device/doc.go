@@ -29,6 +29,15 @@
 // Connections between two NICs of the daemon hand each burst of frames
 // straight to the other port (Port.LinkTo).
 //
+// Security (config_secure.go, daemon_secure.go): with the fabric's key
+// file the connection manager seals its messages between daemons
+// (psp/cmauth) and every Falcon datagram between daemons is PSP-sealed
+// per connection (package psp) with keys derived from the receiving NIC's
+// master keys (crypto/rand, one set per NIC, rotated by the control
+// method fabric.rotate_keys); "insecure": true runs the fabric in
+// plaintext and says so in the log and the status. Exported namespaces
+// serve the initiators their allow lists name (config_nvme_acl.go).
+//
 // Ports (ports.go): the ports of the NICs with NVMe functions share
 // "nvme.cores" goroutines (default one; Port.Adopt); every other NIC's
 // port has a goroutine of its own.

@@ -58,7 +58,7 @@ func startRealDaemon(t *testing.T, dir string, fabric bool, nics ...string) (*Da
 	}
 	cfgJSON := fmt.Sprintf(`{"control":%q,"nics":[%s]`, filepath.Join(dir, "ctl-"+strings.Join(nics, "")+".sock"), strings.Join(specs, ","))
 	if fabric {
-		cfgJSON += `,"fabric":{"listen":"127.0.0.1:0"}`
+		cfgJSON += `,"fabric":{"listen":"127.0.0.1:0"` + keyJSON() + `}`
 	}
 	cfg, err := ParseConfig([]byte(cfgJSON + "}"))
 	if err != nil {

@@ -33,6 +33,7 @@ type daemonNIC struct {
 	disks  []*nvmeDisk       // the disks whose initiator this NIC is
 	mu     sync.Mutex        // err
 	err    error             // why Serve stopped early, if it did
+	psp    nicPSP            // the NIC's master keys and SA counters (daemon_secure.go)
 }
 
 // newNIC builds the NIC spec describes: its Ethernet function through
@@ -64,8 +65,15 @@ func (d *Daemon) newNIC(spec NICSpec, newEth func(NICSpec, l2.Sink) (DaemonNIC, 
 		return nil, fmt.Errorf("nic %s: %w", spec.Name, err)
 	}
 	n.cm = d.cm.Attach(n.mac(), n.falcon)
+	if err := d.secureNIC(n); err != nil {
+		d.sw.RemovePort(sw)
+		return nil, fmt.Errorf("nic %s: %w", spec.Name, err)
+	}
 	if v, ok := eth.(*ether.NIC); ok {
 		n.rdma = rdma.New(v.MAC(), v.Deliver, n.cm, n.falcon)
+		if ips, _ := spec.ips(); ips != nil {
+			n.rdma.SetGuestAddrs(ips)
+		}
 		v.Attach("rdma", n.rdma)
 	}
 	return n, nil

@@ -52,6 +52,7 @@ func (d *Daemon) addNVMeFuncs() []*daemonNIC {
 			return
 		}
 		n.nvme = storage.NewNVMeFunc(n.falcon, uint32(len(order)+1))
+		n.nvme.MAC = n.mac()
 		n.nvme.AttachCM(n.cm)
 		if t := spec.CommandTimeout; t > 0 {
 			n.nvme.Engine.SetCommandTimeout(time.Duration(t))

@@ -37,8 +37,8 @@ func storeConfig(listen, peer, backing string, impair string) string {
   "control": "ctl.sock",
   "nics": [{"name": "store", "socket": "store.sock", "mac": "52:54:00:00:00:02"}],
   "fabric": {"listen": %q, "peers": [%q]%s},
-  "nvme": {"namespaces": [{"nic": "store", "nsid": 1, "backing": %q, "size": %d}]}
-}`, listen, peer, impair, backing, size)
+  "nvme": {"namespaces": [{"nic": "store", "nsid": 1, "backing": %q, "size": %d, "allow": ["52:54:00:00:00:01"]}]}
+}`, listen, peer, impair+keyJSON(), backing, size)
 }
 
 // hostConfig is daemon A: NIC "host" has disk d0 on B's NIC by MAC.
@@ -53,7 +53,7 @@ func hostConfigTimeout(listen, peer, impair, timeout string) string {
   "fabric": {"listen": %q, "peers": [%q]%s},
   "nvme": {"disks": [{"name": "d0", "socket": "vm/d0.sock", "nic": "host", "target": "52:54:00:00:00:02", "nsid": 1}],
            "command_timeout": %q, "retry_window": "20s"}
-}`, listen, peer, impair, timeout)
+}`, listen, peer, impair+keyJSON(), timeout)
 }
 
 // diskDriver is a guest's driver on a daemon's disk, with the disk (for

@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"falconnic/psp/cmauth"
 )
 
 // mode is FALCONNIC_E2E: "" (skip), "ci" or "full".
@@ -291,8 +293,20 @@ type nicSpec struct {
 }
 
 type fabricSpec struct {
-	Listen string   `json:"listen"`
-	Peers  []string `json:"peers,omitempty"`
+	Listen  string   `json:"listen"`
+	Peers   []string `json:"peers,omitempty"`
+	KeyFile string   `json:"key_file,omitempty"`
+}
+
+// fabricKey writes the deployment secret the daemons of a test share
+// (mode 0600, in dir): the two-daemon tests run on a sealed fabric.
+func fabricKey(t *testing.T, dir string) string {
+	t.Helper()
+	path := filepath.Join(dir, "fabric.key")
+	if err := cmauth.GenerateKeyFile(path); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 type daemonConfig struct {

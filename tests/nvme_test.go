@@ -33,6 +33,8 @@ type nvmeNamespace struct {
 	Backing  string `json:"backing"`
 	Size     int64  `json:"size"`
 	ReadOnly bool   `json:"read_only,omitempty"`
+	// Allow lists the initiators of another daemon that may use it.
+	Allow []string `json:"allow,omitempty"`
 }
 
 type nvmeDisk struct {
@@ -331,6 +333,7 @@ type fabricImpaired struct {
 	LossPercent    float64  `json:"loss_percent"`
 	ReorderPercent float64  `json:"reorder_percent"`
 	Seed           uint64   `json:"seed"`
+	KeyFile        string   `json:"key_file,omitempty"`
 }
 
 type nvmeFabricConfig struct {
@@ -364,10 +367,11 @@ func TestNVMeDiskFabricImpaired(t *testing.T) {
 	var store, host nvmeFabricConfig
 	store.Control, host.Control = "control.sock", "control.sock"
 	store.NICs = []nicSpec{{Name: "store", Socket: "store.sock", MAC: "52:54:00:0d:02:02"}}
-	store.Fabric = fabricImpaired{Listen: pb, Peers: []string{pa}, LossPercent: 1, ReorderPercent: 1, Seed: 2}
-	store.NVMe.Namespaces = []nvmeNamespace{{NIC: "store", NSID: 1, Backing: "rw.img", Size: nvmeRWSize}}
+	key := fabricKey(t, dir)
+	store.Fabric = fabricImpaired{Listen: pb, Peers: []string{pa}, LossPercent: 1, ReorderPercent: 1, Seed: 2, KeyFile: key}
+	store.NVMe.Namespaces = []nvmeNamespace{{NIC: "store", NSID: 1, Backing: "rw.img", Size: nvmeRWSize, Allow: []string{"52:54:00:0d:02:01"}}}
 	host.NICs = []nicSpec{{Name: "host", Socket: "host.sock", MAC: "52:54:00:0d:02:01"}}
-	host.Fabric = fabricImpaired{Listen: pa, Peers: []string{pb}, LossPercent: 1, ReorderPercent: 1, Seed: 1}
+	host.Fabric = fabricImpaired{Listen: pa, Peers: []string{pb}, LossPercent: 1, ReorderPercent: 1, Seed: 1, KeyFile: key}
 	host.NVMe.Disks = []nvmeDisk{{Name: "rw", Socket: "rw.sock", NIC: "host", Target: "52:54:00:0d:02:02", NSID: 1, Serial: "fn-remote"}}
 	tgt := startDaemonProc(t, filepath.Join(dir, "b"), store, "store.sock")
 	ini := startDaemonProc(t, filepath.Join(dir, "a"), host, "host.sock", "rw.sock")

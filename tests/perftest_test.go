@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -216,6 +217,10 @@ func TestPerftestBetweenTwoGuestsOnOneDaemon(t *testing.T) {
 
 // perftestCommand runs `falconnic perftest FLAGS -- PROGRAMS` and returns
 // its standard output (the clients' outputs in order).
+// sealedFabric is perftest's report of a daemon whose fabric sealed and
+// opened datagrams and refused none.
+var sealedFabric = regexp.MustCompile(`fabric psp: [1-9][0-9]* datagrams sealed, [1-9][0-9]* opened, 0 refused`)
+
 func perftestCommand(t *testing.T, flags []string, progs ...[]string) string {
 	t.Helper()
 	guestImage(t)
@@ -235,6 +240,10 @@ func perftestCommand(t *testing.T, flags []string, progs ...[]string) string {
 	t.Logf("falconnic %s: %.1fs\n%s", strings.Join(args, " "), time.Since(start).Seconds(), stderr.String())
 	if err != nil {
 		t.Fatalf("falconnic perftest: %v\n%s", err, stdout.String())
+	}
+	if i := slices.Index(flags, "--daemons"); i >= 0 && i+1 < len(flags) && flags[i+1] == "2" &&
+		!slices.Contains(flags, "--insecure") && !sealedFabric.MatchString(stderr.String()) {
+		t.Errorf("two daemons' fabric did not carry sealed datagrams:\n%s", stderr.String())
 	}
 	return stdout.String()
 }

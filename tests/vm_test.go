@@ -56,15 +56,16 @@ func TestTwoVMsOnTwoDaemonsOverTheFabric(t *testing.T) {
 		}
 	}
 	p1, p2 := freeUDPPort(t), freeUDPPort(t)
+	key := fabricKey(t, state)
 	startDaemon(t, d1, daemonConfig{
 		Control: "control.sock",
 		NICs:    []nicSpec{{Name: "a0", Socket: "a0.sock", MAC: "52:54:00:fb:00:0a"}},
-		Fabric:  &fabricSpec{Listen: p1, Peers: []string{p2}},
+		Fabric:  &fabricSpec{Listen: p1, Peers: []string{p2}, KeyFile: key},
 	})
 	startDaemon(t, d2, daemonConfig{
 		Control: "control.sock",
 		NICs:    []nicSpec{{Name: "b0", Socket: "b0.sock", MAC: "52:54:00:fb:00:0b"}},
-		Fabric:  &fabricSpec{Listen: p2, Peers: []string{p1}},
+		Fabric:  &fabricSpec{Listen: p2, Peers: []string{p1}, KeyFile: key},
 	})
 	a := boot(t, state, "A", "--nic", filepath.Join(d1, "a0.sock")+",mac=52:54:00:fb:00:0a,ip=10.0.0.1/24")
 	b := boot(t, state, "B", "--nic", filepath.Join(d2, "b0.sock")+",mac=52:54:00:fb:00:0b,ip=10.0.0.2/24")

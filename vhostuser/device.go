@@ -43,5 +43,14 @@ type MemTableUser interface {
 	SetMemTable(t *MemTable)
 }
 
+// DeviceResetter is implemented by devices that keep state for the
+// guest's driver outside the rings (an RDMA function's QPs and MRs): the
+// session tells them of RESET_OWNER and RESET_DEVICE — the driver is gone
+// (guest reboot, driver reload) though the session and its memory table
+// stay — after it stopped every ring.
+type DeviceResetter interface {
+	ResetDevice()
+}
+
 // genericProtocolFeatures are handled by the back-end for every device.
 const genericProtocolFeatures = ProtoMQ | ProtoReplyAck | ProtoResetDevice | ProtoConfigureMemSlots | ProtoStatus

@@ -256,6 +256,9 @@ func (s *Session) resetDevice(m *Msg) ([]byte, []int, error) {
 		q.addrValid, q.enabled, q.lastAvail = false, false, 0
 	}
 	s.features, s.status = 0, 0
+	if r, ok := s.dev.(DeviceResetter); ok {
+		r.ResetDevice()
+	}
 	return nil, nil, nil
 }
 

@@ -148,6 +148,8 @@ func benchNVMe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	intx := fs.String("intx", "none", "disks without MSI-X, on the PCI pin's level interrupt: none, local (QEMU's virtio-blk) or all")
 	watchdog := fs.String("watchdog", "act", "diagnosis: the disk's ring watchdog cures lost notifications (act) or only counts and logs them (observe), so that a stall stays for its stall report")
 	fw := fs.String("firmware", "swift", "congestion control of both NICs: swift (the daemon's default) or fixed")
+	daemons := fs.Int("daemons", 1, "1: one daemon with the initiator and target NICs; 2: one daemon each (both in this process), joined by the UDP fabric on loopback")
+	insecure := fs.Bool("insecure", false, "with --daemons 2: the fabric in plaintext (default: PSP-sealed), to measure what sealing costs")
 	statusFile := fs.String("status", "", "diagnosis: write the daemon's status (NICs' Falcon ports, NVMe engines and namespaces) as JSON to `FILE` at the end")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
@@ -159,6 +161,9 @@ func benchNVMe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *sizeMiB < 16 || *runFor < time.Second || *samples < 1 || *queues < 1 || *queues > qemu.MaxDiskQueues || *cores < 1 || *cores > 2 || *procs < 0 ||
 		(*aio != storage.AIOUring && *aio != storage.AIOThreads) || (*watchdog != "act" && *watchdog != "observe") {
 		return fmt.Errorf("%w: size ≥ 16 MiB, runtime ≥ 1s, samples ≥ 1, queues 1..%d, cores 1..2, procs ≥ 0, aio io_uring or threads, watchdog act or observe", errUsage, qemu.MaxDiskQueues)
+	}
+	if *daemons != 1 && *daemons != 2 || *insecure && *daemons != 2 {
+		return fmt.Errorf("%w: --daemons must be 1 or 2; --insecure needs --daemons 2", errUsage)
 	}
 	if *procs > 0 {
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(*procs))
@@ -187,32 +192,50 @@ func benchNVMe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *fw != port.FirmwareSwift && *fw != port.FirmwareFixed {
 		return fmt.Errorf("%w: --firmware %q: want swift or fixed", errUsage, *fw)
 	}
-	nics := fmt.Sprintf(`{"control": "c.sock",
+	if *daemons == 2 && *fw != port.FirmwareSwift {
+		return fmt.Errorf("%w: --firmware %s needs --daemons 1", errUsage, *fw)
+	}
+	cfgJSONs := []string{fmt.Sprintf(`{"control": "c.sock",
 	  "nics": [{"name": "ini", "socket": "ini.sock", "mac": "52:54:00:fb:00:01", "firmware": {"name": %q}},
-	           {"name": "tgt", "socket": "tgt.sock", "mac": "52:54:00:fb:00:02", "firmware": {"name": %q}}],`, *fw, *fw)
-	cfgJSON := nics + fmt.Sprintf(`
+	           {"name": "tgt", "socket": "tgt.sock", "mac": "52:54:00:fb:00:02", "firmware": {"name": %q}}],
 	  "nvme": {"namespaces": [{"nic": "tgt", "nsid": 1, "backing": %q, "size": %d, "block_size": %d, "direct": %t, "aio": %q}],
 	           "disks": [{"name": "d0", "socket": "d0.sock", "nic": "ini", "target": "tgt", "nsid": 1,
 	                      "serial": "fn-bench", "queues": %d}],
-	           "cores": %d}}`, backing, size, *blockSize, *nsDirect, *aio, *queues, *cores)
-	cfgPath := filepath.Join(dir, "daemon.json")
-	if err := os.WriteFile(cfgPath, []byte(cfgJSON), 0o644); err != nil {
-		return err
+	           "cores": %d}}`, *fw, *fw, backing, size, *blockSize, *nsDirect, *aio, *queues, *cores)}
+	if *daemons == 2 {
+		if cfgJSONs, err = nvmeBenchTwoDaemons(dir, backing, size, *blockSize, *nsDirect, *aio, *queues, *insecure); err != nil {
+			return err
+		}
 	}
-	cfg, err := device.LoadConfig(cfgPath)
-	if err != nil {
-		return err
+	// The target's daemon first (the last config): the disk identifies
+	// its namespace when it starts.
+	var ds []*device.Daemon
+	for i := len(cfgJSONs) - 1; i >= 0; i-- {
+		sub := filepath.Join(dir, fmt.Sprintf("d%d", i))
+		if err := os.MkdirAll(sub, 0o755); err != nil {
+			return err
+		}
+		cfgPath := filepath.Join(sub, "daemon.json")
+		if err := os.WriteFile(cfgPath, []byte(cfgJSONs[i]), 0o644); err != nil {
+			return err
+		}
+		cfg, err := device.LoadConfig(cfgPath)
+		if err != nil {
+			return err
+		}
+		dd, err := device.NewDaemon(cfg, device.DaemonOptions{Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+			RingWatchdogObserve: *watchdog == "observe"})
+		if err != nil {
+			return err
+		}
+		dctx, stopDaemon := context.WithCancel(ctx)
+		daemonDone := make(chan error, 1)
+		go func() { daemonDone <- dd.Run(dctx) }()
+		defer func() { stopDaemon(); <-daemonDone }()
+		ds = append([]*device.Daemon{dd}, ds...)
 	}
-	d, err := device.NewDaemon(cfg, device.DaemonOptions{Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		RingWatchdogObserve: *watchdog == "observe"})
-	if err != nil {
-		return err
-	}
-	dctx, stopDaemon := context.WithCancel(ctx)
-	daemonDone := make(chan error, 1)
-	go func() { daemonDone <- d.Run(dctx) }()
-	defer func() { stopDaemon(); <-daemonDone }()
-	sock := filepath.Join(dir, "d0.sock")
+	d := daemonSet(ds)
+	sock := filepath.Join(dir, "d0", "d0.sock")
 	for i := 0; !isUnixSocket(sock); i++ {
 		if i == 100 {
 			return errors.New("the daemon's disk socket did not appear")
@@ -306,6 +329,7 @@ func benchNVMe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		Command: "falconnic bench nvme " + strings.Join(args, " "),
 		Setup: map[string]string{
 			"nvme":     "vhost-user-blk (falconnic daemon, in-process) → NVMe-over-Falcon → " + nsKind(*memoryNS, *nsDirect) + " namespace",
+			"daemons":  nvmeBenchDaemons(*daemons, *insecure),
 			"local":    "QEMU virtio-blk-pci, -drive format=raw,cache=none,aio=native, same file",
 			"size":     strconv.Itoa(*sizeMiB) + " MiB",
 			"runtime":  runFor.String() + " per sample (+1 s ramp)",

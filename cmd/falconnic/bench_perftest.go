@@ -125,11 +125,16 @@ func benchPerftest(ctx context.Context, args []string, stdout, stderr io.Writer)
 	only := fs.String("only", "", "comma-separated program names to run (default: all four)")
 	daemonBin := fs.String("daemon-bin", "", "falconnic executable that serves the NICs (default: this one), to compare daemon builds on the same guests")
 	rxe := fs.Bool("rxe", true, "also run the Soft-RoCE baseline (false: falconnic only, no ratios)")
+	daemons := fs.Int("daemons", 1, "falconnic: 1 daemon with both NICs, or 2 joined by the UDP fabric on loopback")
+	insecure := fs.Bool("insecure", false, "with --daemons 2: the fabric in plaintext (default: PSP-sealed), to measure what sealing costs")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	if *samples < 1 {
 		return fmt.Errorf("%w: --samples must be at least 1", errUsage)
+	}
+	if *daemons != 1 && *daemons != 2 || *insecure && *daemons != 2 {
+		return fmt.Errorf("%w: --daemons must be 1 or 2; --insecure needs --daemons 2", errUsage)
 	}
 	cases := perftestCases
 	if *only != "" {
@@ -166,7 +171,11 @@ func benchPerftest(ctx context.Context, args []string, stdout, stderr io.Writer)
 	// One pair at a time: two TCG guests already use most of two cores.
 	for _, kind := range kinds {
 		sub := fmt.Sprintf("%s/k%d", dir, kind)
-		p, err := startPair(ctx, pairOptions{kind: kind, daemons: 1, dir: sub, cache: *cache, bin: bin, log: stderr})
+		n := *daemons
+		if kind != pairFalcon {
+			n = 1 // Soft-RoCE runs in the guests: no daemon
+		}
+		p, err := startPair(ctx, pairOptions{kind: kind, daemons: n, insecure: *insecure, dir: sub, cache: *cache, bin: bin, log: stderr})
 		if err != nil {
 			return err
 		}
@@ -206,7 +215,7 @@ func benchPerftest(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	res := benchPerftestResult{
 		Setup: "two TCG guests (qemu64, 1 vCPU, 1 GiB) from the same image and kernel on this host, booted as a pair; " +
-			"falconnic: one daemon, both guests' falconnic NICs, falconnic.ko (falcon0); " +
+			benchDaemonsSetup(*daemons, *insecure) +
 			"rxe: Linux Soft-RoCE (rdma_rxe, falconnic.ko not loaded) on each guest's virtio-net",
 		RXELink:    "QEMU -netdev stream on an AF_UNIX socket between the two guests' virtio-net (guest MTU 1500, RoCE MTU 1024)",
 		Samples:    *samples,
@@ -252,4 +261,15 @@ func benchPerftest(ctx context.Context, args []string, stdout, stderr io.Writer)
 		fmt.Fprintf(stderr, "bench perftest: %v\n", e)
 	}
 	return nil
+}
+
+// benchDaemonsSetup describes the falconnic side of bench perftest.
+func benchDaemonsSetup(daemons int, insecure bool) string {
+	switch {
+	case daemons == 1:
+		return "falconnic: one daemon, both guests' falconnic NICs, falconnic.ko (falcon0); "
+	case insecure:
+		return "falconnic: two daemons, one NIC each, joined by the UDP fabric on loopback in plaintext (insecure), falconnic.ko (falcon0); "
+	}
+	return "falconnic: two daemons, one NIC each, joined by the UDP fabric on loopback, PSP-sealed (AES-GCM-128), falconnic.ko (falcon0); "
 }

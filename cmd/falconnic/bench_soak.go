@@ -359,9 +359,14 @@ func startSoakDaemons(bin, dir string, daemons int, loss float64, nsFile string,
 			return nil, err
 		}
 		ns["nic"] = "store"
+		ns["allow"] = []string{"52:54:00:5a:00:01"} // the host's NIC, on the other daemon
 		disk["nic"], disk["target"] = "host", "52:54:00:5a:00:02"
+		key, err := fabricKeyFile(dir, false)
+		if err != nil {
+			return nil, err
+		}
 		fab := func(i int) cfgT {
-			return cfgT{"listen": ports[i], "peers": []string{ports[1-i]}, "loss_percent": loss, "seed": i + 1}
+			return cfgT{"listen": ports[i], "peers": []string{ports[1-i]}, "loss_percent": loss, "seed": i + 1, "key_file": key}
 		}
 		// The host (initiator) first: restartInitiator restarts procs[0].
 		cfgs = []cfgT{

@@ -26,7 +26,7 @@ func init() {
 	register("perftest", "run unmodified perftest between two VMs on falconnic NICs (falconnic perftest -h)", runPerftest)
 }
 
-const perftestUsage = `usage: falconnic perftest [--daemons 1|2] [--loss PCT] [--keep] [--state DIR] [--cache DIR]
+const perftestUsage = `usage: falconnic perftest [--daemons 1|2] [--loss PCT] [--insecure] [--keep] [--state DIR] [--cache DIR]
                           -- PROGRAM ARGS... [-- PROGRAM ARGS...]...
 Starts falconnic daemon(s) and two guests A and B with falconnic NICs, waits
 until falcon0 is ACTIVE in both, then for each program runs the server side
@@ -36,7 +36,10 @@ the client's output. Exits non-zero if any side failed. Examples:
   falconnic perftest --daemons 2 --loss 1 -- ib_write_bw -s 65536 -- ibv_rc_pingpong -g 1 -c
   falconnic perftest -- ib_write_bw -R -s 65536 -- rping -C 10 -v
 With -R (rdma_cm) the client gets B's IP address like any other program;
-rping gets -s in B and -c -a B's-IP in A.`
+rping gets -s in B and -c -a B's-IP in A.
+Two daemons share a deployment secret written to the work directory
+(fabric.key): the fabric between them is authenticated and encrypted;
+--insecure runs it in plaintext instead (to measure what encryption costs).`
 
 // pairKind selects what carries RDMA between the two guests.
 type pairKind int
@@ -51,10 +54,13 @@ type pairOptions struct {
 	kind    pairKind
 	daemons int     // 1 or 2 (falconnic only)
 	loss    float64 // fabric loss percent per direction (2 daemons)
-	dir     string  // work directory: configs, daemon logs, VM state
-	cache   string  // guest image cache
-	bin     string  // falconnic executable for `serve`
-	log     io.Writer
+	// insecure: the two daemons' fabric in plaintext, not sealed with a
+	// key file generated in dir
+	insecure bool
+	dir      string // work directory: configs, daemon logs, VM state
+	cache    string // guest image cache
+	bin      string // falconnic executable for `serve`
+	log      io.Writer
 }
 
 // rdmaPair is two running guests A (client) and B (server) that can reach
@@ -199,6 +205,8 @@ type daemonFab struct {
 	Peers       []string `json:"peers"`
 	LossPercent float64  `json:"loss_percent,omitempty"`
 	Seed        uint64   `json:"seed,omitempty"`
+	KeyFile     string   `json:"key_file,omitempty"`
+	Insecure    bool     `json:"insecure,omitempty"`
 }
 
 // startDaemons starts one daemon with both NICs, or two daemons with one
@@ -216,9 +224,14 @@ func (p *rdmaPair) startDaemons() ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
+		key, err := fabricKeyFile(p.o.dir, p.o.insecure)
+		if err != nil {
+			return nil, err
+		}
 		for i := range 2 {
 			cfgs = append(cfgs, daemonConfig{Control: "control.sock", NICs: nics[i : i+1],
-				Fabric: &daemonFab{Listen: ports[i], Peers: []string{ports[1-i]}, LossPercent: p.o.loss, Seed: uint64(i + 1)}})
+				Fabric: &daemonFab{Listen: ports[i], Peers: []string{ports[1-i]}, LossPercent: p.o.loss, Seed: uint64(i + 1),
+					KeyFile: key, Insecure: p.o.insecure}})
 			dirs = append(dirs, filepath.Join(p.o.dir, fmt.Sprintf("d%d", i+1)))
 		}
 	}
@@ -470,6 +483,7 @@ func runPerftest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.Usage = func() { fmt.Fprintln(stderr, perftestUsage); fs.PrintDefaults() }
 	daemons := fs.Int("daemons", 1, "1: both NICs on one daemon; 2: one daemon each, linked by the UDP fabric on loopback")
 	loss := fs.Float64("loss", 0, "fabric loss in percent, each direction (needs --daemons 2)")
+	insecure := fs.Bool("insecure", false, "two daemons' fabric in plaintext (default: sealed with a key file generated in the work directory)")
 	keep := fs.Bool("keep", false, "keep the guests and daemons running after the programs, until interrupted")
 	state := fs.String("state", "", "work directory (default: a new temporary one, removed at the end unless --keep)")
 	cache := fs.String("cache", qemu.DefaultCacheDir(), "guest image cache")
@@ -510,7 +524,7 @@ func runPerftest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	p, err := startPair(ctx, pairOptions{kind: pairFalcon, daemons: *daemons, loss: *loss, dir: dir, cache: *cache, bin: bin, log: stderr})
+	p, err := startPair(ctx, pairOptions{kind: pairFalcon, daemons: *daemons, loss: *loss, insecure: *insecure, dir: dir, cache: *cache, bin: bin, log: stderr})
 	if err != nil {
 		return err
 	}
@@ -529,6 +543,7 @@ func runPerftest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 		fmt.Fprintf(stderr, "perftest: %s done in %.1fs\n", argv[0], time.Since(start).Seconds())
 	}
+	p.fabricReport(ctx)
 	if *keep {
 		fmt.Fprintf(stderr, "perftest: keeping guests A (%s) and B (%s) until interrupted: falconnic vm exec A --state %s -- CMD\n",
 			pairIPA, pairIPB, filepath.Join(dir, "vms"))

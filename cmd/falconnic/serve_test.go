@@ -70,7 +70,7 @@ func startServe(t *testing.T, cfg string, extra ...string) (dir string, stop fun
 const serveConfig = `{
   "control": "ctl.sock",
   "nics": [{"name": "n0", "socket": "n0.sock", "mac": "52:54:00:12:34:56"}],
-  "fabric": {"listen": "127.0.0.1:0", "peers": ["127.0.0.1:9"]}
+  "fabric": {"listen": "127.0.0.1:0", "peers": ["127.0.0.1:9"], "insecure": true}
 }`
 
 func TestServeAnswersStatus(t *testing.T) {
@@ -81,7 +81,7 @@ func TestServeAnswersStatus(t *testing.T) {
 	if err := run(context.Background(), []string{"status", "--socket", sock}, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"control " + sock, "52:54:00:12:34:56", filepath.Join(dir, "n0.sock"), "PORT", "static", "fabric", "fabric: listen 127.0.0.1:", "loss 2.5% reorder 0% seed 9", "127.0.0.1:9"} {
+	for _, want := range []string{"control " + sock, "52:54:00:12:34:56", filepath.Join(dir, "n0.sock"), "PORT", "static", "fabric", "fabric: listen 127.0.0.1:", "loss 2.5% reorder 0% seed 9", "127.0.0.1:9", "WARNING: the fabric is INSECURE"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("status output lacks %q:\n%s", want, out.String())
 		}

@@ -81,6 +81,7 @@ func controlError(socket string, err error) error {
 
 func printStatus(w io.Writer, st device.Status) error {
 	fmt.Fprintf(w, "daemon up %s, control %s\n\n", st.Uptime.Round(time.Second), st.Control)
+	printSecurity(w, st.Security)
 
 	devs := make([]ether.Status, len(st.NICs))
 	for i, n := range st.NICs {

@@ -13,6 +13,8 @@ import (
 	"falconnic/falcon/wire"
 	"falconnic/internal/clock"
 	"falconnic/internal/stats"
+	"falconnic/psp"
+	"falconnic/psp/cmauth"
 )
 
 // Manager is the daemon's connection manager: it
@@ -41,8 +43,17 @@ import (
 // repeated REQ (our REP was lost) gets the same REP again; a new REQ for a
 // connection that is up (the peer restarted, or found ours dead) replaces
 // it: the protocol gets the new connection, then the old one is closed.
+//
+// Security (secure.go): on a secure fabric every message between daemons
+// is a cmauth envelope whose sender must own the source MAC, REQ and REP
+// offer each end's PSP SA, and the connection's datagrams are sealed and
+// opened per connection; REKEY moves a connection to a new master-key
+// generation. Bounds: maxPeersPerNIC connections per NIC, MaxConnsPerPeer
+// of them with one other daemon, and an accepted sealed connection that
+// hears nothing authentic within halfOpenAge is closed.
 type Manager struct {
-	net Net // nil: no fabric
+	net Net       // nil: no fabric
+	sec *Security // nil: plaintext between daemons (insecure)
 
 	mu     sync.RWMutex
 	agents map[[6]byte]*Agent
@@ -73,10 +84,12 @@ type Net interface {
 // Counters count the connection manager's work and drops, for every
 // protocol.
 type Counters struct {
-	Dials, REQSent, REQRecv, REPSent, REPRecv, REJSent, REJRecv stats.Counter
-	ConnsUp, Replaced, RepeatedREQ, RaceWon, GaveUp             stats.Counter
-	DecodeErr, NoNIC, NoULP, Stale, TooMany, Spoofed            stats.Counter
-	QueueFull, ConnErr, FalconNoCID, FalconShort                stats.Counter
+	Dials, REQSent, REQRecv, REPSent, REPRecv, REJSent, REJRecv   stats.Counter
+	ConnsUp, Replaced, RepeatedREQ, RaceWon, GaveUp               stats.Counter
+	DecodeErr, NoNIC, NoULP, Stale, TooMany, Spoofed              stats.Counter
+	QueueFull, ConnErr, FalconNoCID, FalconShort                  stats.Counter
+	NotOwner, NoSA, SealErr, FalconUnsealed, RekeySent, RekeyRecv stats.Counter
+	TooManyFromPeer, AgedHalfOpen, RepeatedRekey                  stats.Counter
 }
 
 // Set lists the counters with help text.
@@ -99,11 +112,20 @@ func (c *Counters) Set() stats.Set {
 		{Name: "cm_no_ulp", Help: "CM messages for a protocol the NIC has no function for (a REQ is answered with a REJ)", Counter: &c.NoULP},
 		{Name: "cm_stale", Help: "REPs and REJs for no pending set-up", Counter: &c.Stale},
 		{Name: "cm_too_many", Help: "REQs refused: the NIC has maxPeersPerNIC connections", Counter: &c.TooMany},
+		{Name: "cm_too_many_from_peer", Help: "REQs refused: the sending daemon has MaxConnsPerPeer connections with the NIC", Counter: &c.TooManyFromPeer},
+		{Name: "cm_aged_half_open", Help: "accepted sealed connections closed: no authentic datagram from the peer within halfOpenAge", Counter: &c.AgedHalfOpen},
 		{Name: "cm_spoofed", Help: "CM messages from the fabric claiming a NIC of this daemon as their source", Counter: &c.Spoofed},
 		{Name: "cm_queue_full", Help: "CM messages dropped: the NIC's port queue was full (the REQ is retried)", Counter: &c.QueueFull},
 		{Name: "cm_conn_err", Help: "connections the endpoint or the protocol refused to set up", Counter: &c.ConnErr},
 		{Name: "cm_falcon_no_cid", Help: "Falcon packets from the fabric for a CID no NIC owns", Counter: &c.FalconNoCID},
 		{Name: "cm_falcon_short", Help: "Falcon datagrams from the fabric too short for a header", Counter: &c.FalconShort},
+		{Name: "cm_not_owner", Help: "authenticated CM messages refused: the sending daemon may not speak for their source MAC (cmauth.Owners)", Counter: &c.NotOwner},
+		{Name: "cm_no_sa", Help: "REQs and REPs from the fabric refused: no SA offered, or one of another PSP version", Counter: &c.NoSA},
+		{Name: "cm_seal_err", Help: "CM messages or SAs that could not be sealed, derived or installed", Counter: &c.SealErr},
+		{Name: "cm_falcon_unsealed", Help: "Falcon datagrams from the fabric for a CID with no receive SA (the fabric is secure: every one must be sealed)", Counter: &c.FalconUnsealed},
+		{Name: "cm_rekey_sent", Help: "REKEYs sent: a connection moved to an SPI of a new master-key generation", Counter: &c.RekeySent},
+		{Name: "cm_rekey_recv", Help: "REKEYs received", Counter: &c.RekeyRecv},
+		{Name: "cm_repeated_rekey", Help: "REKEYs ignored: they offered the SPI the connection already seals with", Counter: &c.RepeatedRekey},
 	}
 }
 
@@ -116,6 +138,18 @@ const (
 // maxPeersPerNIC bounds the connections (all protocols) a NIC has or is
 // setting up; each costs a Falcon connection's state.
 const maxPeersPerNIC = 1024
+
+// MaxConnsPerPeer bounds the connections one other daemon may set up
+// with a NIC (all protocols, all its NICs): one daemon cannot take every
+// slot of a NIC (maxPeersPerNIC) from the others.
+const MaxConnsPerPeer = 64
+
+// halfOpenAge is how long a sealed connection this NIC accepted may stay
+// without one authentic datagram from its peer before the CM closes it: a
+// forged or abandoned set-up does not hold a slot and a Falcon
+// connection's state for ever. (A dialer whose connection was aged finds
+// it dead on first use and sets up a new one.)
+const halfOpenAge = 30 * time.Second
 
 // New returns a daemon's connection manager whose messages to other
 // daemons go over n (nil: NICs of this daemon only).
@@ -177,6 +211,10 @@ type FalconReceiver interface {
 // ReceiveFalcon hands a Falcon packet from the fabric to the port owning
 // its destination CID (on the fabric's goroutine).
 func (cm *Manager) ReceiveFalcon(from netip.AddrPort, flow uint32, payload []byte) {
+	if cm.sec != nil {
+		cm.receiveSealedFalcon(flow, payload)
+		return
+	}
 	if len(payload) < 4 {
 		cm.Stats.FalconShort.Inc()
 		return
@@ -196,13 +234,8 @@ func (cm *Manager) ReceiveFalcon(from netip.AddrPort, flow uint32, payload []byt
 // goroutine): it is checked here and handed to the destination NIC's
 // agent as port work.
 func (cm *Manager) ReceiveCM(from netip.AddrPort, flow uint32, payload []byte) {
-	m, err := decodeCM(payload)
-	if err != nil {
-		cm.Stats.DecodeErr.Inc()
-		return
-	}
-	if cm.agent(m.src) != nil {
-		cm.Stats.Spoofed.Inc()
+	m, ok := cm.openCM(payload)
+	if !ok {
 		return
 	}
 	cm.deliver(m, cmRoute{addr: from})
@@ -244,13 +277,11 @@ func (cm *Manager) send(m cmMsg, r cmRoute) {
 	case r.local != nil:
 		cm.deliver(m, cmRoute{local: cm.agent(m.src)})
 	case r.addr.IsValid():
-		if cm.net != nil {
-			_ = cm.net.Send(r.addr, m.append(nil))
-		}
+		cm.toNet(r.addr, &m)
 	case cm.agent(m.dst) != nil:
 		cm.deliver(m, cmRoute{local: cm.agent(m.src)})
-	case cm.net != nil:
-		_ = cm.net.SendToMAC(m.dst, m.append(nil))
+	default:
+		cm.toNet(netip.AddrPort{}, &m)
 	}
 }
 
@@ -286,6 +317,13 @@ type Agent struct {
 	port   *port.Port
 	protos [16]*Proto
 	conns  map[cmKey]*cmConn
+	// keys are the NIC's master keys, pspStats its SAs' counters
+	// (SetKeys; nil: connections are not sealed).
+	keys     *psp.MasterKeys
+	pspStats *psp.Counters
+	// upAddr is the daemon a connection being handed to its protocol
+	// (Proto.Up) comes from (PeerOwner).
+	upAddr netip.AddrPort
 	// due is the earliest REQ retry (NextDeadline), has whether any.
 	due clock.Time
 	has bool
@@ -305,7 +343,19 @@ type cmConn struct {
 	tries   int
 	retryAt clock.Time
 	dcid    uint32 // the peer's CID of conn
-	rep     []byte // the REP we sent for conn (a repeated REQ gets it again)
+	rep     *cmMsg // the REP we sent for conn (a repeated REQ gets it again)
+	// Sealed connections (Security): rx opens conn's datagrams, tx seals
+	// them toward the daemon at addr; pend and offer are the receive SA
+	// and its offer of the set-up under way.
+	rx    *connRx
+	tx    *sealLink
+	addr  netip.AddrPort
+	pend  *connRx
+	offer cmauth.SA
+	// ageAt is when a connection this NIC accepted is closed if its
+	// receive SA has opened nothing by then (half-open: halfOpenAge).
+	ageAt    clock.Time
+	halfOpen bool
 }
 
 // Register has the agent set up connections of protocol proto for p
@@ -373,6 +423,18 @@ func (a *Agent) dial(proto wire.ProtocolType, peer [6]byte, c *cmConn) {
 	cfg := falcon.ConnConfig{SCID: a.cm.AllocCID(a.port), Protocol: proto}
 	p.Config(&cfg)
 	a.port.RandomPSNs(&cfg)
+	c.pend = nil
+	if a.sealed(peer) {
+		rx, sa, ok := a.newRx(cfg.SCID)
+		if !ok {
+			a.cm.ReleaseCID(cfg.SCID)
+			if c.conn == nil {
+				delete(a.conns, key)
+			}
+			return
+		}
+		c.pend, c.offer = rx, sa
+	}
 	c.cfg, c.dialing, c.tries = cfg, true, 0
 	a.sendREQ(key, c)
 }
@@ -382,8 +444,12 @@ func (a *Agent) sendREQ(key cmKey, c *cmConn) {
 	c.retryAt = a.port.Clock().Now() + cmRetryEvery
 	a.setDue(c.retryAt)
 	a.cm.Stats.REQSent.Inc()
-	a.cm.send(cmMsg{typ: cmREQ, proto: cmProtoByte(key.proto), src: a.mac, dst: key.peer, srcCID: c.cfg.SCID,
-		reqPSN: uint32(c.cfg.TxReqPSN), dataPSN: uint32(c.cfg.TxDataPSN), rsn: uint32(c.cfg.TxRSN)}, cmRoute{})
+	m := cmMsg{typ: cmREQ, proto: cmProtoByte(key.proto), src: a.mac, dst: key.peer, srcCID: c.cfg.SCID,
+		reqPSN: uint32(c.cfg.TxReqPSN), dataPSN: uint32(c.cfg.TxDataPSN), rsn: uint32(c.cfg.TxRSN)}
+	if c.pend != nil {
+		m.sa, m.hasSA = c.offer, true
+	}
+	a.cm.send(m, cmRoute{})
 }
 
 // receive handles a CM message for this NIC (on the port's goroutine).
@@ -400,12 +466,18 @@ func (a *Agent) receive(m cmMsg, r cmRoute) {
 			a.cm.Stats.Stale.Inc()
 			return
 		}
+		if c.pend != nil && (!m.hasSA || r.local != nil) {
+			a.cm.Stats.NoSA.Inc()
+			return
+		}
 		cfg := c.cfg
 		cfg.DCID = m.srcCID
 		cfg.RxReqPSN, cfg.RxDataPSN, cfg.RxRSN = wire.PSN(m.reqPSN), wire.PSN(m.dataPSN), wire.RSN(m.rsn)
 		c.dialing, c.rep = false, nil
 		a.rearm()
-		a.install(key, c, cfg, r)
+		rx := c.pend
+		c.pend = nil
+		a.install(key, c, cfg, r, rx, &m)
 	case cmREJ:
 		a.cm.Stats.REJRecv.Inc()
 		if c == nil || !c.dialing || c.cfg.SCID != m.dstCID {
@@ -413,14 +485,25 @@ func (a *Agent) receive(m cmMsg, r cmRoute) {
 		}
 		// Another daemon has no such NIC: a REQ sent to every peer draws
 		// REJs from all but the right one. Keep retrying.
+	case cmREKEY:
+		a.onREKEY(c, m)
 	}
 }
 
 // onREQ answers a REQ from NIC key.peer.
 func (a *Agent) onREQ(key cmKey, c *cmConn, m cmMsg, r cmRoute) {
+	sealed := r.local == nil && a.sealed(key.peer)
+	if sealed && !m.hasSA {
+		a.cm.Stats.NoSA.Inc()
+		return
+	}
 	switch {
 	case c == nil && len(a.conns) >= maxPeersPerNIC:
 		a.cm.Stats.TooMany.Inc()
+		a.cm.reject(m, r)
+		return
+	case c == nil && r.addr.IsValid() && a.peerConns(r.addr) >= MaxConnsPerPeer:
+		a.cm.Stats.TooManyFromPeer.Inc()
 		a.cm.reject(m, r)
 		return
 	case c == nil:
@@ -438,41 +521,67 @@ func (a *Agent) onREQ(key cmKey, c *cmConn, m cmMsg, r cmRoute) {
 	}
 	if c.dialing { // our REQ lost the race
 		a.cm.ReleaseCID(c.cfg.SCID)
-		c.dialing = false
+		c.dialing, c.pend = false, nil
 		a.rearm()
 	}
 	cfg := falcon.ConnConfig{SCID: a.cm.AllocCID(a.port), DCID: m.srcCID, Protocol: key.proto}
 	a.proto(key.proto).Config(&cfg)
 	a.port.RandomPSNs(&cfg)
 	cfg.RxReqPSN, cfg.RxDataPSN, cfg.RxRSN = wire.PSN(m.reqPSN), wire.PSN(m.dataPSN), wire.RSN(m.rsn)
-	if !a.install(key, c, cfg, r) {
-		return
-	}
 	rep := cmMsg{typ: cmREP, proto: m.proto, src: a.mac, dst: key.peer, srcCID: cfg.SCID, dstCID: m.srcCID,
 		reqPSN: uint32(cfg.TxReqPSN), dataPSN: uint32(cfg.TxDataPSN), rsn: uint32(cfg.TxRSN)}
-	c.rep = rep.append(nil)
+	var rx *connRx
+	if sealed {
+		var ok bool
+		if rx, rep.sa, ok = a.newRx(cfg.SCID); !ok {
+			a.cm.ReleaseCID(cfg.SCID)
+			if c.conn == nil {
+				delete(a.conns, key)
+			}
+			return
+		}
+		rep.hasSA = true
+	}
+	if !a.install(key, c, cfg, r, rx, &m) {
+		return
+	}
+	if rx != nil {
+		c.halfOpen, c.ageAt = true, a.port.Clock().Now()+halfOpenAge
+		a.setDue(c.ageAt)
+	}
+	c.rep = &rep
 	a.sendREP(c.rep, r)
 }
 
-func (a *Agent) sendREP(b []byte, r cmRoute) {
+func (a *Agent) sendREP(m *cmMsg, r cmRoute) {
 	a.cm.Stats.REPSent.Inc()
-	if r.local != nil {
-		m, _ := decodeCM(b)
-		a.cm.send(m, r)
-		return
-	}
-	if r.addr.IsValid() && a.cm.net != nil {
-		_ = a.cm.net.Send(r.addr, b)
+	if r.local != nil || r.addr.IsValid() {
+		a.cm.send(*m, r)
 	}
 }
 
 // install connects cfg toward the peer along r, hands the connection to
 // its protocol and then closes the one it replaces. It reports whether the
 // connection is up.
-func (a *Agent) install(key cmKey, c *cmConn, cfg falcon.ConnConfig, r cmRoute) bool {
+//
+// rx is the connection's receive SA when it is sealed (nil: not), and m
+// the peer's message offering the SA to seal with.
+func (a *Agent) install(key cmKey, c *cmConn, cfg falcon.ConnConfig, r cmRoute, rx *connRx, m *cmMsg) bool {
+	var tx *sealLink
 	switch {
 	case r.local != nil:
 		cfg.Peer = a.port.LinkTo(r.local.port)
+	case rx != nil:
+		var err error
+		if tx, err = a.newSealLink(r.addr, &m.sa); err != nil {
+			a.cm.Stats.SealErr.Inc()
+			a.cm.ReleaseCID(cfg.SCID)
+			if c.conn == nil {
+				delete(a.conns, key)
+			}
+			return false
+		}
+		cfg.Peer = tx
 	case a.cm.net != nil:
 		cfg.Peer = a.cm.net.FalconLink(r.addr)
 	}
@@ -482,7 +591,10 @@ func (a *Agent) install(key cmKey, c *cmConn, cfg falcon.ConnConfig, r cmRoute) 
 	p := a.proto(key.proto)
 	conn, err := a.port.Connect(cfg)
 	if err == nil {
-		if err = p.Up(key.peer, conn); err != nil {
+		a.upAddr = r.addr
+		err = p.Up(key.peer, conn)
+		a.upAddr = netip.AddrPort{}
+		if err != nil {
 			_ = a.port.CloseConn(conn.SCID())
 		}
 	}
@@ -500,6 +612,7 @@ func (a *Agent) install(key cmKey, c *cmConn, cfg falcon.ConnConfig, r cmRoute) 
 		a.down(key, c)
 	}
 	c.conn, c.cfg, c.dcid = conn, cfg, cfg.DCID
+	c.rx, c.tx, c.addr, c.halfOpen = rx, tx, r.addr, false
 	return true
 }
 
@@ -525,6 +638,9 @@ func (a *Agent) rearm() {
 		if c.dialing {
 			a.setDue(c.retryAt)
 		}
+		if c.halfOpen {
+			a.setDue(c.ageAt)
+		}
 	}
 }
 
@@ -534,6 +650,7 @@ func (a *Agent) NextDeadline() (time.Duration, bool) { return a.due, a.has }
 // OnTimer resends the REQs that are due, and gives up on set-ups that have
 // had every retry.
 func (a *Agent) OnTimer(now time.Duration) {
+	a.age(now)
 	for key, c := range a.conns {
 		if !c.dialing || c.retryAt > now {
 			continue
@@ -544,7 +661,7 @@ func (a *Agent) OnTimer(now time.Duration) {
 		}
 		a.cm.Stats.GaveUp.Inc()
 		a.cm.ReleaseCID(c.cfg.SCID)
-		c.dialing = false
+		c.dialing, c.pend = false, nil
 		if c.conn == nil {
 			delete(a.conns, key)
 		}
@@ -562,4 +679,32 @@ func lessMAC(a, b [6]byte) bool {
 		}
 	}
 	return false
+}
+
+// peerConns counts the NIC's connections with the daemon at addr.
+func (a *Agent) peerConns(addr netip.AddrPort) int {
+	n := 0
+	for _, c := range a.conns {
+		if c.addr == addr {
+			n++
+		}
+	}
+	return n
+}
+
+// age closes the half-open connections whose time is up, and ends the
+// half-open state of those that heard from their peer.
+func (a *Agent) age(now time.Duration) {
+	for key, c := range a.conns {
+		if !c.halfOpen || c.ageAt > now {
+			continue
+		}
+		c.halfOpen = false
+		if c.rx != nil && c.rx.seen || c.conn == nil || c.dialing {
+			continue
+		}
+		a.cm.Stats.AgedHalfOpen.Inc()
+		a.down(key, c)
+		delete(a.conns, key)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"falconnic/falcon/wire"
+	"falconnic/psp/cmauth"
 )
 
 // Connection-manager messages (over the fabric, or handed between two
@@ -39,6 +40,9 @@ const (
 	cmREQ cmType = 1
 	cmREP cmType = 2
 	cmREJ cmType = 3
+	// cmREKEY offers the peer of an up connection a new SA (master-key
+	// rotation); only between daemons, only sealed (secure.go).
+	cmREKEY cmType = 4
 )
 
 // cmMsg is a decoded CM message.
@@ -50,6 +54,10 @@ type cmMsg struct {
 	reqPSN         uint32
 	dataPSN        uint32
 	rsn            uint32
+	// sa is the SA the message offers (hasSA): it travels in the cmauth
+	// envelope, never in these bytes.
+	sa    cmauth.SA
+	hasSA bool
 }
 
 // CM decode errors.
@@ -113,7 +121,7 @@ func decodeCM(b []byte) (cmMsg, error) {
 	}
 	m := cmMsg{typ: cmType(b[5]), proto: b[6], srcCID: be.Uint32(b[20:]), dstCID: be.Uint32(b[24:]),
 		reqPSN: be.Uint32(b[28:]), dataPSN: be.Uint32(b[32:]), rsn: be.Uint32(b[36:])}
-	if m.typ < cmREQ || m.typ > cmREJ {
+	if m.typ < cmREQ || m.typ > cmREKEY {
 		return cmMsg{}, errCMType
 	}
 	if m.srcCID >= 1<<24 || m.dstCID >= 1<<24 || (m.typ != cmREJ && m.srcCID == 0) {

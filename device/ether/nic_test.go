@@ -641,3 +641,42 @@ func TestStuckReceiverCostsOneWait(t *testing.T) {
 		t.Fatal("RX progress did not re-arm waiting")
 	}
 }
+
+// flipper is an uplink during whose Deliver the guest rewrites the frame
+// it sent (a TOCTOU attacker on another vCPU).
+type flipper struct {
+	recorder
+	flip func()
+}
+
+func (f *flipper) Deliver(b []byte) {
+	f.flip()
+	f.recorder.Deliver(b)
+}
+
+// TestAdversarialTXFrameFlippedAfterTheChecks (finding 4): a guest that
+// rewrites its one-descriptor TX frame into a control-channel frame with
+// another NIC's source after the NIC checked it cannot change what the
+// switch forwards: the NIC copied the frame before checking it.
+func TestAdversarialTXFrameFlippedAfterTheChecks(t *testing.T) {
+	n := newTestNIC(t, "n", macA, 1)
+	g := attach(t, n, acked1)
+	q := g.Qs[1]
+	f := ethFrame(macB, macA, 0x0800, "an ordinary frame")
+	i, _ := q.Peek()
+	buf := q.Buf(i)
+	copy(buf[netHdrLen:], f)
+	up := &flipper{flip: func() {
+		copy(buf[netHdrLen+6:], macB)
+		binary.BigEndian.PutUint16(buf[netHdrLen+12:], l2.EtherTypeControl)
+	}}
+	n.SetUplink(up)
+	if _, err := q.Add([]vhostusertest.Seg{{GPA: q.BufGPAOf(i), Len: uint32(netHdrLen + len(f))}}); err != nil {
+		t.Fatal(err)
+	}
+	q.Publish()
+	q.Kick()
+	if got := up.wait(t, 1); !bytes.Equal(got[0], f) {
+		t.Fatalf("the switch was handed %x, the guest sent %x", got[0], f)
+	}
+}

@@ -66,16 +66,15 @@ func (n *NIC) txChain(c *vhostuser.Chain, hdrLen int, scratch []byte) {
 		n.counters.TxTooBig.Inc()
 		return
 	}
-	var frame []byte
-	if len(c.Bufs) == 1 {
-		frame = c.Bufs[0].Data[hdrLen:]
-	} else {
-		k := 0
-		for _, b := range c.Bufs {
-			k += copy(scratch[k:], b.Data)
-		}
-		frame = scratch[hdrLen:total]
+	// Copy before check [issue 18, finding 4]: the frame is gathered out
+	// of guest memory first, one descriptor or many, so the guest cannot
+	// change the bytes the NIC and the switch checked (source MAC,
+	// EtherType) before they reach a neighbour.
+	k := 0
+	for _, b := range c.Bufs {
+		k += copy(scratch[k:], b.Data)
 	}
+	frame := scratch[hdrLen:total]
 	if l2.IsControl(frame, n.cfg.MAC) {
 		n.counters.ControlFrames.Inc()
 		if h := n.control.Load(); h != nil {

@@ -50,3 +50,14 @@ func (d *netDev) SetMemTable(t *vhostuser.MemTable) {
 		b.u.SetMemTable(t)
 	}
 }
+
+// ResetDevice is called by the vhost-user session on RESET_OWNER and
+// RESET_DEVICE: an upper function that keeps the driver's objects
+// (vhostuser.DeviceResetter) drops them [issue 18, finding 6].
+func (d *netDev) ResetDevice() {
+	if b := d.nic.upper.Load(); b != nil {
+		if r, ok := b.u.(vhostuser.DeviceResetter); ok {
+			r.ResetDevice()
+		}
+	}
+}

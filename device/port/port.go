@@ -85,6 +85,7 @@ type portWork struct {
 	burst *portBurst    // a burst of frames from another port (portLink)
 	flow  uint32
 	fn    func(*falcon.Endpoint)
+	sa    PacketOpener // pkt is a PSP datagram this SA opens (ReceiveSealed)
 }
 
 // Counters count the port's queue and demux drops.
@@ -604,6 +605,8 @@ func (p *Port) handle(w portWork) {
 		}
 		p.cur = nil
 		putBurst(w.burst)
+	case w.sa != nil:
+		p.receiveSealed(w)
 	default:
 		p.Stats.RxPackets.Inc()
 		p.cur = w.buf

@@ -104,6 +104,13 @@ func (r *Func) SetMemTable(t *vhostuser.MemTable) {
 	}
 }
 
+// ResetDevice reclaims every RDMA object of the guest's driver
+// (vhostuser.DeviceResetter: RESET_OWNER, RESET_DEVICE): a peer's WRITE to
+// an old rkey then fails instead of landing in the rebooted guest's RAM.
+func (r *Func) ResetDevice() {
+	r.port.Do(func(*falcon.Endpoint) { r.reset() })
+}
+
 // HandleControl takes a control-channel frame from the NIC's TX path (a
 // device.ControlHandler): it becomes work for the port (copied; never
 // blocks; a full queue is counted by the port).
@@ -169,6 +176,7 @@ func (r *Func) cmProto() cm.Proto {
 			if r.conns[peer] == c {
 				delete(r.conns, peer)
 			}
+			r.eng.ConnDown(c)
 		},
 	}
 }

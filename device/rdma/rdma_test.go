@@ -17,6 +17,7 @@ import (
 	"falconnic/device/rdmauapi"
 	"falconnic/verbs"
 	"falconnic/vhostuser"
+	"falconnic/vhostuser/vhostusertest"
 )
 
 // waitBound is the generous bound a test waits for something that must
@@ -45,6 +46,8 @@ type vm struct {
 	xmit     func(frame []byte)
 	bytesAt  func(gpa uint64, n int) []byte
 	allocRAM func(n int) uint64
+	// fe is the vhost-user front-end of a vhostVM (nil otherwise).
+	fe *vhostusertest.Frontend
 }
 
 const vmBase = 0x40000000

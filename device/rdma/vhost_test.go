@@ -52,6 +52,7 @@ func vhostVM(t *testing.T, macByte byte, mgr *cm.Manager) *vm {
 	v.xmit = func(f []byte) { g.Send(0, f) }
 	v.bytesAt = func(gpa uint64, k int) []byte { return g.Mem.Bytes(gpa, uint64(k)) }
 	v.allocRAM = func(k int) uint64 { return g.Mem.Alloc(1, uint64(k), 4096) }
+	v.fe = g.FE
 	g.PostRX(0, ethertest.RingSize)
 	rxCtx, stopRX := context.WithCancel(ctx)
 	rxDone := make(chan struct{})
@@ -85,4 +86,27 @@ func vhostVM(t *testing.T, macByte byte, mgr *cm.Manager) *vm {
 func TestRDMAOverVirtioNet(t *testing.T) {
 	hub := cm.NewOnFabric(nil)
 	writeBetween(t, vhostVM(t, 1, hub), vhostVM(t, 2, hub))
+}
+
+// TestAdversarialResetDeviceDropsTheGuestsObjects (finding 6): QEMU's
+// RESET_DEVICE (a guest reboot) reaches the RDMA function, which reclaims
+// every QP and MR of the old driver: a peer's WRITE to an old rkey then
+// has nothing to land in (verbs' TestAdversarialWriteAfterReset).
+func TestAdversarialResetDeviceDropsTheGuestsObjects(t *testing.T) {
+	hub := cm.NewOnFabric(nil)
+	a, b := vhostVM(t, 1, hub), vhostVM(t, 2, hub)
+	writeBetween(t, a, b)
+	objects := func() (n int) {
+		b.r.Call(func(r *Func) { n = r.eng.Objects() })
+		return n
+	}
+	if objects() == 0 {
+		t.Fatal("no objects before the reset")
+	}
+	if err := b.fe.Set(vhostuser.ReqResetDevice, true, nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := objects(); n != 0 || b.r.Stats.Resets.Load() != 1 {
+		t.Fatalf("%d objects left, %d resets", n, b.r.Stats.Resets.Load())
+	}
 }

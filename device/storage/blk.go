@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"falconnic/device/port"
@@ -84,6 +85,9 @@ type Blk struct {
 	mu     sync.Mutex
 	config [blkConfigLen]byte
 	acked  uint64
+	// writeThrough: the guest has no volatile cache (writeThroughFor);
+	// every write goes out with FUA.
+	writeThrough atomic.Bool
 
 	Stats BlkCounters
 }
@@ -212,6 +216,7 @@ func (b *Blk) SetConfig(offset uint32, data []byte) error {
 	}
 	b.mu.Lock()
 	b.config[blkCfgWriteback] = data[0]
+	b.writeThrough.Store(writeThroughFor(b.acked, data[0]))
 	b.mu.Unlock()
 	return nil
 }
@@ -220,6 +225,7 @@ func (b *Blk) SetConfig(offset uint32, data []byte) error {
 func (b *Blk) SetFeatures(acked uint64) {
 	b.mu.Lock()
 	b.acked = acked
+	b.writeThrough.Store(writeThroughFor(acked, b.config[blkCfgWriteback]))
 	b.mu.Unlock()
 }
 

@@ -21,6 +21,8 @@ type NVMeFunc struct {
 	Port   *port.Port
 	Engine *nvme.Engine
 	cm     *cm.Agent // nil: no paths to other NICs through the connection manager
+	// MAC is the NIC's: what a path's far end knows it as (nvme.Initiator).
+	MAC [6]byte
 
 	// On the port's goroutine: the paths the connection manager set up.
 	paths  map[[6]byte]*nvme.Path // the current path to each peer NIC
@@ -47,7 +49,7 @@ func (f *NVMeFunc) AttachCM(a *cm.Agent) {
 // pathUp makes connection c the path to NIC peer and hands it to the
 // path's users.
 func (f *NVMeFunc) pathUp(peer [6]byte, c *falcon.Conn) error {
-	p, err := f.Engine.AddPath(c)
+	p, err := f.Engine.AddPathFrom(c, nvme.Initiator{MAC: peer, Owner: f.cm.PeerOwner(peer)})
 	if err != nil {
 		return err
 	}
@@ -136,7 +138,7 @@ func (f *NVMeFunc) AddNamespace(s NamespaceSpec) (*nvme.Namespace, error) {
 		be = pool
 	}
 	ns, err := nvme.NewNamespace(nvme.NamespaceConfig{NSID: s.NSID, BlockSize: bs, Blocks: uint64(size) / uint64(bs),
-		ReadOnly: s.ReadOnly, Backend: be})
+		ReadOnly: s.ReadOnly, Backend: be, Allow: s.ACL})
 	if err != nil {
 		return nil, fmt.Errorf("namespace %d: %w", s.NSID, err)
 	}
@@ -176,7 +178,7 @@ func ConnectNVMeLocal(ini, tgt *NVMeFunc, cid func() uint32) (iniPath, tgtPath *
 		m.Peer = tgt.Port.LinkTo(ini.Port)
 		var conn *falcon.Conn
 		if conn, err = tgt.Port.Connect(m); err == nil {
-			tgtPath, err = tgt.Engine.AddPath(conn)
+			tgtPath, err = tgt.Engine.AddPathFrom(conn, nvme.Initiator{MAC: ini.MAC})
 		}
 	})
 	if !ok {
@@ -189,7 +191,7 @@ func ConnectNVMeLocal(ini, tgt *NVMeFunc, cid func() uint32) (iniPath, tgtPath *
 		c.Peer = ini.Port.LinkTo(tgt.Port)
 		var conn *falcon.Conn
 		if conn, err = ini.Port.Connect(c); err == nil {
-			iniPath, err = ini.Engine.AddPath(conn)
+			iniPath, err = ini.Engine.AddPathFrom(conn, nvme.Initiator{MAC: tgt.MAC})
 		}
 	})
 	if !ok {

@@ -1,5 +1,7 @@
 package storage
 
+import "falconnic/nvme"
+
 // NamespaceMemory is the Backing of a namespace kept in memory.
 const NamespaceMemory = "memory"
 
@@ -21,6 +23,13 @@ type NamespaceSpec struct {
 	// threads where the kernel refuses io_uring) or "threads" (a pool of
 	// worker goroutines, one blocking call per run of IOs).
 	AIO string `json:"aio,omitempty"`
+	// Allow lists the initiators that may use the namespace: NIC names of
+	// this daemon, NIC MACs, host NQNs ("nqn.…"), or "*" alone for every
+	// initiator. Absent: the NICs of this daemon only. The daemon's config
+	// resolves it into ACL.
+	Allow []string `json:"allow,omitempty"`
+	// ACL is Allow resolved (nil: everyone).
+	ACL *nvme.ACL `json:"-"`
 }
 
 // Namespace AIO modes (NamespaceSpec.AIO).

@@ -156,7 +156,8 @@ func (w *blkWorker) build(q *blkReq, r *blkRequest) byte {
 			start := len(q.segs)
 			q.segs = slice(q.segs, data, off, k)
 			bounds = append(bounds, [2]int{start, len(q.segs)})
-			q.cmds = append(q.cmds, nvme.Command{Op: op, NSID: nsid, SLBA: lba + uint64(off)/bs, Blocks: uint32(uint64(k) / bs)})
+			q.cmds = append(q.cmds, nvme.Command{Op: op, NSID: nsid, SLBA: lba + uint64(off)/bs, Blocks: uint32(uint64(k) / bs),
+				FUA: op == nvme.OpWrite && w.b.writeThrough.Load()})
 		}
 		for i := range q.cmds {
 			q.cmds[i].Data = q.segs[bounds[i][0]:bounds[i][1]:bounds[i][1]]

@@ -14,7 +14,7 @@
 // daemon to the source MAC the CM message claims: a MAC of this daemon's
 // own NICs, or one another daemon speaks for, is refused.
 //
-// How the device's CM uses it (device/cm, device/daemon_cm.go):
+// How the device's CM uses it (device/cm/secure.go, device/daemon_secure.go):
 //
 //	send:    env := sealer.Seal(buf, wallNow, &sa, cmMsg)       every send, retries too
 //	receive: m, drop := opener.Open(datagram, wallNow)          drop ≠ 0: count, ignore

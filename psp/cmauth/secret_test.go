@@ -74,3 +74,16 @@ func mustHex(t testing.TB, s string) []byte {
 	}
 	return b
 }
+
+func TestGenerateKeyFileLoads(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "fabric.key")
+	if err := GenerateKeyFile(path); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadSecret(path); err != nil {
+		t.Fatalf("LoadSecret of a generated key file: %v", err)
+	}
+	if err := GenerateKeyFile(path); err == nil {
+		t.Fatal("GenerateKeyFile overwrote an existing file")
+	}
+}

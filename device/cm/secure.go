@@ -1,0 +1,351 @@
+package cm
+
+import (
+	"net/netip"
+	"time"
+
+	"falconnic/device/port"
+	"falconnic/falcon"
+	"falconnic/falcon/wire"
+	"falconnic/psp"
+	"falconnic/psp/cmauth"
+)
+
+// Security makes a Manager's work between daemons authenticated and
+// encrypted [issue 18, build items 1 and 2]:
+//
+//   - every CM message to or from another daemon travels in a cmauth
+//     envelope (fresh nonce, freshness window, replay cache) and its
+//     source MAC must be one the sending daemon owns (cmauth.Owners: never
+//     a NIC of this daemon);
+//   - every REQ and REP between daemons offers the sender's SA for the
+//     connection: the SPI its NIC gave it and the key derived from that
+//     NIC's master key (psp.MasterKeys), which the far end seals with;
+//   - every Falcon datagram of such a connection is a PSP datagram: sealed
+//     by the connection's TxSA on the sending port's goroutine
+//     (sealLink), opened by its RxSA on the receiving port's goroutine
+//     (port.ReceiveSealed) before the endpoint sees a byte of it.
+//
+// Connections between two NICs of one daemon never leave the process and
+// stay unsealed (falcon.InProcessLink).
+type Security struct {
+	Sealer *cmauth.Sealer
+	Opener *cmauth.Opener
+	Owners *cmauth.Owners
+	// Version is the PSP version of the daemon's SAs (AES-GCM-128: 0).
+	Version psp.Version
+	// Wall is the wall clock the envelopes' freshness uses, Unix ns
+	// (nil: time.Now).
+	Wall func() int64
+}
+
+func (s *Security) wall() int64 {
+	if s.Wall != nil {
+		return s.Wall()
+	}
+	return time.Now().UnixNano()
+}
+
+// SetSecurity has the manager seal its work between daemons with s. Call
+// before the ports run.
+func (cm *Manager) SetSecurity(s *Security) { cm.sec = s }
+
+// Secure reports whether the manager seals its work between daemons.
+func (cm *Manager) Secure() bool { return cm.sec != nil }
+
+// SetKeys gives the agent its NIC's master keys and the counters of its
+// SAs (psp.Counters, one set per NIC). Call before the port runs.
+func (a *Agent) SetKeys(keys *psp.MasterKeys, c *psp.Counters) { a.keys, a.pspStats = keys, c }
+
+// Keys returns the agent's NIC's master keys (nil: none).
+func (a *Agent) Keys() *psp.MasterKeys { return a.keys }
+
+// toNet sends m to the daemon at dst (invalid: toward the daemon with
+// NIC m.dst), sealed when the manager is secure.
+func (cm *Manager) toNet(dst netip.AddrPort, m *cmMsg) {
+	if cm.net == nil {
+		return
+	}
+	b := m.append(nil)
+	if s := cm.sec; s != nil {
+		var sa *cmauth.SA
+		if m.hasSA {
+			sa = &m.sa
+		}
+		env, err := s.Sealer.Seal(make([]byte, 0, len(b)+cmauth.Overhead+cmauth.MaxIDLen), s.wall(), sa, b)
+		if err != nil {
+			cm.Stats.SealErr.Inc()
+			return
+		}
+		b = env
+	}
+	if dst.IsValid() {
+		_ = cm.net.Send(dst, b)
+	} else {
+		_ = cm.net.SendToMAC(m.dst, b)
+	}
+}
+
+// openCM opens a CM message from the fabric: the envelope, then the
+// message, then whether its sender may speak for its source MAC. ok false:
+// refused and counted.
+func (cm *Manager) openCM(payload []byte) (m cmMsg, ok bool) {
+	s := cm.sec
+	if s == nil {
+		m, err := decodeCM(payload)
+		if err != nil {
+			cm.Stats.DecodeErr.Inc()
+			return m, false
+		}
+		if cm.agent(m.src) != nil {
+			cm.Stats.Spoofed.Inc()
+			return m, false
+		}
+		return m, true
+	}
+	env, drop := s.Opener.Open(payload, s.wall())
+	if drop != 0 {
+		return m, false // counted by the opener (cm_auth_*)
+	}
+	m, err := decodeCM(env.Body)
+	if err != nil {
+		cm.Stats.DecodeErr.Inc()
+		return m, false
+	}
+	if cm.agent(m.src) != nil {
+		cm.Stats.Spoofed.Inc()
+		return m, false
+	}
+	if err := s.Owners.Authorize(env.From, m.src); err != nil {
+		cm.Stats.NotOwner.Inc()
+		return m, false
+	}
+	if env.HasSA {
+		if env.SA.Version != s.Version {
+			cm.Stats.NoSA.Inc()
+			return m, false
+		}
+		m.sa, m.hasSA = env.SA, true
+	}
+	return m, true
+}
+
+// connRx is one sealed connection's receive SA, and whether it ever
+// opened a datagram (a connection that never did is half-open: aged out).
+// Owned by the port's goroutine.
+type connRx struct {
+	*psp.RxSA
+	seen bool
+}
+
+// Trailer implements port.PacketOpener: PSP's ICV follows the packet.
+func (r *connRx) Trailer() int { return psp.ICVLen }
+
+// OpenPacket implements port.PacketOpener.
+func (r *connRx) OpenPacket(b []byte) ([]byte, uint32, bool) {
+	pkt, iv, d := r.RxSA.Open(b)
+	if d != 0 {
+		return nil, 0, false
+	}
+	r.seen = true
+	return pkt, iv.Timestamp(), true
+}
+
+// sealedRx is the fabric's Falcon receiver for one sealed connection: its
+// port and receive SA.
+type sealedRx struct {
+	p  *port.Port
+	sa *connRx
+}
+
+func (r sealedRx) ReceiveFalcon(pkt []byte, flow uint32) { r.p.ReceiveSealed(pkt, flow, r.sa) }
+
+// receiveSealedFalcon is ReceiveFalcon of a secure manager: the datagram's
+// clear word names the connection, whose port opens it.
+func (cm *Manager) receiveSealedFalcon(flow uint32, payload []byte) {
+	w0, ok := psp.PeekClear(payload)
+	if !ok {
+		cm.Stats.FalconShort.Inc()
+		return
+	}
+	cid := wire.Packet(w0).CID()
+	cm.mu.RLock()
+	r := cm.cids[cid]
+	cm.mu.RUnlock()
+	s, ok := r.(sealedRx)
+	switch {
+	case r == nil:
+		cm.Stats.FalconNoCID.Inc()
+	case !ok:
+		cm.Stats.FalconUnsealed.Inc()
+	default:
+		s.ReceiveFalcon(payload, flow)
+	}
+}
+
+// remote reports whether a connection to NIC peer crosses the fabric
+// sealed: the manager is secure and peer is no NIC of this daemon.
+func (a *Agent) sealed(peer [6]byte) bool {
+	return a.cm.sec != nil && a.keys != nil && a.cm.agent(peer) == nil
+}
+
+// newRx gives CID scid of this NIC a receive SA and routes the fabric's
+// datagrams for scid through it; it returns the SA to offer the peer.
+func (a *Agent) newRx(scid uint32) (*connRx, cmauth.SA, bool) {
+	v := a.cm.sec.Version
+	spi := a.keys.NewSPI(scid)
+	sa0, err := psp.NewRxSA(a.keys, v, spi, a.pspStats)
+	if err != nil {
+		a.cm.Stats.SealErr.Inc()
+		return nil, cmauth.SA{}, false
+	}
+	sa := cmauth.SA{Version: v, SPI: spi}
+	if _, _, err := a.keys.Derive(sa.Key[:0], spi, v); err != nil {
+		a.cm.Stats.SealErr.Inc()
+		return nil, cmauth.SA{}, false
+	}
+	rx := &connRx{RxSA: sa0}
+	a.cm.mu.Lock()
+	if a.cm.cids[scid] != nil {
+		a.cm.cids[scid] = sealedRx{a.port, rx}
+	}
+	a.cm.mu.Unlock()
+	return rx, sa, true
+}
+
+// sealLink carries one sealed connection's Falcon frames to the daemon
+// at its peer: each is sealed by the connection's TxSA (on the port's
+// goroutine, the only sender) into a buffer of its own.
+type sealLink struct {
+	inner falcon.Link
+	tx    *psp.TxSA
+	buf   []byte
+}
+
+// Seals implements falcon.SealingLink.
+func (*sealLink) Seals() {}
+
+// Send implements falcon.Link: frame's packet sealed with its envelope's
+// IV timestamp (Falcon's T1/T3).
+func (l *sealLink) Send(frame []byte, flow uint32) {
+	pkt, iv, ok := falcon.SplitEnvelope(frame)
+	if !ok {
+		return
+	}
+	if need := len(pkt) + psp.Overhead; cap(l.buf) < need {
+		l.buf = make([]byte, 0, need+need/4)
+	}
+	out, err := l.tx.Seal(l.buf[:0], pkt, uint32(iv))
+	if err != nil {
+		return // counted by the SA
+	}
+	l.inner.Send(out, flow)
+}
+
+// newSealLink returns the link of a sealed connection to the daemon at
+// addr that seals with the SA the peer offered.
+func (a *Agent) newSealLink(addr netip.AddrPort, sa *cmauth.SA) (*sealLink, error) {
+	tx, err := psp.NewTxSA(sa.Version, sa.SPI, sa.KeyBytes(), a.pspStats)
+	if err != nil {
+		return nil, err
+	}
+	return &sealLink{inner: a.cm.net.FalconLink(addr), tx: tx}, nil
+}
+
+// Rekey moves every sealed connection of the NIC to an SPI of its master
+// keys' current generation (after MasterKeys.Rotate): the connection's
+// RxSA keeps accepting the SPI it had, and a REKEY offers the peer the
+// new SA, which its TxSA seals with from then on [psp/doc.go, Rotation].
+// The SPI before that is dropped: it is two rotations old. On the port's
+// goroutine; it returns the connections rekeyed.
+func (a *Agent) Rekey() int {
+	n := 0
+	for key, c := range a.conns {
+		if c.conn == nil || c.rx == nil || !c.addr.IsValid() {
+			continue
+		}
+		c.rx.DropPrevious()
+		spi := a.keys.NewSPI(c.conn.SCID())
+		if c.rx.SPI() == spi {
+			continue
+		}
+		if err := c.rx.Rekey(spi); err != nil {
+			a.cm.Stats.SealErr.Inc()
+			continue
+		}
+		m := cmMsg{typ: cmREKEY, proto: cmProtoByte(key.proto), src: a.mac, dst: key.peer, srcCID: c.conn.SCID(), dstCID: c.dcid}
+		m.sa = cmauth.SA{Version: a.cm.sec.Version, SPI: spi}
+		if _, _, err := a.keys.Derive(m.sa.Key[:0], spi, m.sa.Version); err != nil {
+			a.cm.Stats.SealErr.Inc()
+			continue
+		}
+		m.hasSA = true
+		a.cm.Stats.RekeySent.Inc()
+		a.cm.toNet(c.addr, &m)
+		n++
+	}
+	return n
+}
+
+// onREKEY takes the peer's new SA for an up connection.
+func (a *Agent) onREKEY(c *cmConn, m cmMsg) {
+	a.cm.Stats.RekeyRecv.Inc()
+	if c == nil || c.conn == nil || c.tx == nil || c.dcid != m.srcCID || c.conn.SCID() != m.dstCID || !m.hasSA {
+		a.cm.Stats.Stale.Inc()
+		return
+	}
+	if c.tx.tx.SPI() == m.sa.SPI {
+		// A repeat: rekeying again would restart the sequence numbers
+		// under the same key, which the peer's replay window refuses.
+		a.cm.Stats.RepeatedRekey.Inc()
+		return
+	}
+	if err := c.tx.tx.Rekey(m.sa.SPI, m.sa.KeyBytes()); err != nil {
+		a.cm.Stats.SealErr.Inc()
+	}
+}
+
+// PeerOwner names who speaks for NIC peer, for a protocol's Up (on the
+// port's goroutine): "" for a NIC of this daemon, the authenticated
+// daemon ID bound to peer on a secure fabric, else the peer daemon's
+// fabric address. A protocol lets only the same owner replace a path it
+// holds (nvme.Engine.AddPathFrom).
+func (a *Agent) PeerOwner(peer [6]byte) string {
+	switch {
+	case a.cm.agent(peer) != nil:
+		return ""
+	case a.cm.sec != nil:
+		id, _ := a.cm.sec.Owners.Owner(peer)
+		return "daemon " + string(id)
+	case a.upAddr.IsValid():
+		return a.upAddr.String()
+	}
+	if c := a.connTo(peer); c != nil && c.addr.IsValid() {
+		return c.addr.String()
+	}
+	return "?"
+}
+
+// connTo returns any connection entry of the NIC with peer.
+func (a *Agent) connTo(peer [6]byte) *cmConn {
+	for k, c := range a.conns {
+		if k.peer == peer {
+			return c
+		}
+	}
+	return nil
+}
+
+// SealedCIDs returns the CIDs of this daemon whose fabric datagrams are
+// opened by a receive SA (status and tests).
+func (cm *Manager) SealedCIDs() []uint32 {
+	cm.mu.RLock()
+	defer cm.mu.RUnlock()
+	var out []uint32
+	for cid, r := range cm.cids {
+		if _, ok := r.(sealedRx); ok {
+			out = append(out, cid)
+		}
+	}
+	return out
+}
