@@ -17,6 +17,7 @@ import (
 	"falconnic/falcon/framebuf"
 	"falconnic/falcon/wire"
 	"falconnic/internal/control"
+	"falconnic/psp"
 )
 
 // The daemon's capture (`falconnic capture`, package capture): the fabric
@@ -102,9 +103,15 @@ func (d *Daemon) tapFabric(out bool, origin [6]byte, local, remote netip.AddrPor
 		case fabric.KindFalcon:
 			if out {
 				set |= d.nicBit(origin)
-			} else if len(payload) >= 4 {
-				if i, ok := d.portIndex[d.cm.CIDOwner(wire.Packet(payload).CID())]; ok {
-					set |= capture.NIC(i)
+			} else {
+				// A sealed datagram's Falcon word 0 (with the CID) is in the clear.
+				if clear, ok := psp.PeekClear(payload); ok && payload[0] == psp.NextHeaderFalcon {
+					payload = clear
+				}
+				if len(payload) >= 4 {
+					if i, ok := d.portIndex[d.cm.CIDPort(wire.Packet(payload).CID())]; ok {
+						set |= capture.NIC(i)
+					}
 				}
 			}
 		}

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"falconnic/psp"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -111,10 +113,26 @@ func decodeSent(t *testing.T, pkt []byte) sentFalcon {
 // lossy UDP fabric, both directions, each datagram intact; a capture of
 // the one-daemon disk records the frames between the two ports.
 func TestCaptureSeesTheFabricAndPortLinks(t *testing.T) {
+	t.Run("plaintext", func(t *testing.T) { captureFabric(t, false) })
+	t.Run("sealed", func(t *testing.T) { captureFabric(t, true) })
+}
+
+// plainFabric turns a test config's secure fabric into a plaintext one.
+func plainFabric(cfg string) string { return strings.Replace(cfg, keyJSON(), `, "insecure": true`, 1) }
+
+// captureFabric is TestCaptureSeesTheFabricAndPortLinks over a plaintext
+// or a sealed (PSP) fabric: sealed, the Falcon datagrams are PSP datagrams,
+// still told to their NIC both ways (the sending NIC's link under the
+// sealing, the CID in the clear word).
+func captureFabric(t *testing.T, sealed bool) {
 	la, lb := freeUDPPort(t), freeUDPPort(t)
 	impair := `, "loss_percent": 2, "reorder_percent": 5, "seed": 5`
-	startDaemon(t, storeConfig(lb, la, storage.NamespaceMemory, impair))
-	host, s := startDaemonWithCapture(t, hostConfig(la, lb, impair))
+	store, hostCfg := storeConfig(lb, la, storage.NamespaceMemory, impair), hostConfig(la, lb, impair)
+	if !sealed {
+		store, hostCfg = plainFabric(store), plainFabric(hostCfg)
+	}
+	startDaemon(t, store)
+	host, s := startDaemonWithCapture(t, hostCfg)
 	one, err := host.capture.Start(capture.Options{NIC: 0}) // NIC "host" alone
 	if err != nil {
 		t.Fatal(err)
@@ -152,6 +170,12 @@ func TestCaptureSeesTheFabricAndPortLinks(t *testing.T) {
 		k := kinds[h.Kind()]
 		k[rec.Dir-1]++
 		kinds[h.Kind()] = k
+		if sealed {
+			if _, p, _ := fabric.Decode(rec.Data); h.Kind() == fabric.KindFalcon && (len(p) < psp.MinDatagram || p[0] != psp.NextHeaderFalcon) {
+				t.Fatalf("a Falcon datagram of a sealed fabric is not a PSP datagram: % x", p[:min(len(p), 16)])
+			}
+			continue
+		}
 		if pkt := falconOf(rec); pkt != nil {
 			types[decodeSent(t, pkt).typ]++
 		}
@@ -162,10 +186,10 @@ func TestCaptureSeesTheFabricAndPortLinks(t *testing.T) {
 	if k := kinds[fabric.KindFalcon]; k[0] == 0 || k[1] == 0 {
 		t.Errorf("Falcon packets in/out: %v", k)
 	}
-	if types[wire.TypePushData] == 0 || types[wire.TypeBACK]+types[wire.TypeEACK] == 0 {
+	if !sealed && (types[wire.TypePushData] == 0 || types[wire.TypeBACK]+types[wire.TypeEACK] == 0) {
 		t.Errorf("Falcon packet types %v", types)
 	}
-	if out := os.Getenv("FALCONNIC_CAPTURE_OUT"); out != "" { // a sample for the README and the dissector
+	if out := os.Getenv("FALCONNIC_CAPTURE_OUT"); out != "" && !sealed { // a sample for the README and the dissector
 		writePcap(t, out, recs)
 	}
 }

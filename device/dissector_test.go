@@ -3,6 +3,7 @@ package device
 import (
 	"bytes"
 	"encoding/binary"
+	"falconnic/psp"
 	"fmt"
 	"net/netip"
 	"os/exec"
@@ -143,8 +144,8 @@ func TestDissectorDecodesWhatWasSent(t *testing.T) {
 	tshark := needTool(t, "tshark")
 	la, lb := freeUDPPort(t), freeUDPPort(t)
 	impair := `, "loss_percent": 2, "reorder_percent": 5, "seed": 5`
-	startDaemon(t, storeConfig(lb, la, storage.NamespaceMemory, impair))
-	host, s := startDaemonWithCapture(t, hostConfig(la, lb, impair))
+	startDaemon(t, plainFabric(storeConfig(lb, la, storage.NamespaceMemory, impair)))
+	host, s := startDaemonWithCapture(t, plainFabric(hostConfig(la, lb, impair)))
 	r := remoteDisk(t, host)
 	for round := 0; round < 2; round++ {
 		r.writeRead(uint64(round)*64*8, 16, byte(round+1))
@@ -242,5 +243,63 @@ func TestDissectorSurvivesCutAndFlippedPackets(t *testing.T) {
 	}
 	if n := bytes.Count(out, []byte("Falcon Transport")); n < len(recs)/2 {
 		t.Errorf("only %d of %d packets reached the Falcon dissector", n, len(recs))
+	}
+}
+
+// TestDissectorDecodesASealedFabric: on a secure fabric (the default) the
+// dissector shows what a tap sees: every Falcon datagram as PSP (SPI, IV,
+// the clear first word's CID, the encrypted rest, the ICV) and every CM
+// message as its authenticated envelope (sender ID), none malformed.
+func TestDissectorDecodesASealedFabric(t *testing.T) {
+	tshark := needTool(t, "tshark")
+	la, lb := freeUDPPort(t), freeUDPPort(t)
+	startDaemon(t, storeConfig(lb, la, storage.NamespaceMemory, ""))
+	host, s := startDaemonWithCapture(t, hostConfig(la, lb, ""))
+	r := remoteDisk(t, host)
+	r.writeRead(0, 16, 7)
+	recs, _ := drain(s)
+	path := filepath.Join(t.TempDir(), "sealed.pcapng")
+	writePcap(t, path, recs)
+	fields := []string{"falconfab.kind", "falcon_psp.spi", "falcon.cid", "falcon_cmauth.sender", "_ws.malformed"}
+	args := []string{"-n", "-r", path, "-X", "lua_script:" + dissector, "-T", "fields", "-E", "separator=|", "-E", "occurrence=f"}
+	for _, f := range fields {
+		args = append(args, "-e", f)
+	}
+	cmd := exec.Command(tshark, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil || bytes.Contains(out, []byte("Lua")) || strings.Contains(stderr.String(), "Lua") {
+		t.Fatalf("tshark: %v\n%s%s", err, out, stderr.String())
+	}
+	lines := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
+	if len(lines) != len(recs) {
+		t.Fatalf("tshark printed %d packets, the capture has %d", len(lines), len(recs))
+	}
+	psps, cms := 0, 0
+	for i, line := range lines {
+		col := strings.Split(line, "|")
+		if len(col) != len(fields) || col[4] != "" {
+			t.Fatalf("packet %d malformed: %q", i+1, line)
+		}
+		h, p, _ := fabric.Decode(recs[i].Data)
+		switch h.Kind() {
+		case fabric.KindFalcon:
+			spi, _ := psp.PeekSPI(p)
+			clear, _ := psp.PeekClear(p)
+			want := fmt.Sprintf("2|0x%08x|%d||", uint32(spi), wire.Packet(clear).CID())
+			if line != want {
+				t.Errorf("packet %d: tshark %q, sent %q", i+1, line, want)
+			}
+			psps++
+		case fabric.KindCM:
+			if col[0] != "3" || col[3] == "" {
+				t.Errorf("packet %d: a sealed CM message without its sender: %q", i+1, line)
+			}
+			cms++
+		}
+	}
+	if psps == 0 || cms == 0 {
+		t.Errorf("PSP datagrams %d, sealed CM messages %d", psps, cms)
 	}
 }

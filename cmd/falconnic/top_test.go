@@ -79,7 +79,7 @@ func TestTopUnderTmux(t *testing.T) {
   "control": "ctl.sock",
   "nics": [{"name": "n0", "socket": "n0.sock", "mac": "52:54:00:12:34:56"},
            {"name": "n1", "socket": "n1.sock", "mac": "52:54:00:12:34:57"}],
-  "fabric": {"listen": %q, "peers": [%q]}
+  "fabric": {"listen": %q, "peers": [%q], "insecure": true}
 }`, listen, peer.LocalAddr().String())
 	sdir, _ := startServe(t, cfg)
 	sock := filepath.Join(sdir, "ctl.sock")

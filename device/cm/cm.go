@@ -202,6 +202,18 @@ func (cm *Manager) CIDOwner(cid uint32) FalconReceiver {
 	return cm.cids[cid]
 }
 
+// CIDPort returns the port owning CID cid, its connection sealed or not,
+// or nil.
+func (cm *Manager) CIDPort(cid uint32) *port.Port {
+	switch r := cm.CIDOwner(cid).(type) {
+	case *port.Port:
+		return r
+	case sealedRx:
+		return r.p
+	}
+	return nil
+}
+
 // FalconReceiver takes Falcon packets from the fabric for the CIDs it owns
 // (a NIC's port).
 type FalconReceiver interface {
@@ -586,7 +598,11 @@ func (a *Agent) install(key cmKey, c *cmConn, cfg falcon.ConnConfig, r cmRoute, 
 		cfg.Peer = a.cm.net.FalconLink(r.addr)
 	}
 	if h := a.cm.LinkHook; h != nil && cfg.Peer != nil {
-		cfg.Peer = h(a.mac, key.peer, cfg.Peer)
+		if s, ok := cfg.Peer.(*sealLink); ok {
+			s.inner = h(a.mac, key.peer, s.inner) // the hook sees the wire's link, under the sealing
+		} else {
+			cfg.Peer = h(a.mac, key.peer, cfg.Peer)
+		}
 	}
 	p := a.proto(key.proto)
 	conn, err := a.port.Connect(cfg)

@@ -19,7 +19,15 @@
 --   * the ULP headers by the base header's protocol: RDMA's RBTH and the
 --     extension headers its opcode requires (falcon/wire/rdma.go), NVMe's
 --     NBTH with its command or status word (falcon/wire/nvme.go);
---   * connection-manager messages (device/cm/wire.go).
+--   * connection-manager messages (device/cm/wire.go);
+--   * on a secure fabric (the default), what a tap on the wire sees: each
+--     Falcon packet in a PSP datagram (psp/header.go: next header 252,
+--     SPI, IV = timestamp | sequence, the Falcon packet's first word in the
+--     clear — version and destination CID —, the rest encrypted, a 16-byte
+--     ICV), and each CM message in an authenticated envelope
+--     (psp/cmauth/msg.go: magic "FNCA", the sender's time, nonce and
+--     daemon ID in the clear, the SA offer and message sealed). The
+--     encrypted parts are shown as such: no key log is read (yet).
 -- Expert info marks NACKs (with their code) and retransmissions: a Falcon
 -- transaction packet whose (addresses, CID, window, PSN) was seen earlier
 -- in the capture.
@@ -33,6 +41,8 @@ local falcon = Proto("falcon", "Falcon Transport")
 local rdma = Proto("falcon_rdma", "RDMA over Falcon")
 local nvme = Proto("falcon_nvme", "NVMe over Falcon")
 local cmp = Proto("falcon_cm", "falconnic Connection Manager")
+local pspp = Proto("falcon_psp", "PSP (falconnic fabric encryption)")
+local cmauthp = Proto("falcon_cmauth", "falconnic CM envelope (authenticated, sealed)")
 
 -- Tables: one row per value (the Go tables they mirror are named).
 
@@ -245,6 +255,34 @@ local cf = {
   rsn = ProtoField.uint32("falcon_cm.rsn", "Initial RSN"),
 }
 cmp.fields = { cf.magic, cf.version, cf.type, cf.ulp, cf.src, cf.dst, cf.scid, cf.dcid, cf.req_psn, cf.data_psn, cf.rsn }
+local pf = {
+  next_header = ProtoField.uint8("falcon_psp.next_header", "Next header"),
+  ext_len = ProtoField.uint8("falcon_psp.hdr_ext_len", "Header ext length (8-octet units)"),
+  crypt_off = ProtoField.uint8("falcon_psp.crypt_offset", "Crypt offset (4-octet units)", base.DEC, nil, 0x3f),
+  version = ProtoField.uint8("falcon_psp.version", "Version", base.DEC, { [0] = "AES-GCM-128", [1] = "AES-GCM-256" }, 0x3c),
+  spi = ProtoField.uint32("falcon_psp.spi", "SPI", base.HEX),
+  key_slot = ProtoField.uint32("falcon_psp.key_slot", "Master key slot", base.DEC, nil, 0x80000000),
+  iv_ts = ProtoField.uint32("falcon_psp.iv_timestamp", "IV timestamp (131.072 ns)"),
+  iv_seq = ProtoField.uint32("falcon_psp.iv_sequence", "IV sequence number"),
+  encrypted = ProtoField.bytes("falcon_psp.encrypted", "Encrypted Falcon packet (after its first word)"),
+  icv = ProtoField.bytes("falcon_psp.icv", "ICV (AES-GCM tag)"),
+}
+pspp.fields = { pf.next_header, pf.ext_len, pf.crypt_off, pf.version, pf.spi, pf.key_slot, pf.iv_ts, pf.iv_seq, pf.encrypted, pf.icv }
+local psp_short = ProtoExpert.new("falcon_psp.short", "PSP datagram shorter than its header, clear word and ICV", expert.group.MALFORMED, expert.severity.ERROR)
+pspp.experts = { psp_short }
+local af = {
+  magic = ProtoField.string("falcon_cmauth.magic", "Magic"),
+  version = ProtoField.uint8("falcon_cmauth.version", "Version"),
+  id_len = ProtoField.uint8("falcon_cmauth.id_length", "Sender ID length"),
+  time = ProtoField.uint64("falcon_cmauth.time", "Sender's time (Unix ns)"),
+  nonce = ProtoField.bytes("falcon_cmauth.nonce", "Nonce"),
+  id = ProtoField.string("falcon_cmauth.sender", "Sender daemon ID"),
+  sealed = ProtoField.bytes("falcon_cmauth.sealed", "Sealed SA offer and CM message"),
+  tag = ProtoField.bytes("falcon_cmauth.tag", "Tag"),
+}
+cmauthp.fields = { af.magic, af.version, af.id_len, af.time, af.nonce, af.id, af.sealed, af.tag }
+local cmauth_short = ProtoExpert.new("falcon_cmauth.short", "CM envelope shorter than its header, ID and tag", expert.group.MALFORMED, expert.severity.ERROR)
+cmauthp.experts = { cmauth_short }
 local cm_short = ProtoExpert.new("falcon_cm.short", "CM message shorter than 48 bytes", expert.group.MALFORMED, expert.severity.ERROR)
 local cm_rej = ProtoExpert.new("falcon_cm.rej", "Connection rejected", expert.group.RESPONSE_CODE, expert.severity.WARN)
 cmp.experts = { cm_short, cm_rej }
@@ -528,6 +566,68 @@ local function dissect_cm(tvb, pinfo, tree)
     tostring(tvb(14, 6):ether()) .. " cid=" .. tvb(20, 4):uint()
 end
 
+-- A PSP datagram carrying a Falcon packet: next header 252, a 16-byte
+-- header (ext len 1), byte 3's low bit set.
+local function is_psp(tvb)
+  return tvb:len() >= 2 and tvb(0, 1):uint() == 252 and tvb(1, 1):uint() == 1
+end
+
+local function dissect_psp(tvb, pinfo, tree)
+  pinfo.cols.protocol = "PSP/Falcon"
+  local len = tvb:len()
+  local t = tree:add(pspp, tvb())
+  if len < 16 + 4 + 16 then
+    t:add_proto_expert_info(psp_short)
+    return
+  end
+  t:add(pf.next_header, tvb(0, 1)); t:add(pf.ext_len, tvb(1, 1)); t:add(pf.crypt_off, tvb(2, 1))
+  t:add(pf.version, tvb(3, 1)); t:add(pf.spi, tvb(4, 4)); t:add(pf.key_slot, tvb(4, 4))
+  t:add(pf.iv_ts, tvb(8, 4)); t:add(pf.iv_seq, tvb(12, 4))
+  local clear = bit.band(tvb(2, 1):uint(), 0x3f) * 4
+  if clear < 4 or 16 + clear + 16 > len then clear = 4 end
+  local ft = tree:add(falcon, tvb(16, clear))
+  ft:add(f.version, tvb(16, 1)); ft:add(f.cid, tvb(17, 3))
+  ft:append_text(" (first word in the clear)")
+  if len > 16 + clear + 16 then
+    t:add(pf.encrypted, tvb(16 + clear, len - 16 - clear - 16))
+  end
+  t:add(pf.icv, tvb(len - 16, 16))
+  pinfo.cols.info = string.format("PSP spi=0x%08x seq=%d cid=%d, %d bytes encrypted", tvb(4, 4):uint(), tvb(12, 4):uint(),
+    tvb(17, 3):uint(), len - 16 - clear - 16)
+end
+
+-- An authenticated CM envelope: magic "FNCA".
+local function is_cmauth(tvb)
+  return tvb:len() >= 4 and tvb(0, 4):uint() == 0x464e4341
+end
+
+local function dissect_cmauth(tvb, pinfo, tree)
+  pinfo.cols.protocol = "Falcon CM"
+  local len = tvb:len()
+  local t = tree:add(cmauthp, tvb())
+  if len < 28 then
+    t:add_proto_expert_info(cmauth_short)
+    return
+  end
+  local idl = tvb(5, 1):uint()
+  t:add(af.magic, tvb(0, 4)); t:add(af.version, tvb(4, 1)); t:add(af.id_len, tvb(5, 1))
+  t:add(af.time, tvb(8, 8)); t:add(af.nonce, tvb(16, 12))
+  if 28 + idl + 16 > len then
+    t:add_proto_expert_info(cmauth_short)
+    return
+  end
+  local id = ""
+  if idl > 0 then
+    t:add(af.id, tvb(28, idl))
+    id = tvb(28, idl):string()
+  end
+  if len > 28 + idl + 16 then
+    t:add(af.sealed, tvb(28 + idl, len - 28 - idl - 16))
+  end
+  t:add(af.tag, tvb(len - 16, 16))
+  pinfo.cols.info = "CM (sealed) from " .. id
+end
+
 local eth = Dissector.get("eth_withoutfcs")
 
 local function fabric_ok(tvb)
@@ -549,7 +649,13 @@ function fabric.dissector(tvb, pinfo, tree)
   if kind == 1 then
     eth:call(payload, pinfo, tree)
   elseif kind == 2 then
-    dissect_falcon(payload, pinfo, tree)
+    if is_psp(payload) then
+      dissect_psp(payload, pinfo, tree)
+    else
+      dissect_falcon(payload, pinfo, tree)
+    end
+  elseif is_cmauth(payload) then
+    dissect_cmauth(payload, pinfo, tree)
   else
     dissect_cm(payload, pinfo, tree)
   end
