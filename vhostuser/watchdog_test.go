@@ -216,15 +216,17 @@ func TestWatchdogCallsAgainForCompletionsNotTaken(t *testing.T) {
 	if q.UsedIdx() != 1 || q.Calls() != 1 { // the call went out; the guest never saw it
 		t.Fatal("completion or call missing")
 	}
-	r.srv.WatchdogCheck()
-	r.srv.WatchdogCheck()
-	if c := r.counters()["watchdog_not_taken"]; c != 0 || q.Calls() != 0 {
-		t.Fatalf("watchdog acted before its third look: %d", c)
+	// The kick's reader may count the kick after the worker already ran
+	// (a change the first look can see), so the act comes on the third or
+	// fourth look; never before the third.
+	looks := 0
+	for looks < 6 && r.counters()["watchdog_not_taken"] == 0 {
+		r.srv.WatchdogCheck()
+		looks++
 	}
-	r.srv.WatchdogCheck()
 	c := r.counters()
-	if c["watchdog_not_taken"] != 1 || c["watchdog_used_no_call"] != 0 || q.Calls() != 1 {
-		t.Fatalf("completion not taken, no second call: counters %v", c)
+	if looks < 3 || c["watchdog_not_taken"] != 1 || c["watchdog_used_no_call"] != 0 || q.Calls() != 1 {
+		t.Fatalf("completion not taken: second call after %d looks, counters %v", looks, c)
 	}
 	// The guest takes it and re-arms at what it has seen: nothing is owed.
 	if _, ok := q.PopUsed(); !ok {
