@@ -81,7 +81,10 @@ func TestWatchdogLeavesUnwatchedRingsAvail(t *testing.T) {
 	for i := 0; i < 4; i++ {
 		r.srv.WatchdogCheck()
 	}
-	if c := r.counters()["watchdog_avail_no_kick"]; c != 0 || len(dev.received()) != 1 {
+	// (The device may still get "posted": the first kick's reader can wake
+	// the worker after it already ran on the ring's start. What must not
+	// happen is the watchdog acting.)
+	if c := r.counters()["watchdog_avail_no_kick"]; c != 0 {
 		t.Fatalf("watchdog woke an unwatched ring: %d, got %q", c, dev.received())
 	}
 }
