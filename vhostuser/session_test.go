@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,6 +33,9 @@ type echoDev struct {
 	// noNotify makes it complete chains without calling Notify (a lost
 	// call, for the watchdog tests).
 	watch, noNotify bool
+	// parked is true while RunQueue waits for a wake (set just before it
+	// blocks), so a test can tell the worker has nothing left to do.
+	parked atomic.Bool
 }
 
 func (d *echoDev) SetMemTable(t *vhostuser.MemTable) {
@@ -77,11 +81,13 @@ func (d *echoDev) RunQueue(q *vhostuser.Queue) {
 	}
 	var c vhostuser.Chain
 	for {
+		d.parked.Store(true)
 		select {
 		case <-q.Done():
 			return
 		case <-q.Wake():
 		}
+		d.parked.Store(false)
 		popped := false
 		for q.Pop(&c) {
 			popped = true

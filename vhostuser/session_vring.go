@@ -123,10 +123,10 @@ func (q *Queue) readKicks(f *os.File, done chan struct{}) {
 		if _, err := f.Read(b[:]); err != nil {
 			return
 		}
+		q.nudge() // before the count: a kick counted has its wake sent
 		q.c.Kicks.Inc()
 		q.kicks.Add(1)
 		q.lastKick.Store(time.Now().UnixNano())
-		q.nudge()
 	}
 }
 
