@@ -160,7 +160,7 @@ func (m Machine) Args() ([]string, error) {
 		"-machine", "q35,memory-backend=mem",
 		"-object", "memory-backend-memfd,id=mem,size=" + mem + ",share=on",
 		"-m", mem,
-		"-smp", strconv.Itoa(m.CPUs),
+		"-smp", smpArg(m.CPUs),
 		"-cpu", m.CPU,
 		"-nographic", "-nodefaults", "-no-reboot",
 		"-kernel", m.Kernel,
@@ -276,4 +276,20 @@ func (m Machine) Args() ([]string, error) {
 	kargs = append(kargs, m.Append...)
 	a = append(a, "-append", strings.Join(kargs, " "))
 	return a, nil
+}
+
+// smpArg is -smp for n online vCPUs. maxcpus is at least 2, whatever n:
+// QEMU 7.2's TCG translates a machine whose max_cpus is 1 without
+// CF_PARALLEL (accel/tcg/tcg-accel-ops-mttcg.c: tcg_cpu_init_cflags), and
+// then drops the guest's memory barriers (tcg/tcg-op.c: tcg_gen_mb emits
+// nothing) and runs its LOCK-prefixed instructions as plain loads and
+// stores. The guest's smp_mb() between writing a ring's used_event and
+// re-reading its used idx is then no barrier on the host, whose store
+// buffer lets the load pass the store, while the device — QEMU's main loop
+// for its own virtio-blk, our daemon for a vhost-user device — runs on
+// another host thread: each side misses the other's update and the
+// completion interrupt is never sent (the bench nvme / soak stalls). A
+// second, offline, possible vCPU makes TCG translate with CF_PARALLEL.
+func smpArg(n int) string {
+	return strconv.Itoa(n) + ",maxcpus=" + strconv.Itoa(max(n, 2))
 }

@@ -20,7 +20,7 @@ func TestArgsDefaultsAreTheFastTCGMachine(t *testing.T) {
 		"-machine q35,memory-backend=mem",
 		"-object memory-backend-memfd,id=mem,size=1024M,share=on",
 		"-m 1024M",
-		"-smp 1",
+		"-smp 1,maxcpus=2",
 		"-cpu qemu64",
 		"-nographic -nodefaults -no-reboot",
 		"-serial file:/s/A/console.log",
@@ -97,7 +97,7 @@ func TestArgsMultiqueueNIC(t *testing.T) {
 	for _, want := range []string{
 		"-netdev vhost-user,id=n0,chardev=cn0,queues=2",
 		"-device virtio-net-pci,netdev=n0,mac=52:54:00:00:00:0a,mq=on,vectors=0,romfile=",
-		"-smp 2",
+		"-smp 2,maxcpus=2",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("args lack %q:\n%s", want, got)
