@@ -31,6 +31,10 @@ var GuestModules = []string{
 	// configfs). They attach to falcon0 when falconnic.ko loads after them.
 	"nvme_rdma",
 	"nvmet_rdma",
+	// NVMe over TCP, the guests' alternative on the Ethernet function
+	// (falconnic bench nvmf compares the two).
+	"nvme_tcp",
+	"nvmet_tcp",
 }
 
 // StagedModules are in the image with their closure but not loaded at

@@ -68,22 +68,31 @@ func nvmfTargetScript(ip string, sizeMiB int) string {
 C=/sys/kernel/config
 grep -q " $C configfs" /proc/mounts || mount -t configfs none $C
 S=$C/nvmet/subsystems/%[1]s
-P=$C/nvmet/ports/1
 mkdir $S
 echo -n 1 > $S/attr_allow_any_host
-dd if=/dev/zero of=/tmp/nvmf-ns1.img bs=1048576 count=%[3]d 2>/dev/null
+dd if=/dev/zero of=/tmp/nvmf-ns1.img bs=1048576 count=%[2]d 2>/dev/null
 mkdir $S/namespaces/1
 echo -n /tmp/nvmf-ns1.img > $S/namespaces/1/device_path
 echo -n 1 > $S/namespaces/1/buffered_io
 echo -n 1 > $S/namespaces/1/enable
+echo "target: subsystem %[1]s, namespace 1 (%[2]d MiB in RAM)"
+`, nvmfSubsysNQN, sizeMiB) + nvmfPortScript(1, "rdma", ip, nvmfPort)
+}
+
+// nvmfPortScript adds target port id (trtype rdma or tcp on ip:port) and
+// links the subsystem to it; it runs after nvmfTargetScript.
+func nvmfPortScript(id int, trtype, ip, port string) string {
+	return fmt.Sprintf(`set -e
+C=/sys/kernel/config
+P=$C/nvmet/ports/%[1]d
 mkdir $P
-echo -n rdma > $P/addr_trtype
+echo -n %[2]s > $P/addr_trtype
 echo -n ipv4 > $P/addr_adrfam
-echo -n %[2]s > $P/addr_traddr
+echo -n %[3]s > $P/addr_traddr
 echo -n %[4]s > $P/addr_trsvcid
-ln -s $S $P/subsystems/%[1]s
-echo "target: subsystem %[1]s, namespace 1 (%[3]d MiB in RAM), port rdma %[2]s:%[4]s"
-`, nvmfSubsysNQN, ip, sizeMiB, nvmfPort)
+ln -s $C/nvmet/subsystems/%[5]s $P/subsystems/%[5]s
+echo "target: port %[1]d %[2]s %[3]s:%[4]s"
+`, id, trtype, ip, port, nvmfSubsysNQN)
 }
 
 // nvmfDeviceScript prints the block device of the connected subsystem's
@@ -140,27 +149,28 @@ func guestStep(ctx context.Context, v *qemu.VM, limit time.Duration, stderr io.W
 	return out.String(), nil
 }
 
-// nvmfConnect discovers B's subsystem from A, connects A to it and returns
-// the namespace's block device in A. The connect is retried a few times:
-// the first rdma_cm exchange may still find B's port coming up.
-func nvmfConnect(ctx context.Context, p *rdmaPair, stderr io.Writer) (string, error) {
+// nvmfConnect discovers B's subsystem from A over transport trtype (rdma
+// or tcp) on B's port, connects A to it and returns the namespace's block
+// device in A. The connect is retried a few times: the first rdma_cm
+// exchange may still find B's port coming up.
+func nvmfConnect(ctx context.Context, p *rdmaPair, trtype, port string, stderr io.Writer) (string, error) {
 	out, err := guestStep(ctx, p.a, nvmfSetupLimit, stderr,
-		"nvme", "discover", "-t", "rdma", "-a", p.bIP, "-s", nvmfPort, "-q", nvmfHostNQN)
+		"nvme", "discover", "-t", trtype, "-a", p.bIP, "-s", port, "-q", nvmfHostNQN)
 	if err != nil {
 		return "", fmt.Errorf("nvme discover: %w", err)
 	}
 	if !strings.Contains(out, nvmfSubsysNQN) {
 		return "", fmt.Errorf("nvme discover: %s not in the discovery log:\n%s", nvmfSubsysNQN, out)
 	}
-	fmt.Fprintf(stderr, "nvmf: discovery log of %s:%s lists %s\n", p.bIP, nvmfPort, nvmfSubsysNQN)
+	fmt.Fprintf(stderr, "nvmf: discovery log of %s %s:%s lists %s\n", trtype, p.bIP, port, nvmfSubsysNQN)
 	for try := 1; ; try++ {
 		_, err = guestStep(ctx, p.a, nvmfSetupLimit, stderr,
-			"nvme", "connect", "-t", "rdma", "-a", p.bIP, "-s", nvmfPort, "-n", nvmfSubsysNQN, "-q", nvmfHostNQN)
+			"nvme", "connect", "-t", trtype, "-a", p.bIP, "-s", port, "-n", nvmfSubsysNQN, "-q", nvmfHostNQN)
 		if err == nil {
 			break
 		}
 		if try == nvmfConnectTries || errors.Is(err, errStall) || ctx.Err() != nil {
-			return "", fmt.Errorf("nvme connect -t rdma: %w", err)
+			return "", fmt.Errorf("nvme connect -t %s: %w", trtype, err)
 		}
 		fmt.Fprintf(stderr, "nvmf: nvme connect failed (try %d), again: %v\n", try, err)
 		time.Sleep(2 * time.Second)
@@ -235,7 +245,7 @@ func runNVMf(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return fmt.Errorf("target (B): %w", err)
 	}
 	fmt.Fprintf(stderr, "nvmf: %s", out)
-	dev, err := nvmfConnect(ctx, p, stderr)
+	dev, err := nvmfConnect(ctx, p, "rdma", nvmfPort, stderr)
 	if err != nil {
 		return fmt.Errorf("host (A): %w", err)
 	}

@@ -24,7 +24,7 @@ func TestNVMfTargetScriptWritesAttributesWithoutNewline(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"set -e", "echo -n 10.0.0.2 > $P/addr_traddr", "echo -n 4420 > $P/addr_trsvcid",
-		"echo -n rdma > $P/addr_trtype", "count=64 ", "ln -s $S $P/subsystems/" + nvmfSubsysNQN} {
+		"echo -n rdma > $P/addr_trtype", "count=64 ", "ln -s $C/nvmet/subsystems/" + nvmfSubsysNQN + " $P/subsystems/" + nvmfSubsysNQN} {
 		if !strings.Contains(s, want) {
 			t.Errorf("script lacks %q:\n%s", want, s)
 		}
