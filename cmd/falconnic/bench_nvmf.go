@@ -129,6 +129,9 @@ func benchNVMf(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *sizeMiB < 16 || *sizeMiB > 512 || *runFor < time.Second || *samples < 1 {
 		return fmt.Errorf("%w: size 16..512 MiB, runtime ≥ 1s, samples ≥ 1", errUsage)
 	}
+	if err := requireImageModules(*cache, "nvme_rdma", "nvmet_rdma", "nvme_tcp", "nvmet_tcp"); err != nil {
+		return err
+	}
 	bin, err := os.Executable()
 	if err != nil {
 		return err

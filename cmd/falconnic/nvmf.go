@@ -138,6 +138,31 @@ func nvmfFioArgv(args []string, dev string) []string {
 	return append(argv, "--filename="+dev)
 }
 
+// requireImageModules fails unless the cache's current guest image loads
+// every module in mods (names as qemu.ModuleName gives them): an image
+// built from other sources would fail later, in the guest, less clearly.
+func requireImageModules(cache string, mods ...string) error {
+	im, err := qemu.LoadImage(cache)
+	if err != nil {
+		return err
+	}
+	have := map[string]bool{}
+	for _, m := range im.Modules {
+		have[qemu.ModuleName(m)] = true
+	}
+	var missing []string
+	for _, m := range mods {
+		if !have[m] {
+			missing = append(missing, m)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("the guest image %s does not load %s: run `falconnic image build` from this version's sources",
+			im.Dir, strings.Join(missing, ", "))
+	}
+	return nil
+}
+
 // guestStep runs argv in v within limit and returns its combined output;
 // a failure carries the output.
 func guestStep(ctx context.Context, v *qemu.VM, limit time.Duration, stderr io.Writer, argv ...string) (string, error) {
@@ -214,6 +239,9 @@ func runNVMf(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	if *size < 1 || *size > 512 {
 		return fmt.Errorf("%w: --size must be 1 to 512 MiB (the namespace lives in B's 1 GiB of RAM)", errUsage)
+	}
+	if err := requireImageModules(*cache, "nvme_rdma", "nvmet_rdma"); err != nil {
+		return err
 	}
 	bin, err := os.Executable()
 	if err != nil {

@@ -3,7 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -74,5 +77,39 @@ func TestNVMfUsageErrors(t *testing.T) {
 		if !errors.Is(err, errUsage) {
 			t.Errorf("nvmf %v: %v, want a usage error", args, err)
 		}
+	}
+}
+
+// fakeImage writes a cache whose latest image loads modules.
+func fakeImage(t *testing.T, modules ...string) string {
+	t.Helper()
+	cache := t.TempDir()
+	dir := filepath.Join(cache, "images", "k1")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	m, _ := json.Marshal(map[string]any{"kernel": "vmlinuz", "initrd": "initramfs.cpio", "modules": modules})
+	for name, data := range map[string][]byte{"manifest.json": m, "vmlinuz": []byte("k"), "initramfs.cpio": []byte("i")} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(cache, "images", "latest"), []byte("k1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return cache
+}
+
+// An image built from sources without the NVMe-oF modules is refused
+// before any guest boots, naming what it lacks.
+func TestRequireImageModules(t *testing.T) {
+	with := fakeImage(t, "kernel/drivers/nvme/host/nvme-rdma.ko", "kernel/drivers/nvme/target/nvmet-rdma.ko")
+	if err := requireImageModules(with, "nvme_rdma", "nvmet_rdma"); err != nil {
+		t.Fatalf("image with the modules refused: %v", err)
+	}
+	without := fakeImage(t, "kernel/drivers/nvme/host/nvme-rdma.ko")
+	err := requireImageModules(without, "nvme_rdma", "nvmet_rdma")
+	if err == nil || !strings.Contains(err.Error(), "nvmet_rdma") || strings.Contains(err.Error(), "nvme_rdma,") {
+		t.Fatalf("image without nvmet-rdma: %v", err)
 	}
 }
