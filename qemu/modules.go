@@ -26,6 +26,15 @@ var GuestModules = []string{
 	"rdma_ucm", // rdma_cm for perftest -R and rping
 	"nvme",
 	"ext4",
+	// NVMe over Fabrics on RDMA: the host (nvme connect -t rdma; u-root has
+	// no modprobe, so fabrics cannot autoload it) and the target (nvmet
+	// configfs). They attach to falcon0 when falconnic.ko loads after them.
+	"nvme_rdma",
+	"nvmet_rdma",
+	// NVMe over TCP, the guests' alternative on the Ethernet function
+	// (falconnic bench nvmf compares the two).
+	"nvme_tcp",
+	"nvmet_tcp",
 }
 
 // StagedModules are in the image with their closure but not loaded at

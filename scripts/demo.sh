@@ -5,10 +5,13 @@
 # ping, iperf3 and a 100 MB TCP transfer checked with SHA-256. Then RDMA:
 # `falconnic perftest` boots two fresh guests whose falconnic.ko drives the
 # NIC's RDMA function and runs unmodified perftest (ib_write_bw 64 KiB and
-# ib_write_lat) between them. Then NVMe over Falcon: NIC b0 exports a file
-# as namespace 1, NIC a0 serves it as a vhost-user-blk disk; a guest makes
-# an ext4 file system on it, writes a file, remounts and checks it, and runs
-# fio with verification and a sequential read.
+# ib_write_lat) between them, and `falconnic nvmf` runs the guest kernel's
+# own RDMA consumers on it: an NVMe-oF target (nvmet-rdma) in one guest,
+# nvme connect -t rdma and fio with verification in the other. Then NVMe
+# over Falcon: NIC b0 exports a file as namespace 1, NIC a0 serves it as a
+# vhost-user-blk disk; a guest makes an ext4 file system on it, writes a
+# file, remounts and checks it, and runs fio with verification and a
+# sequential read.
 #
 #   scripts/demo.sh            # the demo
 #   scripts/demo.sh --stream   # the same over a plain QEMU stream link (baseline)
@@ -148,6 +151,14 @@ if [ "$link" = falconnic ]; then
 	say "RDMA results"
 	echo "ib_write_bw 64 KiB: ${bw:-?} MB/s average; ib_write_lat 2 B: ${lat:-?} µs typical"
 	echo "(Soft-RoCE between the same two TCG guests: about 22 MB/s and 455 µs; falconnic bench perftest measures both side by side)"
+
+	say "NVMe-oF over RDMA: the guest kernel's nvmet-rdma target in B, nvme connect -t rdma in A, fio with verify (falconnic nvmf)"
+	"$fn" nvmf --state "$work/nvmf" | tee "$work/nvmf.out" | grep -E 'IOPS=|err='
+	if ! grep -q 'err= 0' "$work/nvmf.out"; then
+		echo "demo: fio verification over nvme-rdma failed" >&2
+		exit 1
+	fi
+	echo "nvme-rdma, 4 KiB randwrite QD16 with crc32c verify: write $(grep -o 'write: IOPS=[^,]*' "$work/nvmf.out" | head -1 | cut -d' ' -f2), read back $(grep -o 'read: IOPS=[^,]*' "$work/nvmf.out" | head -1 | cut -d' ' -f2), no errors"
 
 	say "NVMe over Falcon: guest D's disk is namespace 1 of NIC b0 (a 256 MiB file), reached through NIC a0"
 	boot D --disk "$work/d0.sock"

@@ -61,6 +61,15 @@ type pairOptions struct {
 	cache    string // guest image cache
 	bin      string // falconnic executable for `serve`
 	log      io.Writer
+	tag      string // progress lines' prefix ("" is "perftest")
+}
+
+// prefix is what the pair's progress lines start with.
+func (o pairOptions) prefix() string {
+	if o.tag == "" {
+		return "perftest"
+	}
+	return o.tag
 }
 
 // rdmaPair is two running guests A (client) and B (server) that can reach
@@ -141,12 +150,12 @@ func startPair(ctx context.Context, o pairOptions) (_ *rdmaPair, err error) {
 	if p.b, err = qemu.Start(state, mb); err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(o.log, "perftest: booting guests A and B (state %s)\n", state)
+	fmt.Fprintf(o.log, "%s: booting guests A and B (state %s)\n", o.prefix(), state)
 	start := time.Now()
 	if err := both(func(v *qemu.VM) error { return v.WaitReady(ctx, 4*time.Minute) }, p.a, p.b); err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(o.log, "perftest: guests ready in %.1fs\n", time.Since(start).Seconds())
+	fmt.Fprintf(o.log, "%s: guests ready in %.1fs\n", o.prefix(), time.Since(start).Seconds())
 	if o.kind == pairRXE {
 		setup := `while read -r m; do insmod "$m" || exit 1; done < /etc/falconnic/modules.staged && rdma link add rxe0 type rxe netdev eth0`
 		if err := both(func(v *qemu.VM) error {
@@ -162,7 +171,7 @@ func startPair(ctx context.Context, o pairOptions) (_ *rdmaPair, err error) {
 	if err := both(func(v *qemu.VM) error { return waitPortActive(ctx, v, p.device, 90*time.Second) }, p.a, p.b); err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(o.log, "perftest: %s ACTIVE in both guests after %.1fs\n", p.device, time.Since(start).Seconds())
+	fmt.Fprintf(o.log, "%s: %s ACTIVE in both guests after %.1fs\n", o.prefix(), p.device, time.Since(start).Seconds())
 	return p, nil
 }
 
@@ -259,7 +268,7 @@ func (p *rdmaPair) startDaemons() ([]string, error) {
 	if s, ok := waitSockets(socks, 30*time.Second); !ok {
 		return nil, fmt.Errorf("daemon socket %s did not appear in 30s: %s", s, p.daemonTails())
 	}
-	fmt.Fprintf(p.o.log, "perftest: %d daemon(s) up (logs %s)\n", len(cfgs), strings.Join(p.dlogs, " "))
+	fmt.Fprintf(p.o.log, "%s: %d daemon(s) up (logs %s)\n", p.o.prefix(), len(cfgs), strings.Join(p.dlogs, " "))
 	return socks, nil
 }
 
