@@ -157,24 +157,7 @@ func TestDissectorDecodesWhatWasSent(t *testing.T) {
 
 	fields := []string{"falcon.type", "falcon.cid", "falcon.psn", "falcon.rsn", "falcon_rdma.opcode", "falcon_nvme.type",
 		"falcon.nack_code", "falcon_cm.type", "falconfab.kind", "_ws.malformed", "_ws.expert.message"}
-	args := []string{"-n", "-r", path, "-X", "lua_script:" + dissector, "-T", "fields", "-E", "separator=|", "-E", "occurrence=f"}
-	for _, f := range fields {
-		args = append(args, "-e", f)
-	}
-	cmd := exec.Command(tshark, args...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("tshark: %v\n%s", err, stderr.String())
-	}
-	if strings.Contains(stderr.String(), "Lua") {
-		t.Fatalf("tshark: %s", stderr.String())
-	}
-	lines := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
-	if len(lines) != len(recs) {
-		t.Fatalf("tshark printed %d packets, the capture has %d", len(lines), len(recs))
-	}
+	lines := tsharkFields(t, tshark, path, fields, len(recs))
 	retx, nacks := 0, 0
 	for i, line := range lines {
 		col := strings.Split(line, "|")
@@ -208,6 +191,30 @@ func TestDissectorDecodesWhatWasSent(t *testing.T) {
 			t.Errorf("tshark -V lacks %q", want)
 		}
 	}
+}
+
+// tsharkFields runs tshark with the dissector over the capture at path
+// and returns one line per packet, fields separated by "|" (first
+// occurrence each); it fails the test on a Lua error or when tshark does
+// not print want packets.
+func tsharkFields(t *testing.T, tshark, path string, fields []string, want int) []string {
+	t.Helper()
+	args := []string{"-n", "-r", path, "-X", "lua_script:" + dissector, "-T", "fields", "-E", "separator=|", "-E", "occurrence=f"}
+	for _, f := range fields {
+		args = append(args, "-e", f)
+	}
+	cmd := exec.Command(tshark, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil || strings.Contains(stderr.String(), "Lua") {
+		t.Fatalf("tshark: %v\n%s", err, stderr.String())
+	}
+	lines := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
+	if len(lines) != want {
+		t.Fatalf("tshark printed %d packets, the capture has %d", len(lines), want)
+	}
+	return lines
 }
 
 func lastLines(b []byte, n int) string {
@@ -261,21 +268,7 @@ func TestDissectorDecodesASealedFabric(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "sealed.pcapng")
 	writePcap(t, path, recs)
 	fields := []string{"falconfab.kind", "falcon_psp.spi", "falcon.cid", "falcon_cmauth.sender", "_ws.malformed"}
-	args := []string{"-n", "-r", path, "-X", "lua_script:" + dissector, "-T", "fields", "-E", "separator=|", "-E", "occurrence=f"}
-	for _, f := range fields {
-		args = append(args, "-e", f)
-	}
-	cmd := exec.Command(tshark, args...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil || bytes.Contains(out, []byte("Lua")) || strings.Contains(stderr.String(), "Lua") {
-		t.Fatalf("tshark: %v\n%s%s", err, out, stderr.String())
-	}
-	lines := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
-	if len(lines) != len(recs) {
-		t.Fatalf("tshark printed %d packets, the capture has %d", len(lines), len(recs))
-	}
+	lines := tsharkFields(t, tshark, path, fields, len(recs))
 	psps, cms := 0, 0
 	for i, line := range lines {
 		col := strings.Split(line, "|")
