@@ -172,7 +172,15 @@ func (m Machine) Args() ([]string, error) {
 	if m.PidFile != "" {
 		a = append(a, "-pidfile", m.PidFile)
 	}
-	kargs := []string{"console=ttyS0", "panic=-1", "loglevel=4", "falconnic.hostname=" + m.Name}
+	// tsc=reliable: the guest keeps the TSC as its clocksource. qemu64 is an
+	// AMD model without constant_tsc, whose TSC Linux takes for
+	// unsynchronized as soon as more than one CPU is possible (smpArg gives
+	// every guest two), and the clocksource watchdog marks it unstable
+	// whenever the loaded host delays a read; either way the guest falls
+	// back to the HPET, every clock read becomes an exit to QEMU, and
+	// perftest's own CPU-frequency calibration (TSC against gettimeofday)
+	// fails. TCG's TSC follows the host's clock: it is reliable.
+	kargs := []string{"console=ttyS0", "panic=-1", "loglevel=4", "tsc=reliable", "falconnic.hostname=" + m.Name}
 	for i, n := range m.NICs {
 		id := fmt.Sprintf("n%d", i)
 		hw, err := net.ParseMAC(n.MAC)

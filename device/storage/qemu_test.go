@@ -111,14 +111,15 @@ func TestBlkQemuFioVerify(t *testing.T) {
 	cmd := exec.CommandContext(ctx, "qemu-system-x86_64",
 		"-accel", "tcg", "-machine", "q35,memory-backend=mem",
 		"-object", "memory-backend-memfd,id=mem,size=1024M,share=on", "-m", "1024M",
-		"-smp", "1", "-cpu", "qemu64", "-nographic", "-nodefaults", "-no-reboot",
+		"-smp", "1,maxcpus=2", "-cpu", "qemu64", // maxcpus, tsc=reliable: see qemu.smpArg and qemu.Machine.Args
+		"-nographic", "-nodefaults", "-no-reboot",
 		"-kernel", filepath.Join(imgDir, man.Kernel), "-initrd", filepath.Join(imgDir, man.Initrd),
 		"-serial", "file:"+console,
 		"-chardev", "socket,id=vs,path="+filepath.Join(dir, "vs.sock")+",server=on",
 		"-device", "vhost-user-vsock-pci,chardev=vs",
 		"-chardev", "socket,id=d0,path="+blkSock+",reconnect=1",
 		"-device", "vhost-user-blk-pci,chardev=d0",
-		"-append", "console=ttyS0 panic=-1 loglevel=4 falconnic.hostname=blkvm")
+		"-append", "console=ttyS0 panic=-1 loglevel=4 tsc=reliable falconnic.hostname=blkvm")
 	var qerr bytes.Buffer
 	cmd.Stderr = &qerr
 	must(t, cmd.Start())
