@@ -247,17 +247,11 @@ func runNVMf(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	dir := *state
-	if dir == "" {
-		if dir, err = os.MkdirTemp("", "fn-nvmf-"); err != nil {
-			return err
-		}
-		if !*keep {
-			defer os.RemoveAll(dir)
-		}
-	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+	dir, cleanup, err := pairWorkDir(*state, "fn-nvmf-", *keep)
+	if err != nil {
 		return err
 	}
+	defer cleanup()
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	start := time.Now()

@@ -520,17 +520,11 @@ func runPerftest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	dir := *state
-	if dir == "" {
-		if dir, err = os.MkdirTemp("", "fn-perftest-"); err != nil {
-			return err
-		}
-		if !*keep {
-			defer os.RemoveAll(dir)
-		}
-	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+	dir, cleanup, err := pairWorkDir(*state, "fn-perftest-", *keep)
+	if err != nil {
 		return err
 	}
+	defer cleanup()
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	p, err := startPair(ctx, pairOptions{kind: pairFalcon, daemons: *daemons, loss: *loss, insecure: *insecure, dir: dir, cache: *cache, bin: bin, log: stderr})
@@ -559,4 +553,21 @@ func runPerftest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		<-ctx.Done()
 	}
 	return errors.Join(failed...)
+}
+
+// pairWorkDir is a guest pair's work directory: state if given (created if
+// need be, kept), else a new temporary one that cleanup removes unless
+// keep.
+func pairWorkDir(state, prefix string, keep bool) (dir string, cleanup func(), err error) {
+	cleanup = func() {}
+	if state != "" {
+		return state, cleanup, os.MkdirAll(state, 0o755)
+	}
+	if dir, err = os.MkdirTemp("", prefix); err != nil {
+		return "", cleanup, err
+	}
+	if !keep {
+		cleanup = func() { os.RemoveAll(dir) }
+	}
+	return dir, cleanup, nil
 }
