@@ -48,7 +48,7 @@ import (
 // is a cmauth envelope whose sender must own the source MAC, REQ and REP
 // offer each end's PSP SA, and the connection's datagrams are sealed and
 // opened per connection; REKEY moves a connection to a new master-key
-// generation. Bounds: maxPeersPerNIC connections per NIC, MaxConnsPerPeer
+// generation, resent with backoff until the peer's REKEY_ACK. Bounds: maxPeersPerNIC connections per NIC, MaxConnsPerPeer
 // of them with one other daemon, and an accepted sealed connection that
 // hears nothing authentic within halfOpenAge is closed.
 type Manager struct {
@@ -90,6 +90,8 @@ type Counters struct {
 	QueueFull, ConnErr, FalconNoCID, FalconShort                  stats.Counter
 	NotOwner, NoSA, SealErr, FalconUnsealed, RekeySent, RekeyRecv stats.Counter
 	TooManyFromPeer, AgedHalfOpen, RepeatedRekey                  stats.Counter
+	RekeyResent, RekeyConfirmed, RekeyFailed, RekeyAckSent        stats.Counter
+	RekeyAckStale, RekeyOld                                       stats.Counter
 }
 
 // Set lists the counters with help text.
@@ -125,7 +127,13 @@ func (c *Counters) Set() stats.Set {
 		{Name: "cm_falcon_unsealed", Help: "Falcon datagrams from the fabric for a CID with no receive SA (the fabric is secure: every one must be sealed)", Counter: &c.FalconUnsealed},
 		{Name: "cm_rekey_sent", Help: "REKEYs sent: a connection moved to an SPI of a new master-key generation", Counter: &c.RekeySent},
 		{Name: "cm_rekey_recv", Help: "REKEYs received", Counter: &c.RekeyRecv},
-		{Name: "cm_repeated_rekey", Help: "REKEYs ignored: they offered the SPI the connection already seals with", Counter: &c.RepeatedRekey},
+		{Name: "cm_repeated_rekey", Help: "REKEYs for the SPI the connection already seals with (a resend: its REKEY_ACK was lost), answered again and not applied", Counter: &c.RepeatedRekey},
+		{Name: "cm_rekey_resent", Help: "REKEYs resent: no REKEY_ACK within the backoff (cmRekeyRetryFirst, doubling)", Counter: &c.RekeyResent},
+		{Name: "cm_rekey_confirmed", Help: "REKEYs confirmed by the peer's REKEY_ACK: it seals with the new SPI", Counter: &c.RekeyConfirmed},
+		{Name: "cm_rekey_failed", Help: "REKEYs abandoned after cmRekeyMaxTries unanswered sends: the connection stays on its previous SPI, still accepted until the next rotation", Counter: &c.RekeyFailed},
+		{Name: "cm_rekey_ack_sent", Help: "REKEY_ACKs sent (a repeated REKEY is answered again)", Counter: &c.RekeyAckSent},
+		{Name: "cm_rekey_ack_stale", Help: "REKEY_ACKs ignored: for no connection, or for no REKEY awaiting one (a late answer to a resend)", Counter: &c.RekeyAckStale},
+		{Name: "cm_rekey_old", Help: "REKEYs ignored: they offered an older master-key generation than the connection seals with (a delayed resend)", Counter: &c.RekeyOld},
 	}
 }
 
@@ -368,6 +376,11 @@ type cmConn struct {
 	// receive SA has opened nothing by then (half-open: halfOpenAge).
 	ageAt    clock.Time
 	halfOpen bool
+	// rekey is this NIC's REKEY of the connection awaiting its
+	// REKEY_ACK, or the last one's outcome (secure.go); txGen is the
+	// generation of the peer's REKEY the connection last took.
+	rekey rekeyState
+	txGen uint32
 }
 
 // Register has the agent set up connections of protocol proto for p
@@ -499,6 +512,8 @@ func (a *Agent) receive(m cmMsg, r cmRoute) {
 		// REJs from all but the right one. Keep retrying.
 	case cmREKEY:
 		a.onREKEY(c, m)
+	case cmREKEYACK:
+		a.onREKEYACK(c, m)
 	}
 }
 
@@ -629,6 +644,7 @@ func (a *Agent) install(key cmKey, c *cmConn, cfg falcon.ConnConfig, r cmRoute, 
 	}
 	c.conn, c.cfg, c.dcid = conn, cfg, cfg.DCID
 	c.rx, c.tx, c.addr, c.halfOpen = rx, tx, r.addr, false
+	c.rekey, c.txGen = rekeyState{}, 0
 	return true
 }
 
@@ -657,16 +673,21 @@ func (a *Agent) rearm() {
 		if c.halfOpen {
 			a.setDue(c.ageAt)
 		}
+		if c.rekey.pending() {
+			a.setDue(c.rekey.at)
+		}
 	}
 }
 
-// NextDeadline implements the port's ULP timers: the next REQ retry.
+// NextDeadline implements the port's ULP timers: the next REQ retry,
+// half-open age or REKEY resend.
 func (a *Agent) NextDeadline() (time.Duration, bool) { return a.due, a.has }
 
-// OnTimer resends the REQs that are due, and gives up on set-ups that have
-// had every retry.
+// OnTimer resends the REQs and REKEYs that are due, and gives up on
+// set-ups and REKEYs that have had every retry.
 func (a *Agent) OnTimer(now time.Duration) {
 	a.age(now)
+	a.retryRekeys(now)
 	for key, c := range a.conns {
 		if !c.dialing || c.retryAt > now {
 			continue

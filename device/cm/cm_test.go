@@ -11,8 +11,10 @@ import (
 
 	"falconnic/device/port"
 	"falconnic/falcon"
+	"falconnic/falcon/tl"
 	"falconnic/falcon/wire"
 	"falconnic/internal/clock"
+	"falconnic/psp"
 )
 
 // cmWorld is the connection manager's test peer: daemons (each a
@@ -50,7 +52,27 @@ type cmNIC struct {
 	agent *Agent
 	conns map[[6]byte]*falcon.Conn // up, per peer (on the port's goroutine)
 	log   []string
+	// The NIC's RDMA ULP acknowledges every push; its pushes that
+	// completed acknowledged or not (on the port's goroutine).
+	pushOK, pushFailed int
+	// psp counts the NIC's SAs' datagrams (secure).
+	psp *psp.Counters
 }
+
+// OnRequest implements falcon.ULP: every push is acknowledged.
+func (n *cmNIC) OnRequest(c *falcon.Conn, r *falcon.Request) { _ = c.AckPush(r.RSN) }
+
+// OnCompletion implements falcon.ULP.
+func (n *cmNIC) OnCompletion(c *falcon.Conn, cpl *falcon.Completion) {
+	if cpl.Status == tl.CmplAck {
+		n.pushOK++
+	} else {
+		n.pushFailed++
+	}
+}
+
+// OnXon implements falcon.ULP.
+func (n *cmNIC) OnXon(*falcon.Conn) {}
 
 func newCMWorld(t *testing.T) *cmWorld {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -83,6 +105,7 @@ func (w *cmWorld) daemon(n byte, macs ...byte) *cmDaemon {
 			},
 			Failed: func(peer [6]byte) { nic.log = append(nic.log, fmt.Sprintf("failed %x", peer[5])) },
 		})
+		nic.port.SetULP(wire.ProtoRDMA, nic)
 		go nic.port.Run(w.ctx)
 		w.ports = append(w.ports, nic.port)
 		d.nics[b] = nic

@@ -7,6 +7,7 @@ import (
 	"falconnic/device/port"
 	"falconnic/falcon"
 	"falconnic/falcon/wire"
+	"falconnic/internal/clock"
 	"falconnic/psp"
 	"falconnic/psp/cmauth"
 )
@@ -252,14 +253,54 @@ func (a *Agent) newSealLink(addr netip.AddrPort, sa *cmauth.SA) (*sealLink, erro
 	return &sealLink{inner: a.cm.net.FalconLink(addr), tx: tx}, nil
 }
 
+// REKEY retry policy: a REKEY unanswered by a REKEY_ACK is resent after
+// cmRekeyRetryFirst, doubling up to cmRekeyRetryMax, cmRekeyMaxTries
+// sends in all (≈ 21 s), after which it is reported failed. It can afford
+// to wait longer than a REQ (cmRetryEvery × cmMaxTries = 5 s): until it
+// is confirmed nothing is lost, the connection's previous SPI being still
+// accepted.
+const (
+	cmRekeyRetryFirst = 200 * time.Millisecond
+	cmRekeyRetryMax   = 5 * time.Second
+	cmRekeyMaxTries   = 8
+)
+
+// rekeyState is one connection's REKEY of this NIC: the SA offered and
+// its master-key generation while it awaits the peer's REKEY_ACK (spi
+// non-zero), with the sends made and when the next is due; or, once
+// over, whether it failed (every send unanswered).
+type rekeyState struct {
+	spi    psp.SPI
+	gen    uint32
+	sa     cmauth.SA
+	tries  int
+	at     clock.Time
+	failed bool
+}
+
+func (r *rekeyState) pending() bool { return r.spi != 0 }
+
+// rekeyBackoff is the wait after the n-th send of a REKEY.
+func rekeyBackoff(n int) time.Duration {
+	d := cmRekeyRetryFirst
+	for i := 1; i < n && d < cmRekeyRetryMax; i++ {
+		d *= 2
+	}
+	return min(d, cmRekeyRetryMax)
+}
+
 // Rekey moves every sealed connection of the NIC to an SPI of its master
 // keys' current generation (after MasterKeys.Rotate): the connection's
 // RxSA keeps accepting the SPI it had, and a REKEY offers the peer the
 // new SA, which its TxSA seals with from then on [psp/doc.go, Rotation].
-// The SPI before that is dropped: it is two rotations old. On the port's
-// goroutine; it returns the connections rekeyed.
+// The REKEY is resent with backoff until the peer's REKEY_ACK confirms it
+// (PendingRekeys), at most cmRekeyMaxTries times; the previous SPI stays
+// accepted meanwhile, and after a failed REKEY until the next rotation.
+// The SPI before the previous one is dropped: it is two rotations old.
+// On the port's goroutine; it returns the connections rekeyed.
 func (a *Agent) Rekey() int {
 	n := 0
+	gen := a.keys.Generation()
 	for key, c := range a.conns {
 		if c.conn == nil || c.rx == nil || !c.addr.IsValid() {
 			continue
@@ -273,36 +314,103 @@ func (a *Agent) Rekey() int {
 			a.cm.Stats.SealErr.Inc()
 			continue
 		}
-		m := cmMsg{typ: cmREKEY, proto: cmProtoByte(key.proto), src: a.mac, dst: key.peer, srcCID: c.conn.SCID(), dstCID: c.dcid}
-		m.sa = cmauth.SA{Version: a.cm.sec.Version, SPI: spi}
-		if _, _, err := a.keys.Derive(m.sa.Key[:0], spi, m.sa.Version); err != nil {
+		sa := cmauth.SA{Version: a.cm.sec.Version, SPI: spi}
+		if _, _, err := a.keys.Derive(sa.Key[:0], spi, sa.Version); err != nil {
 			a.cm.Stats.SealErr.Inc()
 			continue
 		}
-		m.hasSA = true
+		c.rekey = rekeyState{spi: spi, gen: gen, sa: sa}
 		a.cm.Stats.RekeySent.Inc()
-		a.cm.toNet(c.addr, &m)
+		a.sendREKEY(key, c)
 		n++
 	}
 	return n
 }
 
-// onREKEY takes the peer's new SA for an up connection.
+// sendREKEY sends (again) c's pending REKEY and sets when it is resent.
+func (a *Agent) sendREKEY(key cmKey, c *cmConn) {
+	c.rekey.tries++
+	c.rekey.at = a.port.Clock().Now() + rekeyBackoff(c.rekey.tries)
+	a.setDue(c.rekey.at)
+	m := cmMsg{typ: cmREKEY, proto: cmProtoByte(key.proto), src: a.mac, dst: key.peer, srcCID: c.conn.SCID(), dstCID: c.dcid,
+		reqPSN: c.rekey.gen, sa: c.rekey.sa, hasSA: true}
+	a.cm.toNet(c.addr, &m)
+}
+
+// retryRekeys resends the REKEYs whose REKEY_ACK is overdue, and gives up
+// on those sent cmRekeyMaxTries times (the caller rearms).
+func (a *Agent) retryRekeys(now clock.Time) {
+	for key, c := range a.conns {
+		switch {
+		case !c.rekey.pending() || c.rekey.at > now:
+		case c.conn == nil:
+			c.rekey = rekeyState{}
+		case c.rekey.tries < cmRekeyMaxTries:
+			a.cm.Stats.RekeyResent.Inc()
+			a.sendREKEY(key, c)
+		default:
+			a.cm.Stats.RekeyFailed.Inc()
+			c.rekey = rekeyState{failed: true}
+		}
+	}
+}
+
+// PendingRekeys returns how many of the NIC's connections await the
+// peer's REKEY_ACK, and how many had their last REKEY fail (on the port's
+// goroutine). While any is pending the NIC must not rotate again: the
+// rotation would stop accepting the SPI the peer still seals with.
+func (a *Agent) PendingRekeys() (pending, failed int) {
+	for _, c := range a.conns {
+		if c.rekey.pending() {
+			pending++
+		}
+		if c.rekey.failed {
+			failed++
+		}
+	}
+	return pending, failed
+}
+
+// onREKEY takes the peer's new SA for an up connection and confirms it
+// with a REKEY_ACK — again for a resend of the SA it already took.
 func (a *Agent) onREKEY(c *cmConn, m cmMsg) {
 	a.cm.Stats.RekeyRecv.Inc()
 	if c == nil || c.conn == nil || c.tx == nil || c.dcid != m.srcCID || c.conn.SCID() != m.dstCID || !m.hasSA {
 		a.cm.Stats.Stale.Inc()
 		return
 	}
-	if c.tx.tx.SPI() == m.sa.SPI {
+	gen := m.rekeyGen()
+	switch {
+	case gen < c.txGen:
+		a.cm.Stats.RekeyOld.Inc()
+		return
+	case c.tx.tx.SPI() == m.sa.SPI:
 		// A repeat: rekeying again would restart the sequence numbers
 		// under the same key, which the peer's replay window refuses.
 		a.cm.Stats.RepeatedRekey.Inc()
+	default:
+		if err := c.tx.tx.Rekey(m.sa.SPI, m.sa.KeyBytes()); err != nil {
+			a.cm.Stats.SealErr.Inc()
+			return
+		}
+		c.txGen = gen
+	}
+	ack := cmMsg{typ: cmREKEYACK, proto: m.proto, src: a.mac, dst: m.src, srcCID: c.conn.SCID(), dstCID: c.dcid,
+		reqPSN: uint32(c.tx.tx.SPI()), dataPSN: gen}
+	a.cm.Stats.RekeyAckSent.Inc()
+	a.cm.toNet(c.addr, &ack)
+}
+
+// onREKEYACK ends the REKEY the peer confirms.
+func (a *Agent) onREKEYACK(c *cmConn, m cmMsg) {
+	if c == nil || c.conn == nil || c.dcid != m.srcCID || c.conn.SCID() != m.dstCID ||
+		!c.rekey.pending() || m.ackSPI() != c.rekey.spi || m.ackGen() != c.rekey.gen {
+		a.cm.Stats.RekeyAckStale.Inc()
 		return
 	}
-	if err := c.tx.tx.Rekey(m.sa.SPI, m.sa.KeyBytes()); err != nil {
-		a.cm.Stats.SealErr.Inc()
-	}
+	a.cm.Stats.RekeyConfirmed.Inc()
+	c.rekey = rekeyState{}
+	a.rearm()
 }
 
 // PeerOwner names who speaks for NIC peer, for a protocol's Up (on the

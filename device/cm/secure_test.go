@@ -34,7 +34,8 @@ func (w *cmWorld) secure(ds ...*cmDaemon) {
 			if err != nil {
 				w.t.Fatal(err)
 			}
-			n.on(func() { n.agent.SetKeys(keys, &psp.Counters{}) })
+			n.psp = &psp.Counters{}
+			n.on(func() { n.agent.SetKeys(keys, n.psp) })
 		}
 	}
 }
@@ -140,12 +141,16 @@ func TestSealedRepeatedRekeyIsIgnored(t *testing.T) {
 	}
 	b.on(func() {
 		c := b.agent.conns[cmKey{wire.ProtoRDMA, a.mac}]
-		m := cmMsg{typ: cmREKEY, src: a.mac, dst: b.mac, srcCID: c.dcid, dstCID: c.conn.SCID(), hasSA: true}
+		m := cmMsg{typ: cmREKEY, src: a.mac, dst: b.mac, srcCID: c.dcid, dstCID: c.conn.SCID(), hasSA: true, reqPSN: c.txGen}
 		m.sa = cmauth.SA{Version: psp.AESGCM128, SPI: c.tx.tx.SPI()}
 		b.agent.receive(m, cmRoute{addr: d1.addr})
 	})
-	if d2.cm.Stats.RepeatedRekey.Load() != 1 {
-		t.Fatalf("a REKEY for the current SPI was applied: cm %v", d2.cm.Stats.Set().NonZero())
+	if d2.cm.Stats.RepeatedRekey.Load() != 1 || d2.cm.Stats.RekeyAckSent.Load() != 2 {
+		t.Fatalf("a REKEY for the current SPI was applied, or not answered: cm %v", d2.cm.Stats.Set().NonZero())
+	}
+	w.settle() // the REKEY_ACKs: the first confirms, the second is stale
+	if d1.cm.Stats.RekeyConfirmed.Load() != 1 || d1.cm.Stats.RekeyAckStale.Load() != 1 {
+		t.Fatalf("dialer cm %v", d1.cm.Stats.Set().NonZero())
 	}
 	a.on(func() { a.agent.Rekey() }) // same generation: nothing to move
 	if q := w.take(); len(q) != 0 {

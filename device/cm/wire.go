@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"falconnic/falcon/wire"
+	"falconnic/psp"
 	"falconnic/psp/cmauth"
 )
 
@@ -24,6 +25,11 @@ import (
 //	28 sender's initial request-window PSN
 //	32 sender's initial data-window PSN
 //	36 sender's initial RSN 40  reserved 8
+//
+// REKEY and REKEY_ACK (secure.go) put other fields at 28 and 32: REKEY
+// the offering NIC's master-key generation (28) — a peer never moves back
+// to an older one; REKEY_ACK the SPI the sender now seals with (28) and
+// the generation of the REKEY it answers (32).
 const cmMsgLen = 48
 
 // cmMagic marks a CM message.
@@ -43,6 +49,9 @@ const (
 	// cmREKEY offers the peer of an up connection a new SA (master-key
 	// rotation); only between daemons, only sealed (secure.go).
 	cmREKEY cmType = 4
+	// cmREKEYACK confirms a REKEY: the sender seals with the SPI it
+	// offered (secure.go). Until it arrives the REKEY is resent.
+	cmREKEYACK cmType = 5
 )
 
 // cmMsg is a decoded CM message.
@@ -76,6 +85,14 @@ func (m *cmMsg) protocol() wire.ProtocolType {
 	}
 	return wire.ProtocolType(m.proto)
 }
+
+// rekeyGen is a REKEY's master-key generation (bytes 28..31).
+func (m *cmMsg) rekeyGen() uint32 { return m.reqPSN }
+
+// ackSPI and ackGen are a REKEY_ACK's SPI (28..31) and the generation of
+// the REKEY it answers (32..35).
+func (m *cmMsg) ackSPI() psp.SPI { return psp.SPI(m.reqPSN) }
+func (m *cmMsg) ackGen() uint32  { return m.dataPSN }
 
 // cmProtoByte is byte 6 for protocol p.
 func cmProtoByte(p wire.ProtocolType) uint8 {
@@ -121,7 +138,7 @@ func decodeCM(b []byte) (cmMsg, error) {
 	}
 	m := cmMsg{typ: cmType(b[5]), proto: b[6], srcCID: be.Uint32(b[20:]), dstCID: be.Uint32(b[24:]),
 		reqPSN: be.Uint32(b[28:]), dataPSN: be.Uint32(b[32:]), rsn: be.Uint32(b[36:])}
-	if m.typ < cmREQ || m.typ > cmREKEY {
+	if m.typ < cmREQ || m.typ > cmREKEYACK {
 		return cmMsg{}, errCMType
 	}
 	if m.srcCID >= 1<<24 || m.dstCID >= 1<<24 || (m.typ != cmREJ && m.srcCID == 0) {

@@ -18,6 +18,8 @@ func FuzzCMMessage(f *testing.F) {
 	f.Add((&cmMsg{typ: cmREP, srcCID: 2, dstCID: 1}).append(nil))
 	f.Add((&cmMsg{typ: cmREJ, dstCID: 1}).append(nil))
 	f.Add((&cmMsg{typ: cmREQ, proto: 3, srcCID: 7, rsn: 9}).append(nil))
+	f.Add((&cmMsg{typ: cmREKEY, srcCID: 2, dstCID: 1, reqPSN: 3}).append(nil))
+	f.Add((&cmMsg{typ: cmREKEYACK, srcCID: 1, dstCID: 2, reqPSN: 0x80000002, dataPSN: 3}).append(nil))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := decodeCM(b)
 		if err != nil {
