@@ -157,6 +157,10 @@ type FabricSpec struct {
 	KeyFile  string `json:"key_file,omitempty"`
 	Insecure bool   `json:"insecure,omitempty"`
 	ID       string `json:"id,omitempty"`
+	// RotateEvery is how often the NICs' master keys rotate on their own
+	// (config_secure.go): a Go duration, or "off"; default
+	// DefaultRotateEvery.
+	RotateEvery string `json:"rotate_every,omitempty"`
 }
 
 // Duration is a time.Duration written as a Go duration string ("300s").

@@ -216,10 +216,12 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.runVsocks(ctx, &wg)
 	d.runNVMe(ctx, &wg)
 	sweep := d.startSweeper()
+	rot := d.startRotation()
 	d.log.Info("falconnic daemon serving", "control", d.cfg.Control, "nics", len(d.nics), "fabric", d.fabricAddr())
 
 	<-ctx.Done()
 	sweep.stop()
+	rot.stop()
 	d.log.Info("falconnic daemon shutting down")
 	d.close()
 	wg.Wait()

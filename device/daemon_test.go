@@ -43,6 +43,13 @@ var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
 // daemon with test NICs and runs it until the test ends.
 func startDaemon(t testing.TB, cfgJSON string) *testDaemon {
 	t.Helper()
+	return startDaemonOpts(t, cfgJSON, DaemonOptions{})
+}
+
+// startDaemonOpts is startDaemon with opts (its Logger and NewNIC are the
+// test's).
+func startDaemonOpts(t testing.TB, cfgJSON string, opts DaemonOptions) *testDaemon {
+	t.Helper()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "falconnic.json")
 	if err := os.WriteFile(path, []byte(cfgJSON), 0o644); err != nil {
@@ -53,11 +60,13 @@ func startDaemon(t testing.TB, cfgJSON string) *testDaemon {
 		t.Fatal(err)
 	}
 	td := &testDaemon{nics: map[string]*testNIC{}}
-	td.Daemon, err = NewDaemon(cfg, DaemonOptions{Logger: quietLog, NewNIC: func(spec NICSpec, up l2.Sink) (DaemonNIC, error) {
+	opts.Logger = quietLog
+	opts.NewNIC = func(spec NICSpec, up l2.Sink) (DaemonNIC, error) {
 		n := &testNIC{inbox: newInbox(), spec: spec, uplink: up}
 		td.nics[spec.Name] = n
 		return n, nil
-	}})
+	}
+	td.Daemon, err = NewDaemon(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -154,8 +154,8 @@ func TestFabricKeyRotationUnderTraffic(t *testing.T) {
 	store, host, r := securePair(t)
 	for round := 1; round <= 3; round++ {
 		for _, pair := range [][2]*testDaemon{{store, host}, {host, store}} {
-			d, peer := pair[0], pair[1]
-			before := peer.cm.Stats.RekeyRecv.Load()
+			d := pair[0]
+			before := d.cm.Stats.RekeyConfirmed.Load()
 			res, err := d.rotateKeys(t.Context(), nil)
 			if err != nil {
 				t.Fatal(err)
@@ -164,9 +164,9 @@ func TestFabricKeyRotationUnderTraffic(t *testing.T) {
 			if len(rr) != 1 || rr[0].Generation != uint32(round+1) || rr[0].Rekeyed != 1 {
 				t.Fatalf("round %d: rotation %+v", round, rr)
 			}
-			// The peer takes the new SA before the next rotation drops the
-			// one before it.
-			waitFor(t, "the peer's REKEY", func() bool { return peer.cm.Stats.RekeyRecv.Load() == before+1 })
+			// The peer confirms the new SA (a rotation before that is
+			// refused: it would drop the SA the peer still seals with).
+			waitFor(t, "the peer's REKEY_ACK", func() bool { return d.cm.Stats.RekeyConfirmed.Load() == before+1 })
 			r.writeRead(uint64(round)*1024, 16, byte(round))
 		}
 	}
