@@ -2,11 +2,13 @@ package device
 
 import (
 	"errors"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"falconnic/device/fabric"
 	"falconnic/device/storage"
 	"falconnic/internal/clock"
 )
@@ -151,5 +153,111 @@ func TestRotateEveryConfig(t *testing.T) {
 	f.RotateEvery = "off"
 	if err := f.checkSecurity(); err != nil {
 		t.Fatalf("insecure with rotate_every off: %v", err)
+	}
+}
+
+// dropCM is a fabric receiver that drops CM messages while armed, up to
+// limit (negative: every one), and hands the rest to the daemon's CM.
+type dropCM struct {
+	mu      sync.Mutex
+	armed   bool
+	limit   int
+	dropped int
+	inner   fabric.Receiver
+}
+
+func (d *dropCM) ReceiveFabric(from netip.AddrPort, flow uint32, payload []byte) {
+	d.mu.Lock()
+	drop := d.armed && (d.limit < 0 || d.dropped < d.limit)
+	if drop {
+		d.dropped++
+	}
+	d.mu.Unlock()
+	if !drop {
+		d.inner.ReceiveFabric(from, flow, payload)
+	}
+}
+
+func (d *dropCM) arm(limit int) {
+	d.mu.Lock()
+	d.armed, d.limit, d.dropped = true, limit, 0
+	d.mu.Unlock()
+}
+
+func (d *dropCM) count() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.dropped
+}
+
+// lossyCM has host's fabric port hand its CM messages through a dropCM.
+func lossyCM(t *testing.T, host *testDaemon) *dropCM {
+	d := &dropCM{inner: fabric.ReceiverFunc(host.cm.ReceiveCM)}
+	if err := host.Fabric().Handle(fabric.KindCM, d); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// TestFabricLostRekeysAreResent: the first three REKEYs of a rotation
+// are lost between the daemons' real fabric ports. The rotating daemon
+// resends each after its backoff; the fourth is confirmed, the host moves
+// to the new generation, and verified disk I/O before, during and after
+// loses nothing.
+func TestFabricLostRekeysAreResent(t *testing.T) {
+	store, host, r, clk := rotatingPair(t, `, "rotate_every": "off"`)
+	loss := lossyCM(t, host)
+	loss.arm(3)
+	if _, err := store.rotate(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 3; i++ {
+		waitFor(t, "a REKEY lost", func() bool { return loss.count() >= i })
+		r.writeRead(uint64(i)*256, 8, byte(i)) // the host still seals with the previous SA
+		clk.Advance(5 * time.Second)           // past any backoff: the next send
+	}
+	waitFor(t, "the REKEY confirmed", func() bool { return store.cm.Stats.RekeyConfirmed.Load() == 1 })
+	if got := store.cm.Stats.RekeyResent.Load(); got < 3 || loss.count() != 3 || host.cm.Stats.RekeyRecv.Load() == 0 {
+		t.Fatalf("resent %d, lost %d; store cm %v", got, loss.count(), store.cm.Stats.Set().NonZero())
+	}
+	r.writeRead(4096, 16, 9)
+	st := store.status(t).Security
+	if st.NICs[0].Generation != 2 || st.NICs[0].RekeysPending != 0 || st.NICs[0].RekeysFailed != 0 || store.cm.Stats.RekeyFailed.Load() != 0 {
+		t.Fatalf("status %+v", st.NICs)
+	}
+	for _, d := range []*testDaemon{store, host} {
+		for _, drop := range []string{"psp_rx_auth_failed", "psp_rx_unknown_spi", "psp_rx_stale_generation"} {
+			if n := d.nicPSP(drop); n != 0 {
+				t.Errorf("%s = %d", drop, n)
+			}
+		}
+	}
+}
+
+// TestFabricUnansweredRekeyFails: every REKEY is lost. After its last
+// send the rotation's REKEY is reported failed (counter, status), and the
+// connection keeps working on the previous generation.
+func TestFabricUnansweredRekeyFails(t *testing.T) {
+	store, host, r, clk := rotatingPair(t, `, "rotate_every": "off"`)
+	loss := lossyCM(t, host)
+	loss.arm(-1)
+	if _, err := store.rotate(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 20 && store.cm.Stats.RekeyFailed.Load() == 0; i++ {
+		clk.Advance(5 * time.Second)
+		waitFor(t, "a REKEY lost", func() bool { return loss.count() > i || store.cm.Stats.RekeyFailed.Load() != 0 })
+	}
+	waitFor(t, "the REKEY given up", func() bool { return store.cm.Stats.RekeyFailed.Load() == 1 })
+	st := store.status(t).Security
+	if st.NICs[0].RekeysFailed != 1 || st.NICs[0].RekeysPending != 0 || store.cm.Stats.RekeyConfirmed.Load() != 0 {
+		t.Fatalf("status %+v, cm %v", st.NICs, store.cm.Stats.Set().NonZero())
+	}
+	if n := loss.count(); n != 8 {
+		t.Fatalf("%d REKEYs sent, want cmRekeyMaxTries (8)", n)
+	}
+	r.writeRead(512, 16, 5) // on the previous generation, still accepted
+	if n := store.nicPSP("psp_rx_stale_generation") + store.nicPSP("psp_rx_unknown_spi"); n != 0 {
+		t.Fatalf("%d datagrams refused", n)
 	}
 }
