@@ -78,9 +78,14 @@ type Blk struct {
 	cfg   BlkConfig
 	drain time.Duration // blkDrainTimeout; tests shorten it before serving
 
-	// on the port's goroutine
-	path   *nvme.Path
-	parked []blkParked
+	// on the port's goroutine: the path commands go on, its generation
+	// (each command's Cookie: the path it went on), the path retired
+	// after a command failed on it while up (path.go), and the commands
+	// waiting for a path
+	path    *nvme.Path
+	pathGen uint64
+	retired *nvme.Path
+	parked  []blkParked
 
 	mu     sync.Mutex
 	config [blkConfigLen]byte
@@ -98,7 +103,7 @@ type BlkCounters struct {
 	ReadBytes, WriteBytes                                           stats.Counter
 	Unsupported, BadHeader, NoStatus, BadLayout                     stats.Counter
 	Misaligned, TooLarge, BadSegments, IOErrors, Cancelled          stats.Counter
-	Retries, Parked, RetryExpired                                   stats.Counter
+	Retries, Parked, RetryExpired, PathsRetired                     stats.Counter
 }
 
 // Set lists the counters with help text.
@@ -123,6 +128,7 @@ func (c *BlkCounters) Set() stats.Set {
 		{Name: "blk_io_errors", Help: "requests completed with IOERR by the NVMe side", Counter: &c.IOErrors},
 		{Name: "blk_retries", Help: "NVMe commands resubmitted after their path failed them", Counter: &c.Retries},
 		{Name: "blk_parked", Help: "NVMe commands that waited for a new path", Counter: &c.Parked},
+		{Name: "blk_paths_retired", Help: "paths the disk stopped using because a command failed on them while they were up (timed out): what the target still does with that path's writes is unknown, so nothing more goes on it and the commands wait for the replacement, whose set-up fences them", Counter: &c.PathsRetired},
 		{Name: "blk_retry_expired", Help: "NVMe commands failed after waiting the retry window for a path", Counter: &c.RetryExpired},
 		{Name: "blk_cancelled", Help: "requests abandoned at queue stop (inflight resubmits them)", Counter: &c.Cancelled},
 	}

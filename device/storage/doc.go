@@ -7,6 +7,12 @@
 // nvme.Path. The connection manager (package cm)
 // sets up the paths to NICs of other daemons; a remote disk resubmits
 // what a broken path failed on the path that replaces it (DiskPaths).
+// A command that fails on a path that is still up (timed out) retires
+// that path: nothing more goes on it, and the commands wait for the
+// replacement, whose set-up has the target fence the old path's writes
+// still in its backend (path.go; nvme WriteFenced), so a retried copy is
+// never acknowledged before the write it replaces has landed or been
+// dropped.
 //
 // Namespace IO: a file or block device namespace's nCMD IOs are cut at
 // the end of each burst of port work into runs of adjacent reads or

@@ -18,6 +18,20 @@ type BlkPaths interface {
 // connection, path replaced, command timeout) is resubmitted up to
 // blkMaxRetries times; one waiting for a path longer than the retry
 // window fails with IOERR, so a request never hangs.
+//
+// A failed command is never resubmitted on the path it failed on while
+// that path is still up [issue 18, finding 6]. A command that timed out
+// may still be at the target — its write in the target's backend, or
+// waiting for it — and a copy sent beside it could be acknowledged before
+// it lands, and the guest's next write to those blocks be overwritten by
+// it. The disk retires such a path instead: its commands, new ones too,
+// wait for the replacement (BlkPaths.Broken), and the target fences the
+// old path's writes when the replacement is set up — the connection
+// manager replaces a live connection at the target (cm.Agent.install,
+// storage.NVMeFunc.pathDown → nvme.Engine.RemovePath) before it answers
+// the REQ, so the old path's writes still in the target's backend hold
+// off every write of this initiator (nvme WriteFenced) until they land,
+// and those not yet there never land.
 const (
 	blkMaxRetries         = 8
 	blkDefaultRetryWindow = 30 * time.Second
@@ -32,9 +46,14 @@ type blkParked struct {
 }
 
 // SetPath makes p the disk's path and resubmits the commands waiting for
-// one. It runs on the port's goroutine.
+// one. It runs on the port's goroutine. A path the disk retired is not
+// taken back.
 func (b *Blk) SetPath(p *nvme.Path) {
-	b.path = p
+	if p == nil || p == b.retired {
+		return
+	}
+	b.path, b.retired = p, nil
+	b.pathGen++
 	parked := b.parked
 	b.parked = nil
 	for _, w := range parked {
@@ -47,6 +66,7 @@ func (b *Blk) SetPath(p *nvme.Path) {
 func (b *Blk) submit(r *blkReq, c *nvme.Command) {
 	p := b.path
 	if p != nil && !p.Down() {
+		c.Cookie = b.pathGen
 		err := p.Submit(c)
 		if err == nil {
 			return
@@ -62,10 +82,15 @@ func (b *Blk) submit(r *blkReq, c *nvme.Command) {
 	}
 	b.Stats.Parked.Inc()
 	b.parked = append(b.parked, blkParked{r: r, c: c, at: b.cfg.Port.Clock().Now()})
+	if p == nil {
+		p = b.retired // ask for a replacement of the path retired
+	}
 	b.cfg.Paths.Broken(p)
 }
 
-// retry resubmits a command its path failed; false when it is final.
+// retry resubmits a command its path failed; false when it is final. A
+// command that failed on the current path while it is up retires it
+// (see blkMaxRetries).
 func (b *Blk) retry(r *blkReq, c *nvme.Command) bool {
 	if b.cfg.Paths == nil || r.retries >= blkMaxRetries ||
 		(c.Status != nvme.StatusInternalPathError && c.Status != nvme.StatusTransportError) {
@@ -73,8 +98,9 @@ func (b *Blk) retry(r *blkReq, c *nvme.Command) bool {
 	}
 	r.retries++
 	b.Stats.Retries.Inc()
-	if c.Status == nvme.StatusTransportError || (b.path != nil && b.path.Down()) {
-		b.cfg.Paths.Broken(b.path)
+	if p := b.path; p != nil && c.Cookie == b.pathGen && !p.Down() {
+		b.Stats.PathsRetired.Inc()
+		b.retired, b.path = p, nil
 	}
 	b.submit(r, c)
 	return true

@@ -294,9 +294,12 @@ func (w *blkWorker) cancelAll() {
 		for _, r := range w.allLive() {
 			for i := range r.cmds {
 				b.unpark(&r.cmds[i])
-				if b.path != nil {
+				switch {
+				case b.path != nil:
 					b.path.Cancel(&r.cmds[i])
-				} else {
+				case b.retired != nil: // commands may still be on it
+					b.retired.Cancel(&r.cmds[i])
+				default:
 					r.cmds[i].Data, r.cmds[i].Done = nil, func(*nvme.Command) {}
 				}
 			}
