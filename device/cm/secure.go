@@ -361,10 +361,11 @@ func (a *Agent) retryRekeys(now clock.Time) {
 // rotation would stop accepting the SPI the peer still seals with.
 func (a *Agent) PendingRekeys() (pending, failed int) {
 	for _, c := range a.conns {
-		if c.rekey.pending() {
+		switch {
+		case c.conn == nil: // closed; its REKEY is dropped at the next timer
+		case c.rekey.pending():
 			pending++
-		}
-		if c.rekey.failed {
+		case c.rekey.failed:
 			failed++
 		}
 	}
