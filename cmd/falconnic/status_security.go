@@ -18,8 +18,17 @@ func printSecurity(w io.Writer, s *device.SecurityStatus) {
 		return
 	}
 	fmt.Fprintf(w, "fabric security: %s, id %s, secret %s; cm auth %s\n", s.Mode, s.ID, s.Fingerprint, nonZero(s.Auth))
+	fmt.Fprintf(w, "  key rotation every %s: %d made, %d put off (REKEYs pending), %d failed", s.RotateEvery, s.Rotations, s.RotationsDeferred, s.RotationsFailed)
+	if s.LastRotationError != "" {
+		fmt.Fprintf(w, " (last: %s)", s.LastRotationError)
+	}
+	fmt.Fprintln(w)
 	for _, n := range s.NICs {
-		fmt.Fprintf(w, "  %s psp generation %d: %s\n", n.Name, n.Generation, nonZero(n.Counters))
+		fmt.Fprintf(w, "  %s psp generation %d", n.Name, n.Generation)
+		if n.RekeysPending > 0 || n.RekeysFailed > 0 {
+			fmt.Fprintf(w, ", REKEYs pending %d, failed %d (on the previous generation)", n.RekeysPending, n.RekeysFailed)
+		}
+		fmt.Fprintf(w, ": %s\n", nonZero(n.Counters))
 	}
 	fmt.Fprintln(w)
 }
