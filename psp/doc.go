@@ -34,9 +34,10 @@
 //
 //	MasterKeys.Rotate(k)        new generation in the other slot, current; previous still accepted
 //	RxSA.Rekey(NewSPI(i))       per connection: previous = current, current = new SPI
-//	CM: Derive → peer           peer's TxSA.Rekey: later datagrams use the new SPI
-//	RxSA.DropPrevious()         some RTTs later
-//	MasterKeys.DisallowPrevious before the next rotation
+//	CM: Derive → peer           REKEY; peer's TxSA.Rekey: later datagrams use the new SPI
+//	peer → CM                   REKEY_ACK (the REKEY is resent until it comes, device/cm)
+//	RxSA.DropPrevious()         at the next rotation
+//	MasterKeys.DisallowPrevious before the next rotation, once every REKEY is confirmed or given up
 //
 // Decisions where the spec is silent: the IV layout (timestamp high,
 // sequence low); an anti-replay bitmap over the sequence number
