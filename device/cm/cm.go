@@ -48,9 +48,10 @@ import (
 // is a cmauth envelope whose sender must own the source MAC, REQ and REP
 // offer each end's PSP SA, and the connection's datagrams are sealed and
 // opened per connection; REKEY moves a connection to a new master-key
-// generation, resent with backoff until the peer's REKEY_ACK. Bounds: maxPeersPerNIC connections per NIC, MaxConnsPerPeer
-// of them with one other daemon, and an accepted sealed connection that
-// hears nothing authentic within halfOpenAge is closed.
+// generation, resent with backoff until the peer's REKEY_ACK. Bounds:
+// maxPeersPerNIC connections per NIC, MaxConnsPerPeer of them with one
+// other daemon, and an accepted sealed connection that hears nothing
+// authentic within halfOpenAge is closed.
 type Manager struct {
 	net Net       // nil: no fabric
 	sec *Security // nil: plaintext between daemons (insecure)
