@@ -26,6 +26,7 @@ func FuzzCMReceiveOverFabric(f *testing.F) {
 	f.Add(append([]byte{1}, plainCM(cmTypeREQ, protoNVMe, src, storeMAC, 8, 0)...))
 	f.Add(append([]byte{1}, plainCM(2, protoNVMe, src, storeMAC, 9, 5)...))
 	f.Add(append([]byte{1}, plainCM(4, protoNVMe, src, storeMAC, 9, 5)...))
+	f.Add(append([]byte{1}, plainCM(5, protoNVMe, src, storeMAC, 9, 5)...)) // REKEY_ACK
 	f.Add(append([]byte{1}, plainCM(cmTypeREQ, 2, storeMAC, storeMAC, 10, 0)...))
 	f.Add([]byte{0, 'F', 'N', 'C', 'A', 1})
 	to := store.Fabric().LocalAddr()
