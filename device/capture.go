@@ -55,6 +55,7 @@ func (d *Daemon) startCapture() {
 		}
 	}
 	d.cm.LinkHook = d.tapLink
+	d.cm.KeyHook = d.tapKey
 	if d.fabric != nil {
 		d.fabric.SetTap(d.tapFabric)
 	}
@@ -185,6 +186,9 @@ type CaptureStartParams struct {
 	Count  int    `json:"count,omitempty"`
 	Snap   int    `json:"snap,omitempty"`
 	Buffer int    `json:"buffer,omitempty"`
+	// KeyLog: the session's batches also carry the key-log lines of the
+	// keys its NICs use (keylog.go; a secret).
+	KeyLog bool `json:"keylog,omitempty"`
 }
 
 // CaptureStarted is capture.start's result: the session to read.
@@ -219,7 +223,7 @@ func (d *Daemon) captureMethods() map[string]control.HandlerFunc {
 			if req.Count < 0 || req.Snap < 0 || req.Buffer < 0 {
 				return nil, fmt.Errorf("%w: count, snap and buffer must not be negative", control.ErrBadParams)
 			}
-			o := capture.Options{NIC: capture.AllNICs, Count: req.Count, Snap: req.Snap, Buffer: req.Buffer}
+			o := capture.Options{NIC: capture.AllNICs, Count: req.Count, Snap: req.Snap, Buffer: req.Buffer, KeyLog: req.KeyLog}
 			if req.NIC != "" {
 				o.NIC = -2
 				for i, n := range d.nics {
@@ -239,7 +243,10 @@ func (d *Daemon) captureMethods() map[string]control.HandlerFunc {
 				return nil, err
 			}
 			res := CaptureStarted{ID: s.ID()}
-			d.log.Info("capture started", "id", s.ID(), "nic", req.NIC, "count", req.Count)
+			if req.KeyLog {
+				d.logKeys(s, o.NIC)
+			}
+			d.log.Info("capture started", "id", s.ID(), "nic", req.NIC, "count", req.Count, "keylog", req.KeyLog)
 			return res, nil
 		},
 		"capture.read": func(ctx context.Context, p json.RawMessage) (any, error) {

@@ -24,6 +24,7 @@ type daemonSecurity struct {
 	insecure    bool // a fabric configured "insecure": true
 	id          cmauth.ID
 	fingerprint string
+	secret      *cmauth.Secret // the CM key, for a capture's key log
 	auth        cmauth.Counters // the CM envelopes' and MAC bindings' refusals
 	owners      *cmauth.Owners
 	rotate      sync.Mutex // one rotation at a time
@@ -81,7 +82,7 @@ func (d *Daemon) secureFabric() error {
 		local = append(local, m)
 	}
 	d.sec.owners = cmauth.NewOwners(id, cmauth.OwnersConfig{Local: local, Learn: true, Counters: &d.sec.auth})
-	d.sec.on, d.sec.id, d.sec.fingerprint = true, id, secret.Fingerprint()
+	d.sec.on, d.sec.id, d.sec.fingerprint, d.sec.secret = true, id, secret.Fingerprint(), secret
 	if d.sec.every, err = fs.rotateEvery(); err != nil {
 		return fmt.Errorf("%w: %v", ErrConfig, err)
 	}

@@ -96,6 +96,9 @@ type Options struct {
 	Count  int // stop after this many packets (0: until stopped)
 	Snap   int // bytes kept of each packet (0: MaxSnap)
 	Buffer int // bytes of packets buffered for the reader (0: DefaultBuffer)
+	// KeyLog: the session also takes the key-log lines (keylog.go) of the
+	// keys its NICs use while it runs.
+	KeyLog bool
 }
 
 // Counters count the hub's sessions and every packet a session could not
@@ -103,6 +106,7 @@ type Options struct {
 type Counters struct {
 	Sessions, Abandoned, Refused     stats.Counter
 	Captured, DroppedFull, Truncated stats.Counter
+	KeysLogged, KeysDropped          stats.Counter
 }
 
 // Set lists the counters with help text.
@@ -114,6 +118,8 @@ func (c *Counters) Set() stats.Set {
 		{Name: "captured", Help: "packets buffered for a capture client", Counter: &c.Captured},
 		{Name: "dropped_buffer_full", Help: "packets not captured: the session's buffer was full (the client reads too slowly)", Counter: &c.DroppedFull},
 		{Name: "truncated", Help: "packets captured cut to the session's snap length", Counter: &c.Truncated},
+		{Name: "keys_logged", Help: "key-log lines buffered for a capture client that asked for a key log", Counter: &c.KeysLogged},
+		{Name: "keys_dropped", Help: "key-log lines not kept: the session's key buffer was full (MaxKeyLines)", Counter: &c.KeysDropped},
 	}
 }
 
@@ -133,6 +139,7 @@ type Hub struct {
 	byID     map[uint64]*Session
 	nextID   uint64
 	sessions atomic.Pointer[[]*Session] // copy-on-write, read by Report
+	keyLogs  atomic.Int32               // running sessions with KeyLog
 
 	Stats Counters
 }
@@ -149,6 +156,10 @@ func NewHub(clk clock.Clock) *Hub {
 // Active reports whether any session runs.
 func (h *Hub) Active() bool { return h.sessions.Load() != nil }
 
+// KeyLogActive reports whether any running session asked for a key log:
+// the one atomic load the daemon's key hook makes while none does.
+func (h *Hub) KeyLogActive() bool { return h.keyLogs.Load() > 0 }
+
 // Session is one capture: a NIC filter and a bounded buffer of packets.
 type Session struct {
 	id   uint64
@@ -158,7 +169,9 @@ type Session struct {
 	mu       sync.Mutex
 	recs     []Record
 	bytes    int
-	taken    int // packets accepted (for Count)
+	taken    int      // packets accepted (for Count)
+	keys     []string // key-log lines not yet read
+	keySeen  map[string]bool
 	dropped  uint64
 	trunc    uint64
 	done     bool
@@ -184,6 +197,10 @@ func (h *Hub) Start(o Options) (*Session, error) {
 	h.nextID++
 	s := &Session{id: h.nextID, opts: o, hub: h, lastRead: time.Duration(h.clk.Now()), wake: make(chan struct{})}
 	h.byID[s.id] = s
+	if o.KeyLog {
+		h.keyLogs.Add(1)
+		s.keySeen = map[string]bool{}
+	}
 	h.publish()
 	h.Stats.Sessions.Inc()
 	return s, nil
@@ -200,6 +217,53 @@ func (h *Hub) publish() {
 		list = append(list, s)
 	}
 	h.sessions.Store(&list)
+}
+
+// remove takes s out of the running sessions (h.mu held).
+func (h *Hub) remove(s *Session) {
+	delete(h.byID, s.id)
+	if s.opts.KeyLog {
+		h.keyLogs.Add(-1)
+	}
+	h.publish()
+}
+
+// ReportKey offers one key-log line of a key of the NICs in set to every
+// session with a key log that selects it: a session of one NIC when its
+// bit is set, every session of every NIC.
+func (h *Hub) ReportKey(set NICSet, line string) {
+	if !h.KeyLogActive() {
+		return
+	}
+	list := h.sessions.Load()
+	if list == nil {
+		return
+	}
+	for _, s := range *list {
+		if s.opts.KeyLog && (s.opts.NIC == AllNICs || set&NIC(s.opts.NIC) != 0) {
+			s.AddKey(line)
+		}
+	}
+}
+
+// AddKey buffers a key-log line for the session's reader (once per
+// session: a key reported again is not repeated). A session without
+// KeyLog takes none.
+func (s *Session) AddKey(line string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done || !s.opts.KeyLog || s.keySeen[line] {
+		return
+	}
+	if len(s.keySeen) >= MaxKeyLines {
+		s.hub.Stats.KeysDropped.Inc()
+		return
+	}
+	s.keySeen[line] = true
+	s.keys = append(s.keys, line)
+	s.hub.Stats.KeysLogged.Inc()
+	close(s.wake)
+	s.wake = make(chan struct{})
 }
 
 // Session returns the running session id.
@@ -220,8 +284,7 @@ func (h *Hub) Stop(id uint64) error {
 	if s == nil {
 		return ErrNoSession
 	}
-	delete(h.byID, id)
-	h.publish()
+	h.remove(s)
 	s.finish()
 	return nil
 }
@@ -250,8 +313,7 @@ func (h *Hub) Report(set NICSet, iface Iface, dir Dir, src, dst netip.AddrPort, 
 	for _, s := range idle {
 		h.mu.Lock()
 		if h.byID[s.id] == s {
-			delete(h.byID, s.id)
-			h.publish()
+			h.remove(s)
 			h.Stats.Abandoned.Inc()
 		}
 		h.mu.Unlock()
@@ -306,6 +368,8 @@ func (s *Session) finish() {
 // Batch is what one Read returns.
 type Batch struct {
 	Records []Record `json:"records"`
+	// Keys are key-log lines (keylog.go) of sessions with KeyLog.
+	Keys []string `json:"keys,omitempty"`
 	// Dropped and Truncated are the session's totals so far.
 	Dropped   uint64 `json:"dropped"`
 	Truncated uint64 `json:"truncated"`
@@ -320,7 +384,7 @@ func (s *Session) Read(maxBytes int, wait <-chan time.Time) Batch {
 	for {
 		s.mu.Lock()
 		s.lastRead = time.Duration(s.hub.clk.Now())
-		if len(s.recs) > 0 || s.done || s.opts.Count > 0 && s.taken >= s.opts.Count {
+		if len(s.recs) > 0 || len(s.keys) > 0 || s.done || s.opts.Count > 0 && s.taken >= s.opts.Count {
 			break
 		}
 		wake := s.wake
@@ -329,7 +393,7 @@ func (s *Session) Read(maxBytes int, wait <-chan time.Time) Batch {
 		case <-wake:
 		case <-wait:
 			s.mu.Lock()
-			b := Batch{Dropped: s.dropped, Truncated: s.trunc, Done: s.done}
+			b := Batch{Keys: s.takeKeys(), Dropped: s.dropped, Truncated: s.trunc, Done: s.done}
 			s.mu.Unlock()
 			return b
 		}
@@ -340,10 +404,17 @@ func (s *Session) Read(maxBytes int, wait <-chan time.Time) Batch {
 		size += len(s.recs[n].Data)
 		n++
 	}
-	b := Batch{Records: append([]Record(nil), s.recs[:n]...), Dropped: s.dropped, Truncated: s.trunc}
+	b := Batch{Records: append([]Record(nil), s.recs[:n]...), Keys: s.takeKeys(), Dropped: s.dropped, Truncated: s.trunc}
 	clear(s.recs[:n])
 	s.recs = s.recs[n:]
 	s.bytes -= size
 	b.Done = s.done || s.opts.Count > 0 && s.taken >= s.opts.Count && len(s.recs) == 0
 	return b
+}
+
+// takeKeys returns the key-log lines not yet read (s.mu held).
+func (s *Session) takeKeys() []string {
+	k := s.keys
+	s.keys = nil
+	return k
 }

@@ -65,6 +65,11 @@ type Manager struct {
 	// connection set up, from NIC from to NIC to, and returns the link the
 	// connection uses (the daemon's capture taps it).
 	LinkHook func(from, to [6]byte, l falcon.Link) falcon.Link
+	// KeyHook, when set (before the ports run), is told every PSP key a
+	// NIC of the daemon seals or opens with, as the SA is made or rekeyed
+	// (keylog.go: the capture's key log). It runs on the NIC's port
+	// goroutine and must not block.
+	KeyHook func(KeyEvent)
 
 	Stats Counters
 }

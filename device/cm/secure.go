@@ -206,6 +206,7 @@ func (a *Agent) newRx(scid uint32) (*connRx, cmauth.SA, bool) {
 		return nil, cmauth.SA{}, false
 	}
 	rx := &connRx{RxSA: sa0}
+	a.logKey(KeyRx, &sa)
 	a.cm.mu.Lock()
 	if a.cm.cids[scid] != nil {
 		a.cm.cids[scid] = sealedRx{a.port, rx}
@@ -220,6 +221,7 @@ func (a *Agent) newRx(scid uint32) (*connRx, cmauth.SA, bool) {
 type sealLink struct {
 	inner falcon.Link
 	tx    *psp.TxSA
+	sa    cmauth.SA // tx's SPI and key, for the key log (LogKeys)
 	buf   []byte
 }
 
@@ -250,7 +252,8 @@ func (a *Agent) newSealLink(addr netip.AddrPort, sa *cmauth.SA) (*sealLink, erro
 	if err != nil {
 		return nil, err
 	}
-	return &sealLink{inner: a.cm.net.FalconLink(addr), tx: tx}, nil
+	a.logKey(KeyTx, sa)
+	return &sealLink{inner: a.cm.net.FalconLink(addr), tx: tx, sa: *sa}, nil
 }
 
 // REKEY retry policy: a REKEY unanswered by a REKEY_ACK is resent after
@@ -320,6 +323,7 @@ func (a *Agent) Rekey() int {
 			continue
 		}
 		c.rekey = rekeyState{spi: spi, gen: gen, sa: sa}
+		a.logKey(KeyRx, &sa)
 		a.cm.Stats.RekeySent.Inc()
 		a.sendREKEY(key, c)
 		n++
@@ -395,6 +399,8 @@ func (a *Agent) onREKEY(c *cmConn, m cmMsg) {
 			return
 		}
 		c.txGen = gen
+		c.tx.sa = m.sa
+		a.logKey(KeyTx, &m.sa)
 	}
 	ack := cmMsg{typ: cmREKEYACK, proto: m.proto, src: a.mac, dst: m.src, srcCID: c.conn.SCID(), dstCID: c.dcid,
 		reqPSN: uint32(c.tx.tx.SPI()), dataPSN: gen}

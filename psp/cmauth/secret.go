@@ -115,3 +115,8 @@ func checkKeyFile(fi os.FileInfo) error {
 	}
 	return nil
 }
+
+// KeyLogKey returns the fabric's CM key for a capture's key log
+// (`falconnic capture --keylog`, device/capture/keylog.go), with which a
+// dissector opens the captured CM envelopes. Nothing else uses it.
+func (s *Secret) KeyLogKey() [32]byte { return s.key }
