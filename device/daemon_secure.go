@@ -24,7 +24,7 @@ type daemonSecurity struct {
 	insecure    bool // a fabric configured "insecure": true
 	id          cmauth.ID
 	fingerprint string
-	secret      *cmauth.Secret // the CM key, for a capture's key log
+	secret      *cmauth.Secret  // the CM key, for a capture's key log
 	auth        cmauth.Counters // the CM envelopes' and MAC bindings' refusals
 	owners      *cmauth.Owners
 	rotate      sync.Mutex // one rotation at a time
