@@ -24,6 +24,13 @@ import (
 // running before the daemon does (so it sees connection set-up).
 func startDaemonWithCapture(t *testing.T, cfgJSON string) (*testDaemon, *capture.Session) {
 	t.Helper()
+	return startDaemonWithCaptureOpts(t, cfgJSON, capture.Options{NIC: capture.AllNICs, Buffer: capture.MaxBuffer})
+}
+
+// startDaemonWithCaptureOpts is startDaemonWithCapture with the session's
+// options.
+func startDaemonWithCaptureOpts(t *testing.T, cfgJSON string, o capture.Options) (*testDaemon, *capture.Session) {
+	t.Helper()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "falconnic.json")
 	if err := os.WriteFile(path, []byte(cfgJSON), 0o644); err != nil {
@@ -42,7 +49,7 @@ func startDaemonWithCapture(t *testing.T, cfgJSON string) (*testDaemon, *capture
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := td.capture.Start(capture.Options{NIC: capture.AllNICs, Buffer: capture.MaxBuffer})
+	s, err := td.capture.Start(o)
 	if err != nil {
 		t.Fatal(err)
 	}

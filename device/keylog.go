@@ -1,6 +1,8 @@
 package device
 
 import (
+	"time"
+
 	"falconnic/device/capture"
 	"falconnic/device/cm"
 	"falconnic/falcon"
@@ -31,8 +33,13 @@ func (d *Daemon) keyLine(e cm.KeyEvent) string {
 	return capture.PSPKeyLine(uint32(e.SA.SPI), e.Dir.String(), e.SA.Version.String(), e.SA.KeyBytes(), name)
 }
 
+// logKeysWait bounds how long logKeys waits for a NIC's port to list its
+// keys.
+const logKeysWait = 5 * time.Second
+
 // logKeys gives a session that asked for a key log the fabric's CM key
-// and the keys its NICs' connections use now.
+// and the keys its NICs' connections use now, each NIC's listed on its
+// port's goroutine (the owner of its connections).
 func (d *Daemon) logKeys(s *capture.Session, nic int) {
 	if !d.sec.on {
 		return
@@ -40,16 +47,26 @@ func (d *Daemon) logKeys(s *capture.Session, nic int) {
 	k := d.sec.secret.KeyLogKey()
 	s.AddKey(capture.CMAuthKeyLine(d.sec.fingerprint, k[:]))
 	clear(k[:])
+	timeout := time.NewTimer(logKeysWait)
+	defer timeout.Stop()
+	expired := false
 	for i, n := range d.nics {
 		if nic != capture.AllNICs && nic != i {
 			continue
 		}
-		var lines []string
-		n.falcon.Call(func(*falcon.Endpoint) {
-			n.cm.LogKeys(func(e cm.KeyEvent) { lines = append(lines, d.keyLine(e)) })
+		done := make(chan struct{})
+		ok := !expired && n.falcon.TryDo(func(*falcon.Endpoint) {
+			n.cm.LogKeys(func(e cm.KeyEvent) { s.AddKey(d.keyLine(e)) })
+			close(done)
 		})
-		for _, l := range lines {
-			s.AddKey(l)
+		if ok {
+			select {
+			case <-done:
+				continue
+			case <-timeout.C:
+				expired = true
+			}
 		}
+		d.log.Warn("capture key log: a NIC's port did not list its keys; its connections up before the capture may not decrypt", "nic", n.spec.Name)
 	}
 }

@@ -27,7 +27,17 @@
 --     ICV), and each CM message in an authenticated envelope
 --     (psp/cmauth/msg.go: magic "FNCA", the sender's time, nonce and
 --     daemon ID in the clear, the SA offer and message sealed). The
---     encrypted parts are shown as such: no key log is read (yet).
+--     encrypted parts are shown as such, unless a key log is set;
+--   * with a key log (`falconnic capture --keylog FILE`, format in
+--     device/capture/keylog.go; preference falcon.keylog, e.g.
+--     `tshark -o falcon.keylog:FILE`), the sealed datagrams decrypted: the
+--     AES-GCM tag checked with each key logged for the datagram's SPI (or
+--     the fabric's CM key), the plaintext dissected as a plain capture's
+--     packets are, and a tag that verifies under no key marked with
+--     expert info. AES-GCM is falcon_gcm.lua (Wireshark 4.0's Lua has no
+--     cipher), loaded from this file's directory. Key-log lines that do
+--     not parse are reported (expert info on the first sealed packet, and
+--     a message) and skipped.
 -- Expert info marks NACKs (with their code) and retransmissions: a Falcon
 -- transaction packet whose (addresses, CID, window, PSN) was seen earlier
 -- in the capture.
@@ -266,10 +276,16 @@ local pf = {
   iv_seq = ProtoField.uint32("falcon_psp.iv_sequence", "IV sequence number"),
   encrypted = ProtoField.bytes("falcon_psp.encrypted", "Encrypted Falcon packet (after its first word)"),
   icv = ProtoField.bytes("falcon_psp.icv", "ICV (AES-GCM tag)"),
+  icv_ok = ProtoField.bool("falcon_psp.icv_ok", "ICV verified (key log)"),
+  key_line = ProtoField.string("falcon_psp.key", "Key"),
 }
-pspp.fields = { pf.next_header, pf.ext_len, pf.crypt_off, pf.version, pf.spi, pf.key_slot, pf.iv_ts, pf.iv_seq, pf.encrypted, pf.icv }
+pspp.fields = { pf.next_header, pf.ext_len, pf.crypt_off, pf.version, pf.spi, pf.key_slot, pf.iv_ts, pf.iv_seq, pf.encrypted, pf.icv,
+  pf.icv_ok, pf.key_line }
 local psp_short = ProtoExpert.new("falcon_psp.short", "PSP datagram shorter than its header, clear word and ICV", expert.group.MALFORMED, expert.severity.ERROR)
-pspp.experts = { psp_short }
+local psp_bad_icv = ProtoExpert.new("falcon_psp.icv_bad", "ICV does not verify under any key logged for this SPI", expert.group.DECRYPTION, expert.severity.ERROR)
+local psp_no_key = ProtoExpert.new("falcon_psp.no_key", "No key for this SPI in the key log", expert.group.DECRYPTION, expert.severity.NOTE)
+local keylog_bad = ProtoExpert.new("falcon_psp.keylog_error", "Key log lines ignored", expert.group.DECRYPTION, expert.severity.WARN)
+pspp.experts = { psp_short, psp_bad_icv, psp_no_key, keylog_bad }
 local af = {
   magic = ProtoField.string("falcon_cmauth.magic", "Magic"),
   version = ProtoField.uint8("falcon_cmauth.version", "Version"),
@@ -279,10 +295,17 @@ local af = {
   id = ProtoField.string("falcon_cmauth.sender", "Sender daemon ID"),
   sealed = ProtoField.bytes("falcon_cmauth.sealed", "Sealed SA offer and CM message"),
   tag = ProtoField.bytes("falcon_cmauth.tag", "Tag"),
+  tag_ok = ProtoField.bool("falcon_cmauth.tag_ok", "Tag verified (key log)"),
+  sa_version = ProtoField.uint8("falcon_cmauth.sa.version", "SA PSP version", base.DEC, { [0] = "AES-GCM-128", [1] = "AES-GCM-256" }),
+  sa_flags = ProtoField.uint8("falcon_cmauth.sa.offered", "SA offered", base.DEC, nil, 0x01),
+  sa_spi = ProtoField.uint32("falcon_cmauth.sa.spi", "SA SPI", base.HEX),
+  sa_key = ProtoField.bytes("falcon_cmauth.sa.key", "SA key"),
 }
-cmauthp.fields = { af.magic, af.version, af.id_len, af.time, af.nonce, af.id, af.sealed, af.tag }
+cmauthp.fields = { af.magic, af.version, af.id_len, af.time, af.nonce, af.id, af.sealed, af.tag, af.tag_ok, af.sa_version,
+  af.sa_flags, af.sa_spi, af.sa_key }
 local cmauth_short = ProtoExpert.new("falcon_cmauth.short", "CM envelope shorter than its header, ID and tag", expert.group.MALFORMED, expert.severity.ERROR)
-cmauthp.experts = { cmauth_short }
+local cmauth_bad_tag = ProtoExpert.new("falcon_cmauth.tag_bad", "Tag does not verify under the key log's CM keys", expert.group.DECRYPTION, expert.severity.ERROR)
+cmauthp.experts = { cmauth_short, cmauth_bad_tag }
 local cm_short = ProtoExpert.new("falcon_cm.short", "CM message shorter than 48 bytes", expert.group.MALFORMED, expert.severity.ERROR)
 local cm_rej = ProtoExpert.new("falcon_cm.rej", "Connection rejected", expert.group.RESPONSE_CODE, expert.severity.WARN)
 cmp.experts = { cm_short, cm_rej }
@@ -290,11 +313,129 @@ cmp.experts = { cm_short, cm_rej }
 fabric.prefs.port = Pref.uint("UDP port", 7471, "A UDP port the fabric listens on (the heuristic finds the others)")
 falcon.prefs.envelope = Pref.bool("Envelope", true,
   "Falcon frames end with the 8-byte envelope (IV timestamp, ICV) as the daemon sends them")
+falcon.prefs.keylog = Pref.string("Key log", "",
+  "Key log written by `falconnic capture --keylog` (a secret): decrypts PSP datagrams and CM envelopes")
+
+-- The key log (device/capture/keylog.go): read at each dissection start.
+local gcm
+do
+  local src = debug.getinfo(1, "S").source
+  local dir = src:match("^@(.*[/\\])") or ""
+  local ok, m = pcall(dofile, dir .. "falcon_gcm.lua")
+  if ok then gcm = m else gcm = nil end
+end
+
+local MAX_KEYLOG_LINES = 100000
+local keylog = { psp = {}, cm = {}, errors = {}, nerrors = 0, loaded = false }
+local keylog_reported = nil -- the last problem report_failure showed
+
+local function keylog_error(msg)
+  keylog.nerrors = keylog.nerrors + 1
+  if #keylog.errors < 5 then keylog.errors[#keylog.errors + 1] = msg end
+end
+
+-- keylog_add_psp adds a key for spi unless it is there already.
+local function keylog_add_psp(spi, version, key, what)
+  local list = keylog.psp[spi]
+  if list == nil then
+    list = {}
+    keylog.psp[spi] = list
+  end
+  for _, k in ipairs(list) do
+    if k.raw == key and k.version == version then return end
+  end
+  local ctx = gcm.new(key)
+  if ctx then table.insert(list, 1, { raw = key, version = version, ctx = ctx, what = what }) end
+end
+
+local psp_algs = { ["aes-gcm-128"] = { 0, 16 }, ["aes-gcm-256"] = { 1, 32 } }
+
+local function keylog_line(n, line)
+  local w = {}
+  for x in line:gmatch("%S+") do
+    w[#w + 1] = x
+    if #w > 8 then break end
+  end
+  if #w == 0 or w[1]:sub(1, 1) == "#" then return end
+  local where = "line " .. n .. ": "
+  if w[1] == "PSP" then
+    if #w < 5 or #w > 6 then return keylog_error(where .. "PSP needs: PSP SPI DIR ALG KEY [NIC]") end
+    if #w[2] ~= 8 or w[2]:find("[^0-9a-fA-F]") then return keylog_error(where .. "SPI is not 8 hex digits") end
+    if w[3] ~= "rx" and w[3] ~= "tx" then return keylog_error(where .. "direction is not rx or tx") end
+    local alg = psp_algs[w[4]]
+    if alg == nil then return keylog_error(where .. "unknown algorithm " .. w[4]:sub(1, 20)) end
+    local key = gcm.from_hex(w[5])
+    if key == nil or #key ~= alg[2] then return keylog_error(where .. "key is not " .. alg[2] .. " bytes of hex") end
+    local spi = tonumber(w[2], 16)
+    if spi == 0 then return keylog_error(where .. "SPI 0 is not valid") end
+    keylog_add_psp(spi, alg[1], key, "key log line " .. n .. " (" .. w[3] .. (w[6] and (", " .. w[6]) or "") .. ")")
+  elseif w[1] == "CMAUTH" then
+    if #w ~= 4 then return keylog_error(where .. "CMAUTH needs: CMAUTH FINGERPRINT aes-256-gcm KEY") end
+    if w[3] ~= "aes-256-gcm" then return keylog_error(where .. "unknown algorithm " .. w[3]:sub(1, 20)) end
+    local key = gcm.from_hex(w[4])
+    if key == nil or #key ~= 32 then return keylog_error(where .. "key is not 32 bytes of hex") end
+    for _, k in ipairs(keylog.cm) do
+      if k.raw == key then return end
+    end
+    keylog.cm[#keylog.cm + 1] = { raw = key, ctx = gcm.new(key), what = "key log line " .. n .. " (fabric " .. w[2] .. ")" }
+  else
+    keylog_error(where .. "unknown record " .. w[1]:sub(1, 20))
+  end
+end
+
+local function keylog_load()
+  keylog = { psp = {}, cm = {}, errors = {}, nerrors = 0, loaded = false }
+  local path = falcon.prefs.keylog
+  if path == nil or path == "" then return end
+  keylog.loaded = true
+  if gcm == nil then
+    keylog_error("falcon_gcm.lua (AES-GCM) did not load from the dissector's directory: nothing decrypts")
+  else
+    local f, err = io.open(path, "rb")
+    if f == nil then
+      keylog_error("cannot open " .. tostring(err))
+    else
+      local n = 0
+      for line in f:lines() do
+        n = n + 1
+        if n > MAX_KEYLOG_LINES then
+          keylog_error("more than " .. MAX_KEYLOG_LINES .. " lines: the rest ignored")
+          break
+        end
+        local ok, e = pcall(keylog_line, n, line)
+        if not ok then keylog_error("line " .. n .. ": " .. tostring(e)) end
+      end
+      f:close()
+    end
+  end
+  if keylog.nerrors > 0 then
+    local msg = "Falcon dissector: key log " .. path .. ": " .. keylog.nerrors .. " problem(s), those lines ignored: " ..
+      table.concat(keylog.errors, "; ")
+    keylog.message = msg
+    if keylog_reported ~= msg then
+      keylog_reported = msg
+      report_failure(msg)
+    end
+  end
+end
+
+-- The first sealed frame carries the key log's problems as expert info.
+local keylog_note_frame = nil
+local function note_keylog(pinfo, t)
+  if keylog.nerrors == 0 then return end
+  if keylog_note_frame == nil and not pinfo.visited then keylog_note_frame = pinfo.number end
+  if keylog_note_frame == pinfo.number then
+    t:add_proto_expert_info(keylog_bad, keylog.message)
+  end
+end
 
 -- Retransmission tracking: key -> first frame; frame -> first frame.
 local first_seen, retx_of = {}, {}
+local psp_key_of = {} -- frame -> the key that opened it, or false
 function falcon.init()
   first_seen, retx_of = {}, {}
+  psp_key_of, keylog_note_frame = {}, nil
+  keylog_load()
 end
 
 local function add_set_psns(tree, tvb, base_psn, nbits)
@@ -419,7 +560,9 @@ local function dissect_nvme(tvb, pinfo, tree)
   if tvb:len() > off then t:add(nf.data, tvb(off)) end
 end
 
-local function dissect_falcon(tvb, pinfo, tree)
+-- dissect_falcon dissects a Falcon packet; bare: without the envelope
+-- (a packet decrypted from a PSP datagram).
+local function dissect_falcon(tvb, pinfo, tree, bare)
   pinfo.cols.protocol = "Falcon"
   local len = tvb:len()
   local t = tree:add(falcon, tvb())
@@ -445,7 +588,9 @@ local function dissect_falcon(tvb, pinfo, tree)
   local hdr = info[2]
   -- The envelope: IV timestamp and ICV at the end of the frame.
   local body = len
-  if falcon.prefs.envelope and len >= hdr + 8 then
+  if bare then
+    body = len
+  elseif falcon.prefs.envelope and len >= hdr + 8 then
     body = len - 8
   elseif len == hdr + 4 then
     body = len - 4 -- ICV only (wire.SealICV)
@@ -594,6 +739,41 @@ local function dissect_psp(tvb, pinfo, tree)
   t:add(pf.icv, tvb(len - 16, 16))
   pinfo.cols.info = string.format("PSP spi=0x%08x seq=%d cid=%d, %d bytes encrypted", tvb(4, 4):uint(), tvb(12, 4):uint(),
     tvb(17, 3):uint(), len - 16 - clear - 16)
+  if not keylog.loaded then return end
+  note_keylog(pinfo, t)
+  local spi = tvb(4, 4):uint()
+  local version = bit.band(bit.rshift(tvb(3, 1):uint(), 2), 0x0f)
+  local keys = keylog.psp[spi]
+  if keys == nil then
+    t:add_proto_expert_info(psp_no_key, string.format("No key for SPI 0x%08x in the key log", spi))
+    return
+  end
+  local aad, nonce = tvb:raw(0, 16 + clear), tvb:raw(4, 12)
+  local ctlen = len - 16 - clear - 16
+  local ct, icv = "", tvb:raw(len - 16, 16)
+  if ctlen > 0 then ct = tvb:raw(16 + clear, ctlen) end
+  local plain, used
+  local cached = psp_key_of[pinfo.number]
+  for _, k in ipairs(keys) do
+    if k.version == version and (cached == nil or cached == k) then
+      plain = k.ctx:open(nonce, aad, ct, icv)
+      if plain ~= nil then
+        used = k
+        break
+      end
+    end
+  end
+  if cached == nil then psp_key_of[pinfo.number] = used or false end
+  t:add(pf.icv_ok, tvb(len - 16, 16), plain ~= nil):set_generated()
+  if plain == nil then
+    t:add_proto_expert_info(psp_bad_icv, string.format("ICV does not verify under the %d key(s) logged for SPI 0x%08x", #keys, spi))
+    pinfo.cols.info:append(" [ICV BAD]")
+    return
+  end
+  t:add(pf.key_line, tvb(4, 4), used.what):set_generated()
+  local inner = ByteArray.new(tvb:raw(16, clear) .. plain, true):tvb("Decrypted Falcon packet")
+  dissect_falcon(inner, pinfo, tree, true)
+  pinfo.cols.protocol = "PSP/Falcon"
 end
 
 -- An authenticated CM envelope: magic "FNCA".
@@ -626,6 +806,44 @@ local function dissect_cmauth(tvb, pinfo, tree)
   end
   t:add(af.tag, tvb(len - 16, 16))
   pinfo.cols.info = "CM (sealed) from " .. id
+  if not keylog.loaded then return end
+  note_keylog(pinfo, t)
+  if #keylog.cm == 0 then return end
+  local aad, nonce = tvb:raw(0, 28 + idl), tvb:raw(16, 12)
+  local ct, tag = "", tvb:raw(len - 16, 16)
+  if len - 28 - idl - 16 > 0 then ct = tvb:raw(28 + idl, len - 28 - idl - 16) end
+  local plain
+  for _, k in ipairs(keylog.cm) do
+    plain = k.ctx:open(nonce, aad, ct, tag)
+    if plain ~= nil then break end
+  end
+  t:add(af.tag_ok, tvb(len - 16, 16), plain ~= nil):set_generated()
+  if plain == nil then
+    t:add_proto_expert_info(cmauth_bad_tag)
+    pinfo.cols.info:append(" [TAG BAD]")
+    return
+  end
+  local d = ByteArray.new(plain, true):tvb("Decrypted CM envelope")
+  if d:len() < 40 then
+    t:add_proto_expert_info(cmauth_short)
+    return
+  end
+  local st = t:add(cmauthp, d(0, 40), "SA offer")
+  st:set_text("SA offer")
+  st:add(af.sa_version, d(0, 1)); st:add(af.sa_flags, d(1, 1)); st:add(af.sa_spi, d(4, 4))
+  local v, offered = d(0, 1):uint(), bit.band(d(1, 1):uint(), 1) == 1
+  local klen = (v == 0 and 16) or (v == 1 and 32) or 0
+  if offered and klen > 0 then
+    st:add(af.sa_key, d(8, klen))
+    -- The offer keys the datagrams sent to the offering NIC: learn it, so
+    -- connections set up in the capture decrypt with the CM key alone.
+    local spi = d(4, 4):uint()
+    if spi ~= 0 and not pinfo.visited then keylog_add_psp(spi, v, d:raw(8, klen), "SA offer in frame " .. pinfo.number) end
+  end
+  if d:len() > 40 then
+    dissect_cm(d(40):tvb(), pinfo, tree)
+    pinfo.cols.info:append(" (sealed, from " .. id .. ")")
+  end
 end
 
 local eth = Dissector.get("eth_withoutfcs")
