@@ -7,6 +7,7 @@ import (
 	"crypto/cipher"
 	"encoding/hex"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -278,6 +279,73 @@ func TestDissectorDecryptsWithKeyLog(t *testing.T) {
 		for i, c := range rows {
 			if c[2] != "" || c[5] != "" || c[7] != "" || c[8] != "" || c[9] != "" {
 				t.Errorf("packet %d decoded without the key log: %q", i+1, c)
+			}
+		}
+	})
+	t.Run("garbage key log", func(t *testing.T) {
+		// Every valid line cut short, lines of random bytes, and lines
+		// wrong in each field, around the valid lines: each is reported and
+		// skipped, tshark does not fail, and the valid lines still decrypt.
+		var lines []string
+		for _, l := range keys {
+			for _, n := range []int{1, 4, 9, len(l) / 3, len(l) / 2, len(l) - 12} {
+				lines = append(lines, l[:n])
+			}
+		}
+		rnd := rand.New(rand.NewPCG(20, 1))
+		for i := 0; i < 200; i++ {
+			b := make([]byte, rnd.IntN(120))
+			for j := range b {
+				b[j] = byte(rnd.IntN(256))
+				if b[j] == '\n' || b[j] == '\r' {
+					b[j] = ' '
+				}
+			}
+			if i%2 == 0 && len(b) > 4 { // random words after a valid record type
+				copy(b, []byte("PSP "))
+			}
+			lines = append(lines, string(b))
+		}
+		key16 := strings.Repeat("ab", 16)
+		lines = append(lines,
+			"PSP", "CMAUTH", "FOO 1 2 3",
+			"PSP 00000000 rx aes-gcm-128 "+key16+" host",      // SPI 0
+			"PSP 0000000g rx aes-gcm-128 "+key16+" host",      // not hex
+			"PSP 00000001 up aes-gcm-128 "+key16+" host",      // direction
+			"PSP 00000001 rx aes-gcm-512 "+key16+" host",      // algorithm
+			"PSP 00000001 rx aes-gcm-256 "+key16+" host",      // key length
+			"PSP 00000001 rx aes-gcm-128 "+key16+"x host",     // odd hex
+			"PSP 00000001 rx aes-gcm-128 "+key16+" host more", // fields
+			"CMAUTH fp aes-128-gcm "+key16,
+			"CMAUTH fp aes-256-gcm "+key16,
+			strings.Repeat("P", 1<<16))
+		lines = append(lines, keys...)
+		badKeys := filepath.Join(dir, "garbage.log")
+		writeKeyLog(t, badKeys, lines)
+		rows, stderr := tsharkKeyLog(t, tshark, path, badKeys, len(recs))
+		if !strings.Contains(stderr, "key log") || !strings.Contains(stderr, "problem(s)") {
+			t.Errorf("tshark's stderr does not report the key log's bad lines: %q", stderr)
+		}
+		noted := 0
+		for i, c := range rows {
+			if strings.Contains(c[11], "problem(s)") {
+				noted++
+			}
+			if want[i] != "" && strings.Join(c[:len(c)-1], "|") != want[i] {
+				t.Errorf("packet %d: tshark %s, sent %s", i+1, strings.Join(c[:len(c)-1], "|"), want[i])
+			}
+		}
+		if noted != 1 {
+			t.Errorf("%d packets carry the key log's problems as expert info, want 1 (the first sealed one)", noted)
+		}
+		// A key log that is not there: reported, the sealed view shown.
+		rows, stderr = tsharkKeyLog(t, tshark, path, filepath.Join(dir, "missing.log"), len(recs))
+		if !strings.Contains(stderr, "cannot open") {
+			t.Errorf("tshark's stderr does not report the missing key log: %q", stderr)
+		}
+		for i, c := range rows {
+			if c[5] != "" || c[2] == "1" {
+				t.Errorf("packet %d decoded without keys: %q", i+1, c)
 			}
 		}
 	})

@@ -13,6 +13,9 @@ import (
 	"testing"
 
 	"github.com/gopacket/gopacket/pcapgo"
+
+	"falconnic/device/capture"
+	"falconnic/psp/cmauth"
 )
 
 // TestCaptureWritesAPcapng: `falconnic capture --nic n0 --count 5` writes
@@ -81,5 +84,48 @@ func TestCaptureWritesAPcapng(t *testing.T) {
 	}
 	if r.NInterfaces() != 2 {
 		t.Errorf("%d interfaces, want n0:fabric and n0:portlink", r.NInterfaces())
+	}
+}
+
+// TestCaptureKeyLog: `falconnic capture --keylog FILE` on a secure fabric
+// writes the key log mode 0600 — also over an existing file that others
+// could read — starting with its header and holding the fabric's CM key.
+func TestCaptureKeyLog(t *testing.T) {
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "fabric.key")
+	if err := cmauth.GenerateKeyFile(keyFile); err != nil {
+		t.Fatal(err)
+	}
+	cfg := fmt.Sprintf(`{
+  "control": "ctl.sock",
+  "nics": [{"name": "n0", "socket": "n0.sock", "mac": "52:54:00:12:34:56"}],
+  "fabric": {"listen": %q, "peers": [%q], "key_file": %q}
+}`, freeUDP(t), freeUDP(t), keyFile)
+	sdir, _ := startServe(t, cfg)
+	keys := filepath.Join(dir, "keys.log")
+	if err := os.WriteFile(keys, []byte("old\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	err := run(context.Background(), []string{"capture", "--socket", filepath.Join(sdir, "ctl.sock"), "--duration", "1s",
+		"-w", filepath.Join(dir, "c.pcapng"), "--keylog", keys}, io.Discard, &stderr)
+	if err != nil {
+		t.Fatalf("capture: %v\n%s", err, stderr.String())
+	}
+	fi, err := os.Stat(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("key log mode %#o, want 0600", fi.Mode().Perm())
+	}
+	b, _ := os.ReadFile(keys)
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if lines[0] != capture.KeyLogHeader || len(lines) != 2 || !strings.HasPrefix(lines[1], "CMAUTH ") ||
+		len(strings.Fields(lines[1])) != 4 || len(strings.Fields(lines[1])[3]) != 64 {
+		t.Errorf("key log:\n%s", b)
+	}
+	if !strings.Contains(stderr.String(), "1 keys written") {
+		t.Errorf("capture said %q", stderr.String())
 	}
 }
