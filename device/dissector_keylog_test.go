@@ -384,3 +384,128 @@ func TestDissectorDecryptsWithKeyLog(t *testing.T) {
 		}
 	})
 }
+
+// gcmVectors are published vectors: FIPS-197 Appendix C.1 and C.3 (AES),
+// and the AES-GCM test cases 1-4 and 13-14 of McGrew and Viega, "The
+// Galois/Counter Mode of Operation (GCM)" (the vectors of NIST's GCM
+// submission): key, IV, additional data, plaintext, ciphertext, tag.
+var gcmVectors = [][6]string{
+	{"00000000000000000000000000000000", "000000000000000000000000", "", "", "", "58e2fccefa7e3061367f1d57a4e7455a"},
+	{"00000000000000000000000000000000", "000000000000000000000000", "", "00000000000000000000000000000000",
+		"0388dace60b6a392f328c2b971b2fe78", "ab6e47d42cec13bdf53a67b21257bddf"},
+	{"feffe9928665731c6d6a8f9467308308", "cafebabefacedbaddecaf888", "",
+		"d9313225f88406e5a55909c5aff5269a86a7a9531534f7da2e4c303d8a318a721c3c0c95956809532fcf0e2449a6b525b16aedf5aa0de657ba637b391aafd255",
+		"42831ec2217774244b7221b784d0d49ce3aa212f2c02a4e035c17e2329aca12e21d514b25466931c7d8f6a5aac84aa051ba30b396a0aac973d58e091473f5985",
+		"4d5c2af327cd64a62cf35abd2ba6fab4"},
+	{"feffe9928665731c6d6a8f9467308308", "cafebabefacedbaddecaf888", "feedfacedeadbeeffeedfacedeadbeefabaddad2",
+		"d9313225f88406e5a55909c5aff5269a86a7a9531534f7da2e4c303d8a318a721c3c0c95956809532fcf0e2449a6b525b16aedf5aa0de657ba637b39",
+		"42831ec2217774244b7221b784d0d49ce3aa212f2c02a4e035c17e2329aca12e21d514b25466931c7d8f6a5aac84aa051ba30b396a0aac973d58e091",
+		"5bc94fbc3221a5db94fae95ae7121a47"},
+	{"0000000000000000000000000000000000000000000000000000000000000000", "000000000000000000000000", "", "", "",
+		"530f8afbc74536b9a963b4f1c4cb738b"},
+	{"0000000000000000000000000000000000000000000000000000000000000000", "000000000000000000000000", "",
+		"00000000000000000000000000000000", "cea7403d4d606b6e074ec5d3baf39d18", "d0d1c8a799996bf0265b98b5d48ab919"},
+}
+
+var aesVectors = [][3]string{
+	{"000102030405060708090a0b0c0d0e0f", "00112233445566778899aabbccddeeff", "69c4e0d86a7b0430d8cdb78070b4c55a"},
+	{"000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f", "00112233445566778899aabbccddeeff",
+		"8ea2b7ca516745bfeafc49904b496089"},
+}
+
+func dashed(b []byte) string {
+	if len(b) == 0 {
+		return "-"
+	}
+	return hex.EncodeToString(b)
+}
+
+// TestDissectorGCMMatchesGo: falcon_gcm.lua, run in tshark's Lua, agrees
+// with the published AES and AES-GCM vectors, with Go's crypto/cipher over
+// random keys, IVs, additional data and lengths around the block size, and
+// opens datagrams sealed by package psp (both PSP versions); it refuses
+// each vector with a flipped tag, ciphertext byte, additional-data byte or
+// IV byte.
+func TestDissectorGCMMatchesGo(t *testing.T) {
+	tshark := needTool(t, "tshark")
+	var lines []string
+	for _, v := range aesVectors {
+		lines = append(lines, "aes "+v[0]+" "+v[1]+" "+v[2])
+	}
+	for i, v := range gcmVectors {
+		// The published vectors are checked against Go too, so a typo here
+		// cannot hide behind the Lua.
+		key, _ := hex.DecodeString(v[0])
+		iv, _ := hex.DecodeString(v[1])
+		aad, _ := hex.DecodeString(v[2])
+		pt, _ := hex.DecodeString(v[3])
+		blk, _ := aes.NewCipher(key)
+		a, _ := cipher.NewGCM(blk)
+		if got := hex.EncodeToString(a.Seal(nil, iv, pt, aad)); got != v[4]+v[5] {
+			t.Fatalf("published vector %d: Go seals %s", i, got)
+		}
+		lines = append(lines, strings.Join([]string{v[0], v[1], dashed(aad), dashed(pt), dashedHex(v[4]), v[5]}, " "))
+	}
+	rnd := rand.New(rand.NewPCG(18, 20))
+	random := func(n int) []byte {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(rnd.IntN(256))
+		}
+		return b
+	}
+	for i, n := range []int{0, 1, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 255, 1000, 4096} {
+		for _, keyLen := range []int{16, 32} {
+			key, iv, aad, pt := random(keyLen), random(12), random((i*7)%41), random(n)
+			blk, _ := aes.NewCipher(key)
+			a, _ := cipher.NewGCM(blk)
+			sealed := a.Seal(nil, iv, pt, aad)
+			ct, tag := sealed[:n], sealed[n:]
+			lines = append(lines, strings.Join([]string{hex.EncodeToString(key), hex.EncodeToString(iv), dashed(aad), dashed(pt),
+				dashed(ct), hex.EncodeToString(tag)}, " "))
+		}
+	}
+	// Datagrams sealed by package psp: nonce SPI || IV, additional data the
+	// header and the clear word (psp/header.go).
+	for _, v := range []psp.Version{psp.AESGCM128, psp.AESGCM256} {
+		key := random(v.KeyLen())
+		tx, err := psp.NewTxSA(v, 0x8000_1234, key, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range []int{32, 61, 4096 + 32} {
+			pkt := random(n)
+			d, err := tx.Seal(make([]byte, 0, n+psp.Overhead), pkt, 0x01020304)
+			if err != nil {
+				t.Fatal(err)
+			}
+			const clearEnd = psp.HeaderLen + psp.CryptOffset
+			lines = append(lines, strings.Join([]string{hex.EncodeToString(key), hex.EncodeToString(d[4:psp.HeaderLen]),
+				hex.EncodeToString(d[:clearEnd]), hex.EncodeToString(pkt[psp.CryptOffset:]),
+				hex.EncodeToString(d[clearEnd : len(d)-psp.ICVLen]), hex.EncodeToString(d[len(d)-psp.ICVLen:])}, " "))
+		}
+	}
+	dir := t.TempDir()
+	vectors, empty := filepath.Join(dir, "vectors.txt"), filepath.Join(dir, "empty.pcapng")
+	if err := os.WriteFile(vectors, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	writePcap(t, empty, nil)
+	gcmLua, _ := filepath.Abs(filepath.Join(filepath.Dir(dissector), "falcon_gcm.lua"))
+	out, err := exec.Command(tshark, "-X", "lua_script:testdata/falcon_gcm_test.lua", "-X", "lua_script1:"+gcmLua,
+		"-X", "lua_script1:"+vectors, "-r", empty).CombinedOutput()
+	if err != nil {
+		t.Fatalf("tshark: %v\n%s", err, out)
+	}
+	want := fmt.Sprintf("falcon_gcm: %d vectors passed", len(lines))
+	if !bytes.Contains(out, []byte(want)) || bytes.Contains(out, []byte("FAIL")) || bytes.Contains(out, []byte("Lua")) {
+		t.Errorf("tshark printed:\n%s\nwant %q", out, want)
+	}
+}
+
+func dashedHex(h string) string {
+	if h == "" {
+		return "-"
+	}
+	return h
+}
