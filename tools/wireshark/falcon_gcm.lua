@@ -160,17 +160,18 @@ end
 -- mul returns X·H for X in four words.
 local function mul(tab, x0, x1, x2, x3)
   local a, b, c, d = 0, 0, 0, 0
-  local xs = { x0, x1, x2, x3 }
-  for wi = 1, 4 do
-    local x = xs[wi]
+  for wi = 0, 3 do
+    local x
+    if wi == 0 then x = x0 elseif wi == 1 then x = x1 elseif wi == 2 then x = x2 else x = x3 end
     if x ~= 0 then
-      local g0 = (wi - 1) * 8
-      for k = 0, 7 do
-        local n = band(rshift(x, 28 - 4 * k), 15)
+      local o = wi * 8 * 64 -- group (wi*8)'s entries
+      for sh = 28, 0, -4 do
+        local n = band(rshift(x, sh), 15)
         if n ~= 0 then
-          local o = ((g0 + k) * 16 + n) * 4
-          a, b, c, d = bxor(a, tab[o]), bxor(b, tab[o + 1]), bxor(c, tab[o + 2]), bxor(d, tab[o + 3])
+          local e = o + n * 4
+          a, b, c, d = bxor(a, tab[e]), bxor(b, tab[e + 1]), bxor(c, tab[e + 2]), bxor(d, tab[e + 3])
         end
+        o = o + 64
       end
     end
   end
@@ -180,14 +181,19 @@ end
 -- ghash_update folds string s, zero-padded to whole blocks, into Y.
 local function ghash_update(tab, y, s)
   local n = #s
+  local y0, y1, y2, y3 = y[1], y[2], y[3], y[4]
   local i = 1
-  while i <= n do
-    local blk = s:sub(i, i + 15)
-    if #blk < 16 then blk = blk .. string.rep("\0", 16 - #blk) end
-    y[1], y[2], y[3], y[4] = mul(tab, bxor(y[1], word(blk, 1)), bxor(y[2], word(blk, 5)), bxor(y[3], word(blk, 9)),
-      bxor(y[4], word(blk, 13)))
+  while i + 15 <= n do
+    local b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15, b16 = sbyte(s, i, i + 15)
+    y0, y1, y2, y3 = mul(tab, bxor(y0, ((b1 * 256 + b2) * 256 + b3) * 256 + b4), bxor(y1, ((b5 * 256 + b6) * 256 + b7) * 256 + b8),
+      bxor(y2, ((b9 * 256 + b10) * 256 + b11) * 256 + b12), bxor(y3, ((b13 * 256 + b14) * 256 + b15) * 256 + b16))
     i = i + 16
   end
+  if i <= n then
+    local blk = s:sub(i) .. string.rep("\0", 16 - (n - i + 1))
+    y0, y1, y2, y3 = mul(tab, bxor(y0, word(blk, 1)), bxor(y1, word(blk, 5)), bxor(y2, word(blk, 9)), bxor(y3, word(blk, 13)))
+  end
+  y[1], y[2], y[3], y[4] = y0, y1, y2, y3
 end
 
 local Key = {}
@@ -216,19 +222,32 @@ end
 
 -- gctr (§6.5) xors s with the key stream from counter block
 -- iv || (ctr, ctr+1, ...) (inc32 wraps the last word).
+local function bytes4(w) -- a word's four bytes, top first
+  return rshift(w, 24), band(rshift(w, 16), 0xff), band(rshift(w, 8), 0xff), band(w, 0xff)
+end
+
 local function gctr(k, n0, n1, n2, ctr, s)
   local out = {}
   local n = #s
   local i, j = 1, 1
-  while i <= n do
+  while i + 15 <= n do -- whole blocks: a word at a time
     local a, b, c, d = cipher(k, n0, n1, n2, ctr)
     ctr = (ctr + 1) % 4294967296
-    local ks = wbytes(a, b, c, d)
-    local m = math.min(16, n - i + 1)
-    local t = {}
-    for q = 1, m do t[q] = schar(bxor(sbyte(s, i + q - 1), sbyte(ks, q))) end
-    out[j] = concat(t)
+    local b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15, b16 = sbyte(s, i, i + 15)
+    a = bxor(a, ((b1 * 256 + b2) * 256 + b3) * 256 + b4)
+    b = bxor(b, ((b5 * 256 + b6) * 256 + b7) * 256 + b8)
+    c = bxor(c, ((b9 * 256 + b10) * 256 + b11) * 256 + b12)
+    d = bxor(d, ((b13 * 256 + b14) * 256 + b15) * 256 + b16)
+    local a1, a2, a3, a4 = bytes4(a)
+    local c1, c2, c3, c4 = bytes4(c)
+    out[j] = schar(a1, a2, a3, a4, bytes4(b)) .. schar(c1, c2, c3, c4, bytes4(d))
     i, j = i + 16, j + 1
+  end
+  if i <= n then -- the last, partial block
+    local ks = wbytes(cipher(k, n0, n1, n2, ctr))
+    local t = {}
+    for q = 1, n - i + 1 do t[q] = schar(bxor(sbyte(s, i + q - 1), sbyte(ks, q))) end
+    out[j] = concat(t)
   end
   return concat(out)
 end
