@@ -6,6 +6,7 @@ import (
 	"crypto/aes"
 	"crypto/cipher"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -508,4 +509,56 @@ func dashedHex(h string) string {
 		return "-"
 	}
 	return h
+}
+
+// TestKeyLogListsConnectionsUpBeforeTheCapture: a capture started over
+// the control socket's method with "keylog" after the connection is up —
+// and after a rotation, so its receive SA holds a current and a previous
+// SPI — gets the CM key and the keys of that connection at once, and they
+// open every datagram it then records. A capture without "keylog" gets no
+// key.
+func TestKeyLogListsConnectionsUpBeforeTheCapture(t *testing.T) {
+	la, lb := freeUDPPort(t), freeUDPPort(t)
+	startDaemon(t, storeConfig(lb, la, storage.NamespaceMemory, ""))
+	host := startDaemon(t, hostConfig(la, lb, ""))
+	r := remoteDisk(t, host)
+	r.writeRead(0, 4, 1)
+	if _, err := host.rotateKeys(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	start := func(params string) *capture.Session {
+		res, err := host.captureMethods()["capture.start"](context.Background(), json.RawMessage(params))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := host.capture.Session(res.(CaptureStarted).ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	plain := start(`{}`)
+	s := start(`{"keylog": true, "nic": "host"}`)
+	r.writeRead(64*8, 4, 2)
+	recs, keys := drainKeys(s)
+	kl := parseKeyLog(t, keys)
+	// rx: the current and previous SPI; tx: the peer's SPI.
+	if len(kl.cm) != 1 || len(kl.psp) < 3 {
+		t.Errorf("key log: %d CM keys, %d SPIs; want 1 and ≥ 3:\n%s", len(kl.cm), len(kl.psp), strings.Join(keys, "\n"))
+	}
+	n := 0
+	for i, rec := range recs {
+		if h, p, ok := fabric.Decode(rec.Data); ok && h.Kind() == fabric.KindFalcon {
+			n++
+			if kl.openPSP(p) == nil {
+				t.Errorf("datagram %d: no logged key opens it", i+1)
+			}
+		}
+	}
+	if n == 0 {
+		t.Error("no Falcon datagram captured")
+	}
+	if _, k := drainKeys(plain); len(k) != 0 {
+		t.Errorf("a capture without a key log got %d keys", len(k))
+	}
 }
