@@ -195,7 +195,9 @@ func waitCounter(t *testing.T, what string, c func() uint64, n uint64) {
 // daemons. Every PSP datagram opens with the logged keys; tshark with the
 // key log verifies every tag and decodes the inner Falcon and NVMe fields
 // (type, CID, PSN, RSN, NVMe type) and the CM messages as the Go side
-// reads them; without the key log it shows only the sealed view; a
+// reads them, and so it does with the key log's CM key alone (learning
+// the SA offers the CM messages carry); without the key log it shows only
+// the sealed view; a
 // flipped byte is flagged as a tag failure, for a PSP datagram and a CM
 // envelope alike.
 func TestDissectorDecryptsWithKeyLog(t *testing.T) {
@@ -272,6 +274,24 @@ func TestDissectorDecryptsWithKeyLog(t *testing.T) {
 			}
 			if strings.Contains(c[len(c)-1], "does not verify") {
 				t.Errorf("packet %d: tag failure: %s", i+1, c[len(c)-1])
+			}
+		}
+	})
+	t.Run("CM key alone", func(t *testing.T) {
+		// The capture saw the set-up and the REKEYs: the SA offers inside
+		// the CM messages it decrypts key every datagram.
+		var cmOnly []string
+		for _, l := range keys {
+			if strings.HasPrefix(l, "CMAUTH ") {
+				cmOnly = append(cmOnly, l)
+			}
+		}
+		cmPath := filepath.Join(dir, "cm.log")
+		writeKeyLog(t, cmPath, cmOnly)
+		rows, _ := tsharkKeyLog(t, tshark, path, cmPath, len(recs))
+		for i, c := range rows {
+			if want[i] != "" && strings.Join(c[:len(c)-1], "|") != want[i] {
+				t.Errorf("packet %d: tshark %s, sent %s", i+1, strings.Join(c[:len(c)-1], "|"), want[i])
 			}
 		}
 	})
