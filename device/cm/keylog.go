@@ -54,7 +54,7 @@ func (a *Agent) logKey(dir KeyDir, sa *cmauth.SA) {
 // LogKeys hands emit every key the NIC's sealed connections use now: each
 // receive SA's current and still accepted previous SPI, each transmit SA,
 // and the receive SA offered by a set-up under way. On the port's
-// goroutine (port.Port.Call).
+// goroutine (port.Port.Do).
 func (a *Agent) LogKeys(emit func(KeyEvent)) {
 	if a.keys == nil || a.cm.sec == nil {
 		return
