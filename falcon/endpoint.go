@@ -128,7 +128,11 @@ type Endpoint struct {
 	timers []*Conn
 	visit  []*Conn
 	nConns uint64
-	Stats  EndpointCounters
+	// at is the clock's reading for the event being handled while atSet
+	// (event.go).
+	at    time.Duration
+	atSet bool
+	Stats EndpointCounters
 }
 
 // New returns an endpoint.
@@ -201,7 +205,9 @@ func (e *Endpoint) Close(scid uint32) error {
 	if c == nil {
 		return ErrNoSuchConn
 	}
-	c.fail(e.clk.Now())
+	now, outer := e.enter()
+	defer e.leave(outer)
+	c.fail(now)
 	e.timerRemove(c)
 	delete(e.conns, scid)
 	for i, x := range e.list {
@@ -256,6 +262,8 @@ func (e *Endpoint) ReceiveAuthenticated(frame []byte, flow uint32, m Mark) {
 }
 
 func (e *Endpoint) receive(frame []byte, flow uint32, mark Mark, checkICV bool) {
+	now, outer := e.enter()
+	defer e.leave(outer)
 	e.Stats.RxFrames.Inc()
 	e.Stats.RxBytes.Add(uint64(len(frame)))
 	var b []byte
@@ -290,7 +298,7 @@ func (e *Endpoint) receive(frame []byte, flow uint32, mark Mark, checkICV bool) 
 		e.Stats.RxDeadConn.Inc()
 		return
 	}
-	c.receive(p, iv, flow, mark, e.clk.Now())
+	c.receive(p, iv, flow, mark, now)
 }
 
 // parseDrops maps each wire.Parse error to its drop counter.
@@ -325,7 +333,7 @@ func (e *Endpoint) nackUnknownCID(t wire.Txn, flow uint32) {
 		w = t.ResyncWindow()
 	}
 	f := wire.NackFields{CID: t.CID(), NackPSN: t.PSN(), Code: wire.NackInvalidCID,
-		RequestWindow: w == wire.WindowRequest, T1: 0, T2: wire.TimestampAt(e.clk.Now())}
+		RequestWindow: w == wire.WindowRequest, T1: 0, T2: wire.TimestampAt(e.now())}
 	n := wire.AppendNACK(e.ctl[:0], &f)
 	e.Stats.TxInvalidCIDNack.Inc()
 	e.send([]byte(n), flow)
@@ -354,9 +362,9 @@ func (e *Endpoint) sendOn(l Link, pkt []byte, flow uint32, ref bool, mem *frameb
 	var frame []byte
 	switch l.(type) {
 	case InProcessLink, SealingLink:
-		frame = sealInProcess(pkt, wire.TimestampAt(e.clk.Now()))
+		frame = sealInProcess(pkt, wire.TimestampAt(e.now()))
 	default:
-		frame = seal(pkt, wire.TimestampAt(e.clk.Now()))
+		frame = seal(pkt, wire.TimestampAt(e.now()))
 	}
 	e.Stats.TxFrames.Inc()
 	e.Stats.TxBytes.Add(uint64(len(frame)))

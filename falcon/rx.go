@@ -293,7 +293,7 @@ func (c *Conn) deliverHeld() {
 func (c *Conn) hand(rsn wire.RSN, s *tl.TTxn, payload []byte) {
 	s.State = tl.TDelivered
 	if s.Kind == tl.Pull && c.cfg.PullReclaim > 0 {
-		s.Deadline = c.ep.clk.Now() + c.cfg.PullReclaim
+		s.Deadline = c.ep.now() + c.cfg.PullReclaim
 		c.armRNR(s.Deadline)
 	}
 	c.Stats.Delivered.Inc()

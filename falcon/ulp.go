@@ -34,7 +34,9 @@ func (c *Conn) PushGather(cookie uint64, hdr []byte, segs [][]byte, off, n int) 
 	c.txHeld++
 	t.Frame = gather(t.Frame, wire.PushDataHeaderLen, hdr, segs, off, n)
 	c.Stats.TxnSubmitted.Inc()
-	c.flush(c.ep.clk.Now())
+	now, outer := c.ep.enter()
+	defer c.ep.leave(outer)
+	c.flush(now)
 	return rsn, nil
 }
 
@@ -66,7 +68,9 @@ func (c *Conn) PushFrame(cookie uint64, frame []byte) (wire.RSN, error) {
 	c.txHeld++
 	t.Lent = frame
 	c.Stats.TxnSubmitted.Inc()
-	c.flush(c.ep.clk.Now())
+	now, outer := c.ep.enter()
+	defer c.ep.leave(outer)
+	c.flush(now)
 	return rsn, nil
 }
 
@@ -148,7 +152,9 @@ func (c *Conn) PullHeader(cookie uint64, length int, hdr []byte) (wire.RSN, erro
 	t.Payload = append(t.Payload[:0], hdr...)
 	c.txHeld++
 	c.Stats.TxnSubmitted.Inc()
-	c.flush(c.ep.clk.Now())
+	now, outer := c.ep.enter()
+	defer c.ep.leave(outer)
+	c.flush(now)
 	return rsn, nil
 }
 
@@ -212,7 +218,8 @@ func (c *Conn) AckPush(rsn wire.RSN) error {
 	if err != nil {
 		return err
 	}
-	now := c.ep.clk.Now()
+	now, outer := c.ep.enter()
+	defer c.ep.leave(outer)
 	c.rx[dataW].Ack(s.PSN)
 	c.releaseTarget(s)
 	s.State = tl.TFinished
@@ -238,7 +245,8 @@ func (c *Conn) NackPush(rsn wire.RSN, code wire.NackCode, ulpCode, rnrCode uint8
 	if err != nil {
 		return err
 	}
-	now := c.ep.clk.Now()
+	now, outer := c.ep.enter()
+	defer c.ep.leave(outer)
 	psn := s.PSN
 	c.releaseTarget(s)
 	if v := c.rx[dataW].Classify(psn); v == pdl.VerdictOld || v == pdl.VerdictDupAcked {
@@ -294,7 +302,9 @@ func (c *Conn) PullDataGather(rsn wire.RSN, hdr []byte, segs [][]byte, off, n in
 	}
 	s.State = tl.TResponding
 	c.pullQ.push(rsn)
-	c.flush(c.ep.clk.Now())
+	now, outer := c.ep.enter()
+	defer c.ep.leave(outer)
+	c.flush(now)
 	return nil
 }
 
@@ -308,7 +318,7 @@ func (c *Conn) NackPull(rsn wire.RSN, rnrCode uint8) error {
 	}
 	c.Stats.RNRWaits.Inc()
 	s.State = tl.TRNRWait
-	s.Deadline = c.ep.clk.Now() + wire.RNRTimeout(rnrCode)
+	s.Deadline = c.ep.now() + wire.RNRTimeout(rnrCode)
 	c.armRNR(s.Deadline)
 	c.touch()
 	return nil
