@@ -132,6 +132,7 @@ type Endpoint struct {
 	// (event.go).
 	at    time.Duration
 	atSet bool
+	hot   epCounts // counts not yet published (hot.go)
 	Stats EndpointCounters
 }
 
@@ -150,8 +151,10 @@ func New(cfg Config) *Endpoint {
 	if rng == nil {
 		rng = &xorshift{s: 0x9e3779b97f4a7c15}
 	}
-	return &Endpoint{cfg: cfg, clk: cfg.Clock, conns: make(map[uint32]*Conn), res: tl.NewResources(cfg.Limits),
+	e := &Endpoint{cfg: cfg, clk: cfg.Clock, conns: make(map[uint32]*Conn), res: tl.NewResources(cfg.Limits),
 		ctl: make([]byte, 0, wire.MaxHeaderLen+envelopeLen+16), rng: rng}
+	e.initCounts()
+	return e
 }
 
 type xorshift struct{ s uint64 }
@@ -264,8 +267,8 @@ func (e *Endpoint) ReceiveAuthenticated(frame []byte, flow uint32, m Mark) {
 func (e *Endpoint) receive(frame []byte, flow uint32, mark Mark, checkICV bool) {
 	now, outer := e.enter()
 	defer e.leave(outer)
-	e.Stats.RxFrames.Inc()
-	e.Stats.RxBytes.Add(uint64(len(frame)))
+	e.count(hotRxFrames, 1)
+	e.count(hotRxBytes, uint64(len(frame)))
 	var b []byte
 	var iv wire.Timestamp
 	var ok bool
@@ -366,8 +369,8 @@ func (e *Endpoint) sendOn(l Link, pkt []byte, flow uint32, ref bool, mem *frameb
 	default:
 		frame = seal(pkt, wire.TimestampAt(e.now()))
 	}
-	e.Stats.TxFrames.Inc()
-	e.Stats.TxBytes.Add(uint64(len(frame)))
+	e.count(hotTxFrames, 1)
+	e.count(hotTxBytes, uint64(len(frame)))
 	switch {
 	case ref && mem != nil:
 		mem.Hold()

@@ -33,9 +33,9 @@ func (c *Conn) PushGather(cookie uint64, hdr []byte, segs [][]byte, off, n int) 
 	t.Cells = cells
 	c.txHeld++
 	t.Frame = gather(t.Frame, wire.PushDataHeaderLen, hdr, segs, off, n)
-	c.Stats.TxnSubmitted.Inc()
 	now, outer := c.ep.enter()
 	defer c.ep.leave(outer)
+	c.count(hotTxnSubmitted)
 	c.flush(now)
 	return rsn, nil
 }
@@ -67,9 +67,9 @@ func (c *Conn) PushFrame(cookie uint64, frame []byte) (wire.RSN, error) {
 	t.Cells = cells
 	c.txHeld++
 	t.Lent = frame
-	c.Stats.TxnSubmitted.Inc()
 	now, outer := c.ep.enter()
 	defer c.ep.leave(outer)
+	c.count(hotTxnSubmitted)
 	c.flush(now)
 	return rsn, nil
 }
@@ -151,15 +151,15 @@ func (c *Conn) PullHeader(cookie uint64, length int, hdr []byte) (wire.RSN, erro
 	t.Cells, t.RxCells, t.Length = 1, rx, uint32(length)
 	t.Payload = append(t.Payload[:0], hdr...)
 	c.txHeld++
-	c.Stats.TxnSubmitted.Inc()
 	now, outer := c.ep.enter()
 	defer c.ep.leave(outer)
+	c.count(hotTxnSubmitted)
 	c.flush(now)
 	return rsn, nil
 }
 
 func (c *Conn) refuse() error {
-	c.Stats.Xoff.Inc()
+	c.count(hotXoff)
 	if !c.xoff {
 		c.xoff = true
 		c.ep.nXoff++
@@ -188,7 +188,7 @@ func (e *Endpoint) xonScan() {
 			c.xoff = false
 			e.nXoff--
 			e.xonNext = (i + 1) % n
-			c.Stats.Xon.Inc()
+			c.count(hotXon)
 			if u := e.cfg.ULP; u != nil {
 				u.OnXon(c)
 			}
