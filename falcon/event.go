@@ -8,8 +8,7 @@ import "time"
 // happens at one instant: the clock is read once when the event enters,
 // and the packets it sends (their IV timestamps), the deadlines it arms
 // and the ULP's calls back into the endpoint from its callbacks all use
-// that reading. Reading the clock per packet cost a clock call (a lock
-// on the manual clock) several times per transaction.
+// that reading: one clock call per event, not one per packet sent.
 
 // enter starts handling an event: it returns the event's time, reading
 // the clock unless an event is already being handled (a ULP call from a

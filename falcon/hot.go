@@ -4,8 +4,7 @@ import "falconnic/internal/stats"
 
 // The counters every packet or transaction bumps (frames, bytes,
 // transaction packets, submissions, completions, ACKs) are atomic adds,
-// and an atomic add waits for the core's store buffer to drain: in the
-// endpoint benchmarks they were a quarter of the CPU samples. A driver
+// and an atomic add waits for the core's store buffer to drain. A driver
 // that hands the endpoint frames in bursts (all the frames one poll of a
 // link found) brackets each with BeginBurst and EndBurst; inside a burst
 // those counts add up in plain fields and EndBurst publishes them, one
