@@ -18,9 +18,9 @@ func (c *Conn) sendAck(now time.Duration, byTimer bool) {
 	case byTimer && !c.ackAR:
 		c.Stats.AckByTimeout.Inc()
 	case c.ackAR:
-		c.Stats.AckByAR.Inc()
+		c.count(hotAckByAR)
 	default:
-		c.Stats.AckByCount.Inc()
+		c.count(hotAckByCount)
 	}
 	c.ackAR = false
 	c.co.Sent()
@@ -46,7 +46,7 @@ func (c *Conn) sendAck(now time.Duration, byTimer bool) {
 		c.Stats.TxEACK.Inc()
 	} else {
 		pkt = wire.AppendBACK(c.ep.ctl[:0], f)
-		c.Stats.TxBACK.Inc()
+		c.count(hotTxBACK)
 	}
 	// Per flow [digest §7]: the other flows with unreported packets get
 	// the same ACK with their own latest packet's timestamps, on their
@@ -189,7 +189,7 @@ func (c *Conn) onAck(a wire.Ack, iv wire.Timestamp, now time.Duration) {
 	if eack {
 		c.Stats.RxEACK.Inc()
 	} else {
-		c.Stats.RxBACK.Inc()
+		c.count(hotRxBACK)
 	}
 	if !c.cumAck(a.DataBase(), a.ReqBase(), now, true) {
 		return

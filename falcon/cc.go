@@ -52,7 +52,7 @@ func (c *Conn) applyRUE(r *rue.Response) {
 	f.fcwnd = max(r.Fcwnd, 1)
 	c.sumFcwnd()
 	if r.RandomizePath {
-		c.plbRepath(r.Flow, c.ep.clk.Now())
+		c.plbRepath(r.Flow, c.ep.now())
 	}
 	c.ncwnd = max(r.Ncwnd, 1)
 	if r.AlphaRequest != 0 {
@@ -70,8 +70,10 @@ func (e *Endpoint) ApplyRUE(r rue.Response) {
 	if c == nil || c.dead {
 		return
 	}
+	now, outer := e.enter()
+	defer e.leave(outer)
 	c.applyRUE(&r)
-	c.flush(e.clk.Now())
+	c.flush(now)
 }
 
 // rxBufferLevel reports the larger of the network-request Rx pools'

@@ -99,7 +99,7 @@ func (c *Conn) reportOne(rsn wire.RSN, t *tl.ITxn, st tl.Status, ulp uint8, data
 		t.RxCells = 0
 	}
 	t.State = tl.ICompleted
-	c.Stats.Completed.Inc()
+	c.count(hotCompleted)
 	if st != tl.CmplAck {
 		c.Stats.CompletedError.Inc()
 	}

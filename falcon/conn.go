@@ -91,6 +91,7 @@ type Conn struct {
 	req   Request
 	cpl   Completion
 	ackf  wire.AckFields
+	hot   connCounts // counts not yet published (hot.go)
 	Stats ConnCounters
 }
 
@@ -145,6 +146,7 @@ func (r *rsnRing) pop() {
 
 func newConn(e *Endpoint, cc ConnConfig) *Conn {
 	c := &Conn{ep: e, cfg: cc, ncwnd: cc.InitNcwnd, rto: cc.InitRTO, tIdx: -1}
+	c.initCounts()
 	for i := 0; i < cc.Flows; i++ {
 		c.flows[i].fcwnd = cc.InitFcwnd
 	}

@@ -33,7 +33,11 @@
 // and Conn.Pull (ErrXoff until ULP.OnXon); answer ULP.OnRequest with
 // AckPush/NackPush or PullData/NackPull; completions arrive in
 // ULP.OnCompletion with a tl.Status. Counters: Endpoint.Stats, Conn.Stats,
-// Endpoint.Snapshot. The package does no I/O and links none: its test
+// Endpoint.Snapshot; a driver that hands over frames in bursts brackets
+// each with BeginBurst/EndBurst, and the per-packet counters of the burst
+// are published at EndBurst (hot.go). Each event reads the clock once
+// (event.go): the packets it sends and the deadlines it arms share that
+// reading. The package does no I/O and links none: its test
 // peer (two endpoints over an in-memory link) and the experiments are in
 // falcon/sim, the links in falcon/link, and internal/archtest keeps it so.
 //

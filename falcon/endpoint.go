@@ -128,7 +128,12 @@ type Endpoint struct {
 	timers []*Conn
 	visit  []*Conn
 	nConns uint64
-	Stats  EndpointCounters
+	// at is the clock's reading for the event being handled while atSet
+	// (event.go).
+	at    time.Duration
+	atSet bool
+	hot   epCounts // counts not yet published (hot.go)
+	Stats EndpointCounters
 }
 
 // New returns an endpoint.
@@ -146,8 +151,10 @@ func New(cfg Config) *Endpoint {
 	if rng == nil {
 		rng = &xorshift{s: 0x9e3779b97f4a7c15}
 	}
-	return &Endpoint{cfg: cfg, clk: cfg.Clock, conns: make(map[uint32]*Conn), res: tl.NewResources(cfg.Limits),
+	e := &Endpoint{cfg: cfg, clk: cfg.Clock, conns: make(map[uint32]*Conn), res: tl.NewResources(cfg.Limits),
 		ctl: make([]byte, 0, wire.MaxHeaderLen+envelopeLen+16), rng: rng}
+	e.initCounts()
+	return e
 }
 
 type xorshift struct{ s uint64 }
@@ -201,7 +208,9 @@ func (e *Endpoint) Close(scid uint32) error {
 	if c == nil {
 		return ErrNoSuchConn
 	}
-	c.fail(e.clk.Now())
+	now, outer := e.enter()
+	defer e.leave(outer)
+	c.fail(now)
 	e.timerRemove(c)
 	delete(e.conns, scid)
 	for i, x := range e.list {
@@ -256,8 +265,10 @@ func (e *Endpoint) ReceiveAuthenticated(frame []byte, flow uint32, m Mark) {
 }
 
 func (e *Endpoint) receive(frame []byte, flow uint32, mark Mark, checkICV bool) {
-	e.Stats.RxFrames.Inc()
-	e.Stats.RxBytes.Add(uint64(len(frame)))
+	now, outer := e.enter()
+	defer e.leave(outer)
+	e.count(hotRxFrames, 1)
+	e.count(hotRxBytes, uint64(len(frame)))
 	var b []byte
 	var iv wire.Timestamp
 	var ok bool
@@ -290,7 +301,7 @@ func (e *Endpoint) receive(frame []byte, flow uint32, mark Mark, checkICV bool) 
 		e.Stats.RxDeadConn.Inc()
 		return
 	}
-	c.receive(p, iv, flow, mark, e.clk.Now())
+	c.receive(p, iv, flow, mark, now)
 }
 
 // parseDrops maps each wire.Parse error to its drop counter.
@@ -325,7 +336,7 @@ func (e *Endpoint) nackUnknownCID(t wire.Txn, flow uint32) {
 		w = t.ResyncWindow()
 	}
 	f := wire.NackFields{CID: t.CID(), NackPSN: t.PSN(), Code: wire.NackInvalidCID,
-		RequestWindow: w == wire.WindowRequest, T1: 0, T2: wire.TimestampAt(e.clk.Now())}
+		RequestWindow: w == wire.WindowRequest, T1: 0, T2: wire.TimestampAt(e.now())}
 	n := wire.AppendNACK(e.ctl[:0], &f)
 	e.Stats.TxInvalidCIDNack.Inc()
 	e.send([]byte(n), flow)
@@ -354,12 +365,12 @@ func (e *Endpoint) sendOn(l Link, pkt []byte, flow uint32, ref bool, mem *frameb
 	var frame []byte
 	switch l.(type) {
 	case InProcessLink, SealingLink:
-		frame = sealInProcess(pkt, wire.TimestampAt(e.clk.Now()))
+		frame = sealInProcess(pkt, wire.TimestampAt(e.now()))
 	default:
-		frame = seal(pkt, wire.TimestampAt(e.clk.Now()))
+		frame = seal(pkt, wire.TimestampAt(e.now()))
 	}
-	e.Stats.TxFrames.Inc()
-	e.Stats.TxBytes.Add(uint64(len(frame)))
+	e.count(hotTxFrames, 1)
+	e.count(hotTxBytes, uint64(len(frame)))
 	switch {
 	case ref && mem != nil:
 		mem.Hold()

@@ -47,7 +47,7 @@ func (c *Conn) receive(p wire.Packet, iv wire.Timestamp, flow uint32, mark Mark,
 // onTxn processes a transaction packet: piggy-backed ACK, sliding-window
 // verdict, then admission [S §9.2.2.4].
 func (c *Conn) onTxn(t wire.Txn, iv wire.Timestamp, now time.Duration) {
-	c.Stats.RxTxnPackets.Inc()
+	c.count(hotRxTxnPackets)
 	typ := t.Type()
 	w := typ.Window()
 	if typ == wire.TypeResync {
@@ -293,10 +293,10 @@ func (c *Conn) deliverHeld() {
 func (c *Conn) hand(rsn wire.RSN, s *tl.TTxn, payload []byte) {
 	s.State = tl.TDelivered
 	if s.Kind == tl.Pull && c.cfg.PullReclaim > 0 {
-		s.Deadline = c.ep.clk.Now() + c.cfg.PullReclaim
+		s.Deadline = c.ep.now() + c.cfg.PullReclaim
 		c.armRNR(s.Deadline)
 	}
-	c.Stats.Delivered.Inc()
+	c.count(hotDelivered)
 	c.req = Request{Kind: s.Kind, RSN: rsn, Payload: payload, Length: s.Length}
 	if u := c.ep.cfg.ULP; u != nil {
 		in := c.inCB

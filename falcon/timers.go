@@ -33,6 +33,11 @@ func (e *Endpoint) NextDeadline() (time.Duration, bool) {
 // OnTimer runs every deadline due at now (normally the clock's reading at
 // NextDeadline) and files each visited connection under its next one.
 func (e *Endpoint) OnTimer(now time.Duration) {
+	if len(e.timers) == 0 || e.timers[0].tAt > now {
+		return
+	}
+	_, outer := e.enter() // packets it sends carry the clock's reading
+	defer e.leave(outer)
 	e.visit = e.visit[:0]
 	for len(e.timers) > 0 && e.timers[0].tAt <= now {
 		c := e.timers[0]

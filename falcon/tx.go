@@ -151,11 +151,11 @@ func (c *Conn) transmit(i int, psn wire.PSN, s *pdl.TxSlot, now time.Duration, r
 	}
 	if !c.rx[reqW].HasState() && !c.rx[dataW].HasState() && !c.ackAR {
 		if _, armed := c.co.Deadline(); armed {
-			c.Stats.AckPiggyback.Inc()
+			c.count(hotAckPiggyback)
 		}
 		c.co.Sent()
 	}
-	c.Stats.TxTxnPackets.Inc()
+	c.count(hotTxTxnPackets)
 	if s.Resync {
 		c.Stats.TxResync.Inc()
 	}

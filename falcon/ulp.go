@@ -33,8 +33,10 @@ func (c *Conn) PushGather(cookie uint64, hdr []byte, segs [][]byte, off, n int) 
 	t.Cells = cells
 	c.txHeld++
 	t.Frame = gather(t.Frame, wire.PushDataHeaderLen, hdr, segs, off, n)
-	c.Stats.TxnSubmitted.Inc()
-	c.flush(c.ep.clk.Now())
+	now, outer := c.ep.enter()
+	defer c.ep.leave(outer)
+	c.count(hotTxnSubmitted)
+	c.flush(now)
 	return rsn, nil
 }
 
@@ -65,8 +67,10 @@ func (c *Conn) PushFrame(cookie uint64, frame []byte) (wire.RSN, error) {
 	t.Cells = cells
 	c.txHeld++
 	t.Lent = frame
-	c.Stats.TxnSubmitted.Inc()
-	c.flush(c.ep.clk.Now())
+	now, outer := c.ep.enter()
+	defer c.ep.leave(outer)
+	c.count(hotTxnSubmitted)
+	c.flush(now)
 	return rsn, nil
 }
 
@@ -147,13 +151,15 @@ func (c *Conn) PullHeader(cookie uint64, length int, hdr []byte) (wire.RSN, erro
 	t.Cells, t.RxCells, t.Length = 1, rx, uint32(length)
 	t.Payload = append(t.Payload[:0], hdr...)
 	c.txHeld++
-	c.Stats.TxnSubmitted.Inc()
-	c.flush(c.ep.clk.Now())
+	now, outer := c.ep.enter()
+	defer c.ep.leave(outer)
+	c.count(hotTxnSubmitted)
+	c.flush(now)
 	return rsn, nil
 }
 
 func (c *Conn) refuse() error {
-	c.Stats.Xoff.Inc()
+	c.count(hotXoff)
 	if !c.xoff {
 		c.xoff = true
 		c.ep.nXoff++
@@ -182,7 +188,7 @@ func (e *Endpoint) xonScan() {
 			c.xoff = false
 			e.nXoff--
 			e.xonNext = (i + 1) % n
-			c.Stats.Xon.Inc()
+			c.count(hotXon)
 			if u := e.cfg.ULP; u != nil {
 				u.OnXon(c)
 			}
@@ -212,7 +218,8 @@ func (c *Conn) AckPush(rsn wire.RSN) error {
 	if err != nil {
 		return err
 	}
-	now := c.ep.clk.Now()
+	now, outer := c.ep.enter()
+	defer c.ep.leave(outer)
 	c.rx[dataW].Ack(s.PSN)
 	c.releaseTarget(s)
 	s.State = tl.TFinished
@@ -238,7 +245,8 @@ func (c *Conn) NackPush(rsn wire.RSN, code wire.NackCode, ulpCode, rnrCode uint8
 	if err != nil {
 		return err
 	}
-	now := c.ep.clk.Now()
+	now, outer := c.ep.enter()
+	defer c.ep.leave(outer)
 	psn := s.PSN
 	c.releaseTarget(s)
 	if v := c.rx[dataW].Classify(psn); v == pdl.VerdictOld || v == pdl.VerdictDupAcked {
@@ -294,7 +302,9 @@ func (c *Conn) PullDataGather(rsn wire.RSN, hdr []byte, segs [][]byte, off, n in
 	}
 	s.State = tl.TResponding
 	c.pullQ.push(rsn)
-	c.flush(c.ep.clk.Now())
+	now, outer := c.ep.enter()
+	defer c.ep.leave(outer)
+	c.flush(now)
 	return nil
 }
 
@@ -308,7 +318,7 @@ func (c *Conn) NackPull(rsn wire.RSN, rnrCode uint8) error {
 	}
 	c.Stats.RNRWaits.Inc()
 	s.State = tl.TRNRWait
-	s.Deadline = c.ep.clk.Now() + wire.RNRTimeout(rnrCode)
+	s.Deadline = c.ep.now() + wire.RNRTimeout(rnrCode)
 	c.armRNR(s.Deadline)
 	c.touch()
 	return nil

@@ -1,7 +1,6 @@
 package link
 
 import (
-	"falconnic/internal/heapq"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -80,7 +79,7 @@ type Mem struct {
 	rng       *rand.Rand
 	slots     []memSlot
 	free      []int32
-	q         heapq.Queue[dueEntry, *dueEntry] // queued slots by (due, seq)
+	q         dueQueue // queued slots by (due, seq)
 	seq       uint64
 	busyUntil clock.Time
 
@@ -189,26 +188,52 @@ func (m *Mem) enqueue(pkt []byte, flow uint32, due clock.Time) {
 
 // Poll delivers, in delivery-time order (ties in send order), every packet
 // due at the clock's current time and returns how many it delivered.
-// Packets that rx sends during Poll are delivered by a later Poll.
+// Packets that rx sends during Poll are delivered by a later Poll. It
+// takes the due packets out in batches and delivers each batch without
+// the lock held.
 func (m *Mem) Poll(rx Receiver) int {
+	var batch [pollBatch]memDelivery
 	m.mu.Lock()
 	now, last := m.clk.Now(), m.seq
 	n := 0
-	for m.q.Len() > 0 {
-		if top := m.q.Top(); top.at > now || top.seq > last {
+	for {
+		k := 0
+		for k < len(batch) && m.q.Len() > 0 {
+			if top := m.q.Top(); top.at > now || top.seq > last {
+				break
+			}
+			i := m.pop()
+			batch[k] = memDelivery{buf: m.slots[i].buf, flow: m.slots[i].flow, slot: i}
+			k++
+		}
+		if k == 0 {
 			break
 		}
-		i := m.pop()
-		buf, flow := m.slots[i].buf, m.slots[i].flow
-		m.Stats.Delivered.Inc()
+		m.Stats.Delivered.Add(uint64(k))
 		m.mu.Unlock()
-		rx(buf, flow)
-		n++
+		for j := range batch[:k] {
+			rx(batch[j].buf, batch[j].flow)
+		}
+		n += k
 		m.mu.Lock()
-		m.free = append(m.free, i)
+		for j := range batch[:k] {
+			m.free = append(m.free, batch[j].slot)
+			batch[j].buf = nil
+		}
 	}
 	m.mu.Unlock()
 	return n
+}
+
+// pollBatch is how many packets Poll takes out under the lock at a time.
+const pollBatch = 32
+
+// memDelivery is one packet Poll took out of the queue: its slot stays
+// off the free list until the receiver is done with the buffer.
+type memDelivery struct {
+	buf  []byte
+	flow uint32
+	slot int32
 }
 
 // NextDue returns the delivery time of the next queued packet.

@@ -52,7 +52,7 @@ func NewPair(cfg PairConfig) (*Pair, error) {
 // reports false when nothing at all is pending.
 func (p *Pair) Step() bool {
 	now := p.Clock.Now()
-	n := p.AB.Poll(p.B.Receive) + p.BA.Poll(p.A.Receive)
+	n := poll(p.AB, p.B) + poll(p.BA, p.A)
 	now = p.Clock.Now()
 	p.A.OnTimer(now)
 	p.B.OnTimer(now)
@@ -77,6 +77,13 @@ func (p *Pair) Step() bool {
 	}
 	p.Clock.Set(next)
 	return true
+}
+
+// poll delivers the frames due on l to e as one burst.
+func poll(l *link.Mem, e *falcon.Endpoint) int {
+	e.BeginBurst()
+	defer e.EndBurst()
+	return l.Poll(e.Receive)
 }
 
 // RunUntil steps until done reports true, nothing is pending, or the

@@ -13,6 +13,7 @@ package clock
 import (
 	"container/heap"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -47,23 +48,25 @@ func (realClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterF
 
 // Manual is a clock that moves only when told to. It is safe for concurrent
 // use; callbacks run on the goroutine that calls Advance or Set, without the
-// clock's lock held, so they may schedule further timers.
+// clock's lock held, so they may schedule further timers. The reading is
+// written under the lock and read without it: Now, which engines and
+// links call per packet, takes no lock.
 type Manual struct {
 	mu     sync.Mutex
-	now    Time
+	now    atomic.Int64 // a Time
 	seq    uint64
 	timers timerHeap
 }
 
 // NewManual returns a manual clock reading start.
-func NewManual(start Time) *Manual { return &Manual{now: start} }
+func NewManual(start Time) *Manual {
+	m := &Manual{}
+	m.now.Store(int64(start))
+	return m
+}
 
 // Now returns the clock's current reading.
-func (m *Manual) Now() Time {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.now
-}
+func (m *Manual) Now() Time { return Time(m.now.Load()) }
 
 // AfterFunc schedules f at Now()+d. A non-positive d fires on the next Advance
 // (including Advance(0)).
@@ -71,7 +74,7 @@ func (m *Manual) AfterFunc(d time.Duration, f func()) Timer {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.seq++
-	t := &manualTimer{m: m, at: m.now + d, seq: m.seq, f: f, index: -1}
+	t := &manualTimer{m: m, at: m.Now() + d, seq: m.seq, f: f, index: -1}
 	heap.Push(&m.timers, t)
 	return t
 }
@@ -85,17 +88,17 @@ func (m *Manual) Advance(d time.Duration) { m.Set(m.Now() + d) }
 func (m *Manual) Set(t Time) {
 	for {
 		m.mu.Lock()
-		if t < m.now {
-			t = m.now
+		if now := m.Now(); t < now {
+			t = now
 		}
 		if len(m.timers) == 0 || m.timers[0].at > t {
-			m.now = t
+			m.now.Store(int64(t))
 			m.mu.Unlock()
 			return
 		}
 		next := heap.Pop(&m.timers).(*manualTimer)
-		if next.at > m.now {
-			m.now = next.at
+		if next.at > m.Now() {
+			m.now.Store(int64(next.at))
 		}
 		m.mu.Unlock()
 		next.f()
