@@ -594,15 +594,19 @@ func (p *Port) handle(w portWork) {
 		}
 		putFrame(w.buf)
 	case w.burst != nil:
+		// One burst of the endpoint's counters per burst of frames: its
+		// per-packet counts are published once, at EndBurst.
+		p.ep.BeginBurst()
+		p.Stats.RxPackets.Add(uint64(len(w.burst.frames)))
 		for i, f := range w.burst.frames {
 			if i > 0 {
 				p.bc.set(p.clk.Now())
 			}
-			p.Stats.RxPackets.Inc()
 			p.cur = f.buf
 			p.ep.ReceiveInProcess(f.pkt, f.flow)
 			putFrame(p.cur)
 		}
+		p.ep.EndBurst()
 		p.cur = nil
 		putBurst(w.burst)
 	case w.sa != nil:
