@@ -16,7 +16,10 @@
 // Roles: the guest program (guest/litmus) maps an anonymous page, writes
 // the header (Init) and plays Guest; the host (falconnic vm litmus) finds
 // the page in the guest's RAM file by its magic (Scan), maps it, marks it
-// attached and plays Host until the guest is done. Only the page is shared.
+// attached and plays Host until the guest is done, reads both sides'
+// results and marks the page collected. The guest keeps the page until then:
+// a page the guest process freed could be reused by the guest kernel, and
+// the host must never write to it. Only the page is shared.
 //
 // Page layout (little-endian 64-bit words; the lock's words each on their
 // own 64-byte cache line):
@@ -25,7 +28,7 @@
 //	8    ^magic          so a stray copy of the magic alone does not match
 //	16   version         Version
 //	24   rounds          the guest's round count
-//	32   state           StateReady (guest) → StateAttached (host)
+//	32   state           StateReady (guest) → StateAttached → StateCollected (host)
 //	64   flag[Guest]     1 while the guest wants or holds the lock
 //	128  flag[Host]
 //	192  turn            the side that yields when both want the lock

@@ -39,6 +39,9 @@ func (s Side) other() Side { return 1 - s }
 const (
 	StateReady    = 1 // the guest has written the header
 	StateAttached = 2 // the host has mapped the page and will play
+	// StateCollected: the host has read the results and will not touch
+	// the page again; only now may the guest exit and free it.
+	StateCollected = 3
 )
 
 // Word offsets in the page (see the package comment).
@@ -114,6 +117,10 @@ func (p *Page) State() uint64 { return p.load(offState) }
 
 // Attach marks the page attached: the host is mapped and plays.
 func (p *Page) Attach() { p.store(offState, StateAttached) }
+
+// Collect marks the page collected: the host has read the results and
+// unmaps it.
+func (p *Page) Collect() { p.store(offState, StateCollected) }
 
 // Rounds returns the round count the guest asked for.
 func (p *Page) Rounds() uint64 { return p.load(offRounds) }
