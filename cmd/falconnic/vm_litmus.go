@@ -135,4 +135,3 @@ func (w *lineWatch) Write(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
-
