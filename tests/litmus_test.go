@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-var litmusLine = regexp.MustCompile(`litmus maxcpus=(\d+) guest_rounds=(\d+) guest_violations=(\d+) host_rounds=(\d+) host_violations=(\d+) counter=(\d+) lost=(-?\d+)`)
+var litmusLine = regexp.MustCompile(`litmus test=peterson maxcpus=(\d+) guest_rounds=(\d+) guest_violations=(\d+) host_rounds=(\d+) host_violations=(\d+) counter=(\d+) lost=(-?\d+)`)
 
 // litmusRun is one `falconnic vm litmus` result.
 type litmusRun struct {

@@ -39,11 +39,12 @@ const vmUsage = `usage:
   falconnic vm stop NAME               stop a VM (a stopped one: forget it)
   falconnic vm exec NAME [--stdin] [--timeout D] [--via serial|vsock] -- CMD ARGS...
       run a command in a running VM
-  falconnic vm litmus [--maxcpus N] [--rounds N] [--timeout D] [--mem 1G] [--name NAME]
-      boot a guest and play Peterson's lock between a guest vCPU and a host
-      thread over one page of guest RAM: a store→load ordering litmus. With
-      --maxcpus 1 QEMU 7.2's TCG drops the guest's barriers and the lock
-      fails (violations, lost increments); the default (maxcpus 2) keeps them
+  falconnic vm litmus [--maxcpus N] [--test peterson|sb] [--rounds N] [--timeout D] [--mem 1G] [--name NAME]
+      boot a guest and play a store→load ordering litmus between a guest
+      vCPU and a host thread over one page of guest RAM: Peterson's lock
+      (violations, lost increments) or the store-buffering test (rounds in
+      which both sides load the other's old value). With --maxcpus 1 QEMU
+      7.2's TCG drops the guest's barriers; the default (maxcpus 2) keeps them
 common flags: --cache DIR (guest image cache), --state DIR (VM state)`
 
 func runVM(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -21,13 +21,15 @@ import (
 const litmusReady = "litmus: ready"
 
 // vmLitmus boots a guest, runs guest/litmus in it and plays the host's side
-// of the store→load ordering litmus (internal/litmus) against it through
-// the guest's RAM file, then prints both sides' figures on one line.
+// of a store→load ordering litmus (internal/litmus: Peterson's lock or the
+// store-buffering test) against it through the guest's RAM file, then
+// prints both sides' figures on one line.
 func vmLitmus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f := newVMFlags("litmus", stderr)
 	name := f.fs.String("name", fmt.Sprintf("litmus%d", os.Getpid()), "VM name")
 	maxcpus := f.fs.Int("maxcpus", 0, "the guest's -smp maxcpus (0: the default, max(1, 2)); 1 is QEMU 7.2's TCG without the guest's barriers")
-	rounds := f.fs.Uint64("rounds", 200_000, "rounds of the lock the guest plays")
+	testS := f.fs.String("test", "peterson", "peterson (Peterson's lock) or sb (the store-buffering litmus, round by round)")
+	rounds := f.fs.Uint64("rounds", 200_000, "rounds the guest plays")
 	timeout := f.fs.Duration("timeout", 2*time.Minute, "deadline of the rounds (and of the guest's wait for the host)")
 	mem := f.fs.String("mem", "1G", "guest memory")
 	if err := f.parse(args); err != nil {
@@ -35,6 +37,10 @@ func vmLitmus(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if *maxcpus < 0 || *rounds == 0 || *timeout < 10*time.Second {
 		return fmt.Errorf("%w: vm litmus needs --maxcpus ≥ 0, --rounds > 0, --timeout ≥ 10s", errUsage)
+	}
+	test, err := litmus.ParseTest(*testS)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	memMiB, err := parseMem(*mem)
 	if err != nil {
@@ -68,7 +74,7 @@ func vmLitmus(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	magic := binary.LittleEndian.Uint64(mb[:]) | 1 // never 0
 	out := &lineWatch{want: []byte(litmusReady), ready: make(chan struct{}), echo: stderr}
 	guestDone := make(chan error, 1)
-	argv := []string{"litmus", "-magic", fmt.Sprintf("%016x", magic), "-rounds", strconv.FormatUint(*rounds, 10), "-timeout", timeout.String()}
+	argv := []string{"litmus", "-magic", fmt.Sprintf("%016x", magic), "-test", test.String(), "-rounds", strconv.FormatUint(*rounds, 10), "-timeout", timeout.String()}
 	go func() {
 		guestDone <- execSpecIn(ctx, vm, argv, execSpec{limit: 3**timeout + time.Minute}, out, stderr)
 	}()
@@ -84,7 +90,7 @@ func vmLitmus(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// The host's deadline comes before the guest's, which starts only
 	// once the host has attached: the host leaves the page first.
 	start := time.Now()
-	rep, herr := litmus.RunHost(ram, int64(memMiB)<<20, magic, clock.Real, clock.Real.Now()+*timeout-5*time.Second)
+	rep, herr := litmus.RunHost(ram, int64(memMiB)<<20, magic, test, clock.Real, clock.Real.Now()+*timeout-5*time.Second)
 	secs := time.Since(start).Seconds()
 	gerr := <-guestDone
 	if herr != nil {
@@ -97,8 +103,14 @@ func vmLitmus(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if mc == 0 {
 		mc = 2
 	}
-	fmt.Fprintf(stdout, "litmus maxcpus=%d guest_rounds=%d guest_violations=%d host_rounds=%d host_violations=%d counter=%d lost=%d seconds=%.1f\n",
-		mc, rep.Guest.Rounds, rep.Guest.Violations, rep.Host.Rounds, rep.Host.Violations, rep.Counter, rep.Lost(), secs)
+	switch test {
+	case litmus.Peterson:
+		fmt.Fprintf(stdout, "litmus test=peterson maxcpus=%d guest_rounds=%d guest_violations=%d host_rounds=%d host_violations=%d counter=%d lost=%d seconds=%.1f\n",
+			mc, rep.Guest.Rounds, rep.Guest.Violations, rep.Host.Rounds, rep.Host.Violations, rep.Counter, rep.Lost(), secs)
+	case litmus.StoreBuffering:
+		fmt.Fprintf(stdout, "litmus test=sb maxcpus=%d rounds=%d guest_old=%d host_old=%d both_old=%d seconds=%.1f\n",
+			mc, rep.Guest.Rounds, rep.Guest.Old, rep.Host.Old, rep.Host.Violations, secs)
+	}
 	return nil
 }
 

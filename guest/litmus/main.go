@@ -2,9 +2,10 @@
 // (internal/litmus): it maps and locks one page, writes the header with the
 // magic from its command line, says "litmus: ready" on standard output,
 // waits for the host to attach, plays Peterson's lock against it for
-// -rounds rounds, waits for the host to collect the results and prints
+// -rounds rounds (or the store-buffering test, -test sb), waits for the
+// host to collect the results and prints
 //
-//	litmus: guest rounds=N violations=V host rounds=N violations=V counter=C lost=L
+//	litmus: TEST guest rounds=N violations=V old=O host rounds=N violations=V old=O counter=C
 //
 // Every wait has a deadline; past one it exits with status 1 and says which.
 package main
@@ -23,32 +24,34 @@ import (
 
 func main() {
 	magicS := flag.String("magic", "", "the page's magic, 16 hex digits (the host scans guest RAM for it)")
-	rounds := flag.Uint64("rounds", 100_000, "rounds of the lock to play")
+	testS := flag.String("test", "peterson", "the litmus: peterson (Peterson's lock) or sb (store buffering, round by round)")
+	rounds := flag.Uint64("rounds", 100_000, "rounds to play")
 	timeout := flag.Duration("timeout", 60*time.Second, "deadline of each phase: the host attaching, the rounds, the host collecting")
 	flag.Parse()
 	magic, err := strconv.ParseUint(*magicS, 16, 64)
-	if err != nil || magic == 0 || *rounds == 0 || *timeout <= 0 {
-		fmt.Fprintln(os.Stderr, "usage: litmus -magic HEX16 (non-zero) [-rounds N (>0)] [-timeout D]")
+	test, terr := litmus.ParseTest(*testS)
+	if err != nil || terr != nil || magic == 0 || *rounds == 0 || *timeout <= 0 {
+		fmt.Fprintln(os.Stderr, "usage: litmus -magic HEX16 (non-zero) [-test peterson|sb] [-rounds N (>0)] [-timeout D]")
 		os.Exit(2)
 	}
-	if err := run(magic, *rounds, *timeout); err != nil {
+	if err := run(magic, test, *rounds, *timeout); err != nil {
 		fmt.Fprintln(os.Stderr, "litmus:", err)
 		os.Exit(1)
 	}
 }
 
-func run(magic, rounds uint64, timeout time.Duration) error {
+func run(magic uint64, test litmus.Test, rounds uint64, timeout time.Duration) error {
 	runtime.LockOSThread()
 	p, unmap, err := litmus.MapAnon()
 	if err != nil {
 		return err
 	}
-	p.Init(magic, rounds)
+	p.Init(magic, rounds, test)
 	fmt.Println("litmus: ready")
 	if err := waitState(p, litmus.StateAttached, timeout); err != nil {
 		return fmt.Errorf("the host did not attach: %w", err)
 	}
-	g, err := litmus.Play(p, litmus.Guest, litmus.Options{Rounds: rounds, Clock: clock.Real, Deadline: clock.Real.Now() + timeout})
+	g, err := test.Play(p, litmus.Guest, litmus.Options{Rounds: rounds, Clock: clock.Real, Deadline: clock.Real.Now() + timeout})
 	if err != nil {
 		// The host stops before its own deadline, which is earlier: wait
 		// for it to leave the page before freeing it.
@@ -60,8 +63,8 @@ func run(magic, rounds uint64, timeout time.Duration) error {
 		return fmt.Errorf("the host did not collect the results after %d rounds (%d violations): %w", g.Rounds, g.Violations, err)
 	}
 	h, counter := p.Result(litmus.Host), p.Counter()
-	fmt.Printf("litmus: guest rounds=%d violations=%d host rounds=%d violations=%d counter=%d lost=%d\n",
-		g.Rounds, g.Violations, h.Rounds, h.Violations, counter, int64(g.Rounds+h.Rounds-counter))
+	fmt.Printf("litmus: %v guest rounds=%d violations=%d old=%d host rounds=%d violations=%d old=%d counter=%d\n",
+		test, g.Rounds, g.Violations, g.Old, h.Rounds, h.Violations, h.Old, counter)
 	return unmap()
 }
 

@@ -24,12 +24,12 @@ func (r Report) Lost() int64 { return int64(r.Guest.Rounds + r.Host.Rounds - r.C
 // Violations is both sides' violations.
 func (r Report) Violations() uint64 { return r.Guest.Violations + r.Host.Violations }
 
-// RunHost plays the host's side against the guest page with magic in ram
+// RunHost plays the host's side of test t against the guest page with magic in ram
 // (size bytes of guest RAM): it finds the page, maps it, marks it attached,
 // plays on its own OS thread until the guest is done or the deadline
 // passes, reads the results and marks the page collected before unmapping
 // it. It does not touch the page after that.
-func RunHost(ram *os.File, size int64, magic uint64, clk clock.Clock, deadline clock.Time) (Report, error) {
+func RunHost(ram *os.File, size int64, magic uint64, t Test, clk clock.Clock, deadline clock.Time) (Report, error) {
 	var rep Report
 	off, err := Scan(ram, size, magic)
 	if err != nil {
@@ -44,13 +44,16 @@ func RunHost(ram *os.File, size int64, magic uint64, clk clock.Clock, deadline c
 	if s := p.State(); s != StateReady {
 		return rep, fmt.Errorf("litmus: the guest page at %#x is in state %d, not ready", off, s)
 	}
+	if g := p.Test(); g != t {
+		return rep, fmt.Errorf("litmus: the guest set its page up for %v, not %v", g, t)
+	}
 	p.Attach()
 	done := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
 		var err error
-		rep.Host, err = Play(p, Host, Options{Clock: clk, Deadline: deadline})
+		rep.Host, err = t.Play(p, Host, Options{Clock: clk, Deadline: deadline})
 		done <- err
 	}()
 	err = <-done

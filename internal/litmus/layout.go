@@ -58,8 +58,59 @@ const (
 	offDone       = 384 // + 8*side
 	offSideRounds = 400 // + 8*side
 	offViolations = 416 // + 8*side
-	headerSize    = 40
+	offOld        = 432 // + 8*side
+	offTest       = 40
+	headerSize    = 48
+	// The store-buffering test's words, each on its own cache line.
+	offGo  = 512
+	offX   = 576 // + 64*side
+	offAck = 704
 )
+
+// Test is which litmus the page is played with.
+type Test uint64
+
+// The tests.
+const (
+	// Peterson is Peterson's lock: violations are rounds in which a
+	// side found the other inside the critical section.
+	Peterson Test = 1
+	// StoreBuffering is the classic SB litmus, one round at a time
+	// (PlaySB): each side stores to its own word and loads the other's;
+	// both loading the other's old value is the forbidden outcome.
+	StoreBuffering Test = 2
+)
+
+func (t Test) String() string {
+	switch t {
+	case Peterson:
+		return "peterson"
+	case StoreBuffering:
+		return "sb"
+	}
+	return fmt.Sprintf("test(%d)", uint64(t))
+}
+
+// Play plays side's part of test t on p.
+func (t Test) Play(p *Page, side Side, o Options) (Result, error) {
+	switch t {
+	case Peterson:
+		return Play(p, side, o)
+	case StoreBuffering:
+		return PlaySB(p, side, o)
+	}
+	return Result{}, fmt.Errorf("litmus: unknown test %v", t)
+}
+
+// ParseTest reads a Test's name.
+func ParseTest(s string) (Test, error) {
+	for _, t := range []Test{Peterson, StoreBuffering} {
+		if t.String() == s {
+			return t, nil
+		}
+	}
+	return 0, fmt.Errorf("litmus: unknown test %q (peterson or sb)", s)
+}
 
 // Errors.
 var (
@@ -91,12 +142,13 @@ func (p *Page) store(off int, v uint64) { atomic.StoreUint64(p.word(off), v) }
 // Init writes the guest's header: everything but the magic is cleared
 // first, then the magic is written last so a scan never matches a page
 // whose header is half written.
-func (p *Page) Init(magic, rounds uint64) {
+func (p *Page) Init(magic, rounds uint64, t Test) {
 	for off := 8; off < PageSize; off += 8 {
 		p.store(off, 0)
 	}
 	p.store(offVersion, Version)
 	p.store(offRounds, rounds)
+	p.store(offTest, uint64(t))
 	p.store(offTurn, uint64(Guest))
 	p.store(offNotMagic, ^magic)
 	p.store(offMagic, magic)
@@ -111,6 +163,9 @@ func Matches(b []byte, magic uint64) bool {
 		binary.LittleEndian.Uint64(b[offNotMagic:]) == ^magic &&
 		binary.LittleEndian.Uint64(b[offVersion:]) == Version
 }
+
+// Test returns the test the guest set up the page for.
+func (p *Page) Test() Test { return Test(p.load(offTest)) }
 
 // State returns the header's state word.
 func (p *Page) State() uint64 { return p.load(offState) }
@@ -136,11 +191,13 @@ func (p *Page) Result(s Side) Result {
 	return Result{
 		Rounds:     p.load(offSideRounds + 8*int(s)),
 		Violations: p.load(offViolations + 8*int(s)),
+		Old:        p.load(offOld + 8*int(s)),
 	}
 }
 
 func (p *Page) publish(s Side, r Result) {
 	p.store(offSideRounds+8*int(s), r.Rounds)
 	p.store(offViolations+8*int(s), r.Violations)
+	p.store(offOld+8*int(s), r.Old)
 	p.store(offDone+8*int(s), 1)
 }

@@ -22,7 +22,7 @@ func newPage(t testing.TB, rounds uint64) *Page {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { unmap() })
-	p.Init(testMagic, rounds)
+	p.Init(testMagic, rounds, Peterson)
 	return p
 }
 
@@ -80,7 +80,7 @@ func header(t *testing.T, magic uint64) []byte {
 		t.Fatal(err)
 	}
 	defer unmap()
-	p.Init(magic, 5)
+	p.Init(magic, 5, Peterson)
 	return bytes.Clone(p.b)
 }
 

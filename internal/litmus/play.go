@@ -18,12 +18,20 @@ type Options struct {
 	// atomic ones (XCHG): what TCG without CF_PARALLEL makes of the
 	// guest's XCHG, for a control run on real hardware.
 	Plain bool
+	// Spread (StoreBuffering, host side) is how many delay steps, at
+	// most, the host waits after starting a round before its store, so
+	// that its store lands at every point of the guest's; 0: DefaultSpread.
+	Spread uint64
 }
 
 // Result is one side's count.
 type Result struct {
 	Rounds     uint64 // critical sections entered
 	Violations uint64 // of those, entered or left with the other side inside
+	// Old (StoreBuffering) is the rounds in which this side loaded the
+	// other side's word from an earlier round; Violations are then the
+	// host's count of rounds in which both sides did.
+	Old uint64
 }
 
 // checkEvery is how many spins or rounds pass between two reads of the
