@@ -32,11 +32,12 @@ func vmLitmus(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	rounds := f.fs.Uint64("rounds", 200_000, "rounds the guest plays")
 	timeout := f.fs.Duration("timeout", 2*time.Minute, "deadline of the rounds (and of the guest's wait for the host)")
 	mem := f.fs.String("mem", "1G", "guest memory")
+	spread := f.fs.Uint64("spread", litmus.DefaultSpread, "sb: the host's delay range before its store, in loads of its own cache line")
 	if err := f.parse(args); err != nil {
 		return err
 	}
-	if *maxcpus < 0 || *rounds == 0 || *timeout < 10*time.Second {
-		return fmt.Errorf("%w: vm litmus needs --maxcpus ≥ 0, --rounds > 0, --timeout ≥ 10s", errUsage)
+	if *maxcpus < 0 || *rounds == 0 || *timeout < 10*time.Second || *spread == 0 {
+		return fmt.Errorf("%w: vm litmus needs --maxcpus ≥ 0, --rounds > 0, --timeout ≥ 10s, --spread > 0", errUsage)
 	}
 	test, err := litmus.ParseTest(*testS)
 	if err != nil {
@@ -90,7 +91,8 @@ func vmLitmus(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// The host's deadline comes before the guest's, which starts only
 	// once the host has attached: the host leaves the page first.
 	start := time.Now()
-	rep, herr := litmus.RunHost(ram, int64(memMiB)<<20, magic, test, clock.Real, clock.Real.Now()+*timeout-5*time.Second)
+	rep, herr := litmus.RunHost(ram, int64(memMiB)<<20, magic, test,
+		litmus.Options{Clock: clock.Real, Deadline: clock.Real.Now() + *timeout - 5*time.Second, Spread: *spread})
 	secs := time.Since(start).Seconds()
 	gerr := <-guestDone
 	if herr != nil {
@@ -108,8 +110,8 @@ func vmLitmus(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintf(stdout, "litmus test=peterson maxcpus=%d guest_rounds=%d guest_violations=%d host_rounds=%d host_violations=%d counter=%d lost=%d seconds=%.1f\n",
 			mc, rep.Guest.Rounds, rep.Guest.Violations, rep.Host.Rounds, rep.Host.Violations, rep.Counter, rep.Lost(), secs)
 	case litmus.StoreBuffering:
-		fmt.Fprintf(stdout, "litmus test=sb maxcpus=%d rounds=%d guest_old=%d host_old=%d both_old=%d seconds=%.1f\n",
-			mc, rep.Guest.Rounds, rep.Guest.Old, rep.Host.Old, rep.Host.Violations, secs)
+		fmt.Fprintf(stdout, "litmus test=sb maxcpus=%d spread=%d rounds=%d guest_old=%d host_old=%d both_old=%d seconds=%.1f\n",
+			mc, *spread, rep.Guest.Rounds, rep.Guest.Old, rep.Host.Old, rep.Host.Violations, secs)
 	}
 	return nil
 }

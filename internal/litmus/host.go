@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-
-	"falconnic/internal/clock"
 )
 
 // Report is the host's view of a finished run.
@@ -27,9 +25,9 @@ func (r Report) Violations() uint64 { return r.Guest.Violations + r.Host.Violati
 // RunHost plays the host's side of test t against the guest page with magic in ram
 // (size bytes of guest RAM): it finds the page, maps it, marks it attached,
 // plays on its own OS thread until the guest is done or the deadline
-// passes, reads the results and marks the page collected before unmapping
+// passes (o's Rounds are ignored), reads the results and marks the page collected before unmapping
 // it. It does not touch the page after that.
-func RunHost(ram *os.File, size int64, magic uint64, t Test, clk clock.Clock, deadline clock.Time) (Report, error) {
+func RunHost(ram *os.File, size int64, magic uint64, t Test, o Options) (Report, error) {
 	var rep Report
 	off, err := Scan(ram, size, magic)
 	if err != nil {
@@ -53,7 +51,8 @@ func RunHost(ram *os.File, size int64, magic uint64, t Test, clk clock.Clock, de
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
 		var err error
-		rep.Host, err = t.Play(p, Host, Options{Clock: clk, Deadline: deadline})
+		o.Rounds = 0
+		rep.Host, err = t.Play(p, Host, o)
 		done <- err
 	}()
 	err = <-done

@@ -50,7 +50,7 @@ func TestRunHostAgainstAGuestInRAM(t *testing.T) {
 		_, err := Play(g, Guest, Options{Rounds: rounds, Clock: clock.Real, Deadline: deadline})
 		guest <- err
 	}()
-	rep, err := RunHost(ram, size, testMagic, Peterson, clock.Real, deadline)
+	rep, err := RunHost(ram, size, testMagic, Peterson, Options{Clock: clock.Real, Deadline: deadline})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func TestRunHostAgainstAGuestInRAM(t *testing.T) {
 
 func TestRunHostWithoutTheGuestPage(t *testing.T) {
 	ram := ramFile(t, 2<<20)
-	if _, err := RunHost(ram, 2<<20, testMagic, Peterson, never, 1); !errors.Is(err, ErrNoPage) {
+	if _, err := RunHost(ram, 2<<20, testMagic, Peterson, Options{Clock: never, Deadline: 1}); !errors.Is(err, ErrNoPage) {
 		t.Fatalf("RunHost = %v, want ErrNoPage", err)
 	}
 }
@@ -81,7 +81,7 @@ func TestRunHostRefusesAPageNotReady(t *testing.T) {
 	defer unmap()
 	g.Init(testMagic, 1, Peterson)
 	g.Collect() // a page some earlier host left
-	if _, err := RunHost(ram, 2<<20, testMagic, Peterson, never, 1); err == nil {
+	if _, err := RunHost(ram, 2<<20, testMagic, Peterson, Options{Clock: never, Deadline: 1}); err == nil {
 		t.Fatal("RunHost played on a page in state collected")
 	}
 }

@@ -2,10 +2,13 @@ package litmus
 
 import "fmt"
 
-// DefaultSpread is the host's delay range in the store-buffering test, in
-// loads of a cache line it owns (a few nanoseconds each): wider than the
-// time a TCG guest takes from seeing a round start to its store.
-const DefaultSpread = 2048
+// DefaultSpread is the width of the host's delay jitter in the
+// store-buffering test, in loads of a cache line it owns (a few
+// nanoseconds each).
+const DefaultSpread = 32
+
+// maxDelay bounds the host's adaptive delay.
+const maxDelay = 1 << 16
 
 // PlaySB plays one side of the store-buffering litmus, round by round. The
 // host starts round r (writing go = r) once the guest has acknowledged
@@ -14,10 +17,15 @@ const DefaultSpread = 2048
 // least one side loads r; loading an older value on both sides is the
 // forbidden outcome, which a side whose store waits in a store buffer
 // allows. The guest acknowledges each round with 2r + (it loaded an old
-// value), so the host counts the forbidden rounds as its Violations. The
-// host varies the delay between go and its store (Options.Spread), so its
-// store meets the guest's at every offset. The guest plays Rounds rounds;
-// the host plays until the guest is done.
+// value), so the host counts the forbidden rounds as its Violations.
+//
+// The forbidden outcome needs the two stores to meet within a store
+// buffer's drain time, so the host aims its store at the guest's: it waits
+// a delay after go that it adapts every round — one step longer when only
+// it loaded an old value (its store came first), one step shorter when
+// only the guest did — plus a jitter over Options.Spread steps. The delay
+// settles where the stores cross, whatever the guest's speed. The guest
+// plays Rounds rounds; the host plays until the guest is done.
 func PlaySB(p *Page, me Side, o Options) (Result, error) {
 	if me == Guest {
 		return playSBGuest(p, o)
@@ -62,6 +70,7 @@ func playSBHost(p *Page, o Options) (Result, error) {
 		spread = DefaultSpread
 	}
 	spins := 0
+	center := spread // the adaptive part of the delay
 	// wait spins until the guest has acknowledged round r; false: the
 	// guest is done (it has no round r).
 	wait := func(r uint64) (bool, error) {
@@ -83,8 +92,12 @@ func playSBHost(p *Page, o Options) (Result, error) {
 			break
 		}
 		storeWord(goW, r)
-		// A delay of d loads of go, d from a multiplicative hash of r.
-		d := (r * 0x9e3779b97f4a7c15 >> 32) % spread
+		// A delay of d loads of go: center, give or take half the
+		// spread, from a multiplicative hash of r.
+		d := center + (r*0x9e3779b97f4a7c15>>32)%spread - spread/2
+		if d > maxDelay { // wrapped below 0, or past the bound
+			d = 0
+		}
 		for i := uint64(0); i < d; i++ {
 			if loadWord(goW) != r {
 				break // never: only the host writes go
@@ -100,11 +113,17 @@ func playSBHost(p *Page, o Options) (Result, error) {
 			break
 		}
 		res.Rounds++
+		guestOld := loadWord(ack)&1 != 0
 		if old {
 			res.Old++
-			if loadWord(ack)&1 != 0 {
-				res.Violations++
-			}
+		}
+		switch {
+		case old && guestOld:
+			res.Violations++
+		case old && center < maxDelay:
+			center++
+		case guestOld && center > 0:
+			center--
 		}
 	}
 	p.publish(Host, res)

@@ -117,7 +117,7 @@ func TestRunHostRefusesAnotherTest(t *testing.T) {
 	}
 	defer unmap()
 	g.Init(testMagic, 1, StoreBuffering)
-	if _, err := RunHost(ram, 2<<20, testMagic, Peterson, never, 1); err == nil {
+	if _, err := RunHost(ram, 2<<20, testMagic, Peterson, Options{Clock: never, Deadline: 1}); err == nil {
 		t.Fatal("RunHost played Peterson on a page set up for sb")
 	}
 	if g.State() != StateReady {
