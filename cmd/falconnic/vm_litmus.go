@@ -32,12 +32,12 @@ func vmLitmus(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	rounds := f.fs.Uint64("rounds", 200_000, "rounds the guest plays")
 	timeout := f.fs.Duration("timeout", 2*time.Minute, "deadline of the rounds (and of the guest's wait for the host)")
 	mem := f.fs.String("mem", "1G", "guest memory")
-	spread := f.fs.Uint64("spread", litmus.DefaultSpread, "sb: the host's delay range before its store, in loads of its own cache line")
+	spread := f.fs.Uint64("spread", 0, "the host's delay range, in loads of one of its words: sb's jitter around its adaptive delay before its store (0: "+strconv.Itoa(litmus.DefaultSpread)+"); peterson's wait between rounds (0: none)")
 	if err := f.parse(args); err != nil {
 		return err
 	}
-	if *maxcpus < 0 || *rounds == 0 || *timeout < 10*time.Second || *spread == 0 {
-		return fmt.Errorf("%w: vm litmus needs --maxcpus ≥ 0, --rounds > 0, --timeout ≥ 10s, --spread > 0", errUsage)
+	if *maxcpus < 0 || *rounds == 0 || *timeout < 10*time.Second {
+		return fmt.Errorf("%w: vm litmus needs --maxcpus ≥ 0, --rounds > 0, --timeout ≥ 10s", errUsage)
 	}
 	test, err := litmus.ParseTest(*testS)
 	if err != nil {
@@ -107,9 +107,12 @@ func vmLitmus(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	switch test {
 	case litmus.Peterson:
-		fmt.Fprintf(stdout, "litmus test=peterson maxcpus=%d guest_rounds=%d guest_violations=%d host_rounds=%d host_violations=%d counter=%d lost=%d seconds=%.1f\n",
-			mc, rep.Guest.Rounds, rep.Guest.Violations, rep.Host.Rounds, rep.Host.Violations, rep.Counter, rep.Lost(), secs)
+		fmt.Fprintf(stdout, "litmus test=peterson maxcpus=%d spread=%d guest_rounds=%d guest_violations=%d host_rounds=%d host_violations=%d counter=%d lost=%d seconds=%.1f\n",
+			mc, *spread, rep.Guest.Rounds, rep.Guest.Violations, rep.Host.Rounds, rep.Host.Violations, rep.Counter, rep.Lost(), secs)
 	case litmus.StoreBuffering:
+		if *spread == 0 {
+			*spread = litmus.DefaultSpread
+		}
 		fmt.Fprintf(stdout, "litmus test=sb maxcpus=%d spread=%d rounds=%d guest_old=%d host_old=%d both_old=%d seconds=%.1f\n",
 			mc, *spread, rep.Guest.Rounds, rep.Guest.Old, rep.Host.Old, rep.Host.Violations, secs)
 	}

@@ -51,7 +51,7 @@ func RunHost(ram *os.File, size int64, magic uint64, t Test, o Options) (Report,
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
 		var err error
-		o.Rounds = 0
+		o.Rounds, o.Plain = 0, false
 		rep.Host, err = t.Play(p, Host, o)
 		done <- err
 	}()

@@ -29,39 +29,46 @@ func ramFile(t *testing.T, size int64) *os.File {
 // TestRunHostAgainstAGuestInRAM plays the guest in a page of a RAM file,
 // as guest/litmus does in its own page, and the host through RunHost.
 func TestRunHostAgainstAGuestInRAM(t *testing.T) {
-	const size = 4 << 20
-	ram := ramFile(t, size)
-	off := int64(3<<20 + 5*PageSize)
-	g, unmap, err := MapFile(ram, off)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unmap()
-	const rounds = 50_000
-	g.Init(testMagic, rounds, Peterson)
-	deadline := clock.Real.Now() + 5*time.Minute // a hang guard
-	guest := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		for g.State() < StateAttached {
-			runtime.Gosched()
-		}
-		_, err := Play(g, Guest, Options{Rounds: rounds, Clock: clock.Real, Deadline: deadline})
-		guest <- err
-	}()
-	rep, err := RunHost(ram, size, testMagic, Peterson, Options{Clock: clock.Real, Deadline: deadline})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := <-guest; err != nil {
-		t.Fatal(err)
-	}
-	if rep.Offset != off || rep.Guest.Rounds != rounds || rep.Violations() != 0 || rep.Lost() != 0 {
-		t.Fatalf("report %+v (lost %d)", rep, rep.Lost())
-	}
-	if g.State() != StateCollected || !g.Done(Host) || g.Result(Host) != rep.Host {
-		t.Fatalf("page after RunHost: state %d, host done %v, published %+v", g.State(), g.Done(Host), g.Result(Host))
+	for _, test := range []Test{Peterson, StoreBuffering} {
+		t.Run(test.String(), func(t *testing.T) {
+			const size = 4 << 20
+			ram := ramFile(t, size)
+			off := int64(3<<20 + 5*PageSize)
+			g, unmap, err := MapFile(ram, off)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer unmap()
+			const rounds = 20_000
+			g.Init(testMagic, rounds, test)
+			deadline := clock.Real.Now() + 5*time.Minute // a hang guard
+			guest := make(chan error, 1)
+			go func() {
+				runtime.LockOSThread()
+				defer runtime.UnlockOSThread()
+				for g.State() < StateAttached {
+					runtime.Gosched()
+				}
+				_, err := test.Play(g, Guest, Options{Rounds: rounds, Clock: clock.Real, Deadline: deadline})
+				guest <- err
+			}()
+			rep, err := RunHost(ram, size, testMagic, test, Options{Clock: clock.Real, Deadline: deadline})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := <-guest; err != nil {
+				t.Fatal(err)
+			}
+			if rep.Offset != off || rep.Guest.Rounds != rounds || rep.Violations() != 0 {
+				t.Fatalf("report %+v", rep)
+			}
+			if test == Peterson && rep.Lost() != 0 {
+				t.Fatalf("report %+v: %d increments lost", rep, rep.Lost())
+			}
+			if g.State() != StateCollected || !g.Done(Host) || g.Result(Host) != rep.Host {
+				t.Fatalf("page after RunHost: state %d, host done %v, published %+v", g.State(), g.Done(Host), g.Result(Host))
+			}
+		})
 	}
 }
 

@@ -138,7 +138,7 @@ func TestScanReportsReadErrors(t *testing.T) {
 }
 
 // TestLockExcludesOnRealHardware plays both sides on two goroutines, each
-// on its own OS thread. Real hardware keeps XCHG's barrier, so neither side
+// on its own OS thread, the host pausing between rounds. Real hardware keeps XCHG's barrier, so neither side
 // ever finds the other inside and no increment is lost.
 func TestLockExcludesOnRealHardware(t *testing.T) {
 	rounds := uint64(200_000)
@@ -157,9 +157,9 @@ func TestLockExcludesOnRealHardware(t *testing.T) {
 			defer wg.Done()
 			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
-			o := Options{Clock: clock.Real, Deadline: deadline}
+			o := Options{Clock: clock.Real, Deadline: deadline, Spread: 64}
 			if s == Guest {
-				o.Rounds = rounds
+				o.Rounds, o.Spread = rounds, 0
 			}
 			res[s], errs[s] = Play(p, s, o)
 		}()

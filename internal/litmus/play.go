@@ -18,9 +18,12 @@ type Options struct {
 	// atomic ones (XCHG): what TCG without CF_PARALLEL makes of the
 	// guest's XCHG, for a control run on real hardware.
 	Plain bool
-	// Spread (StoreBuffering, host side) is how many delay steps, at
-	// most, the host waits after starting a round before its store, so
-	// that its store lands at every point of the guest's; 0: DefaultSpread.
+	// Spread is a delay range in steps (loads of one of the side's
+	// own words, a few nanoseconds each). StoreBuffering's host jitters its
+	// delay before its store over it (0: DefaultSpread). In Peterson a
+	// side waits 0 to Spread-1 steps between two rounds (0: not at all),
+	// so that it comes to the lock afresh rather than queued behind the
+	// other side.
 	Spread uint64
 }
 
@@ -59,6 +62,9 @@ func Play(p *Page, me Side, o Options) (Result, error) {
 		}
 		if n%checkEvery == 0 && o.Clock.Now() >= o.Deadline {
 			return r, fmt.Errorf("%w: %s after %d rounds", ErrTimeout, me, r.Rounds)
+		}
+		if o.Spread != 0 {
+			delay(flagMe, hash(n)%o.Spread)
 		}
 		if o.Plain {
 			*flagMe = 1

@@ -3,8 +3,7 @@ package litmus
 import "fmt"
 
 // DefaultSpread is the width of the host's delay jitter in the
-// store-buffering test, in loads of a cache line it owns (a few
-// nanoseconds each).
+// store-buffering test, in steps of Options.Spread.
 const DefaultSpread = 32
 
 // maxDelay bounds the host's adaptive delay.
@@ -94,15 +93,11 @@ func playSBHost(p *Page, o Options) (Result, error) {
 		storeWord(goW, r)
 		// A delay of d loads of go: center, give or take half the
 		// spread, from a multiplicative hash of r.
-		d := center + (r*0x9e3779b97f4a7c15>>32)%spread - spread/2
+		d := center + hash(r)%spread - spread/2
 		if d > maxDelay { // wrapped below 0, or past the bound
 			d = 0
 		}
-		for i := uint64(0); i < d; i++ {
-			if loadWord(goW) != r {
-				break // never: only the host writes go
-			}
-		}
+		delay(goW, d)
 		storeWord(xMe, r)
 		old := loadWord(xOther) < r
 		ok, err := wait(r)
