@@ -39,7 +39,7 @@ const vmUsage = `usage:
   falconnic vm stop NAME               stop a VM (a stopped one: forget it)
   falconnic vm exec NAME [--stdin] [--timeout D] [--via serial|vsock] -- CMD ARGS...
       run a command in a running VM
-  falconnic vm litmus [--maxcpus N] [--test peterson|sb] [--rounds N] [--timeout D] [--mem 1G] [--name NAME]
+  falconnic vm litmus [--maxcpus N] [--test peterson|sb] [--rounds N] [--spread N] [--timeout D] [--mem 1G] [--name NAME]
       boot a guest and play a store→load ordering litmus between a guest
       vCPU and a host thread over one page of guest RAM: Peterson's lock
       (violations, lost increments) or the store-buffering test (rounds in
