@@ -14,7 +14,10 @@ const scanChunk = 1 << 20
 // one (a copy, or a stale page of an earlier run with the same magic) is
 // ErrTwoPages: the host must not guess which one the guest plays on.
 func Scan(r io.ReaderAt, size int64, magic uint64) (int64, error) {
-	buf := make([]byte, scanChunk)
+	if size <= 0 {
+		return -1, ErrNoPage
+	}
+	buf := make([]byte, min(scanChunk, size))
 	found, n := int64(-1), 0
 	for base := int64(0); base < size; base += scanChunk {
 		want := min(int64(scanChunk), size-base)
