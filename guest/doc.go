@@ -9,6 +9,8 @@
 //     virtio-serial, speaking guest/agentproto.
 //   - guest/xfer: a TCP sender/receiver of deterministic bytes that prints a
 //     SHA-256, for end-to-end transfer checks.
+//   - guest/litmus: the guest side of the store→load ordering litmus
+//     (internal/litmus) that `falconnic vm litmus` plays against it.
 //   - guest/agentproto: framing, messages, the agent's server loop and the
 //     host's client.
 //

@@ -68,11 +68,15 @@ type Vsock struct {
 
 // Machine describes one guest.
 type Machine struct {
-	Name       string
-	Kernel     string
-	Initrd     string
-	MemMiB     int // default DefaultMemMiB
-	CPUs       int // default DefaultCPUs
+	Name   string
+	Kernel string
+	Initrd string
+	MemMiB int // default DefaultMemMiB
+	CPUs   int // default DefaultCPUs
+	// MaxCPUs overrides -smp's maxcpus (0: smpArg's max(CPUs, 2)). Only
+	// `falconnic vm litmus --maxcpus 1` sets it, to show what a machine
+	// with one possible vCPU does to the guest's barriers.
+	MaxCPUs    int
 	CPU        string
 	NICs       []NIC
 	Disks      []Disk
@@ -146,6 +150,9 @@ func (m Machine) Args() ([]string, error) {
 	if m.CPUs < 1 || m.CPUs > 64 {
 		return nil, fmt.Errorf("%d CPUs out of range", m.CPUs)
 	}
+	if m.MaxCPUs != 0 && (m.MaxCPUs < m.CPUs || m.MaxCPUs > 64) {
+		return nil, fmt.Errorf("maxcpus %d out of range %d..64", m.MaxCPUs, m.CPUs)
+	}
 	for _, p := range []string{m.Kernel, m.Initrd, m.ConsoleLog, m.AgentSock, m.DiagSock, m.QMPSock, m.PidFile} {
 		if unsafeOpt(p) {
 			return nil, fmt.Errorf("path %q has a comma or space, which QEMU options cannot carry", p)
@@ -160,7 +167,7 @@ func (m Machine) Args() ([]string, error) {
 		"-machine", "q35,memory-backend=mem",
 		"-object", "memory-backend-memfd,id=mem,size=" + mem + ",share=on",
 		"-m", mem,
-		"-smp", smpArg(m.CPUs),
+		"-smp", smpArg(m.CPUs, m.MaxCPUs),
 		"-cpu", m.CPU,
 		"-nographic", "-nodefaults", "-no-reboot",
 		"-kernel", m.Kernel,
@@ -298,6 +305,10 @@ func (m Machine) Args() ([]string, error) {
 // another host thread: each side misses the other's update and the
 // completion interrupt is never sent (the bench nvme / soak stalls). A
 // second, offline, possible vCPU makes TCG translate with CF_PARALLEL.
-func smpArg(n int) string {
-	return strconv.Itoa(n) + ",maxcpus=" + strconv.Itoa(max(n, 2))
+// maxcpus, when not 0, is taken as it is (Machine.MaxCPUs).
+func smpArg(n, maxcpus int) string {
+	if maxcpus == 0 {
+		maxcpus = max(n, 2)
+	}
+	return strconv.Itoa(n) + ",maxcpus=" + strconv.Itoa(maxcpus)
 }

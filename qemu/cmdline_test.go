@@ -166,3 +166,32 @@ func TestDefaultMACIsStableUnicastAndLocal(t *testing.T) {
 		t.Fatalf("DefaultMAC %s is not in 52:54:..", a)
 	}
 }
+
+func TestArgsMaxCPUsOverride(t *testing.T) {
+	for _, c := range []struct {
+		cpus, maxcpus int
+		want          string
+	}{
+		{1, 0, "-smp 1,maxcpus=2"},
+		{1, 1, "-smp 1,maxcpus=1"},
+		{1, 2, "-smp 1,maxcpus=2"},
+		{2, 4, "-smp 2,maxcpus=4"},
+	} {
+		m := base()
+		m.CPUs, m.MaxCPUs = c.cpus, c.maxcpus
+		a, err := m.Args()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Join(a, " "); !strings.Contains(got, c.want) {
+			t.Errorf("cpus %d maxcpus %d: args lack %q:\n%s", c.cpus, c.maxcpus, c.want, got)
+		}
+	}
+	for _, bad := range []struct{ cpus, maxcpus int }{{2, 1}, {1, 65}, {1, -1}} {
+		m := base()
+		m.CPUs, m.MaxCPUs = bad.cpus, bad.maxcpus
+		if _, err := m.Args(); err == nil {
+			t.Errorf("cpus %d maxcpus %d accepted", bad.cpus, bad.maxcpus)
+		}
+	}
+}

@@ -2,8 +2,8 @@
 //
 // Images (Build): the Debian guest kernel plus one uncompressed initramfs
 // holding u-root's Go userland, falconnic's guest programs (guest/uinit,
-// guest/agent, guest/xfer), the kernel modules the guest needs (the closure
-// from modules.dep, in load order, in /etc/falconnic/modules) and Debian's
+// guest/agent, guest/xfer, guest/litmus), the kernel modules the guest needs
+// (the closure from modules.dep, in load order, in /etc/falconnic/modules) and Debian's
 // rdma-core, perftest, fio, nvme-cli, iproute2, e2fsprogs and iperf3 with
 // their shared-library closure, resolved from the ELF headers against the
 // extracted packages only (never the host's libraries). The pipeline:

@@ -19,7 +19,7 @@ import (
 )
 
 func init() {
-	register("vm", "guest VMs: vm run|ls|stop|exec (see `falconnic vm help`)", runVM)
+	register("vm", "guest VMs: vm run|ls|stop|exec|litmus (see `falconnic vm help`)", runVM)
 }
 
 const vmUsage = `usage:
@@ -39,11 +39,17 @@ const vmUsage = `usage:
   falconnic vm stop NAME               stop a VM (a stopped one: forget it)
   falconnic vm exec NAME [--stdin] [--timeout D] [--via serial|vsock] -- CMD ARGS...
       run a command in a running VM
+  falconnic vm litmus [--maxcpus N] [--test peterson|sb] [--rounds N] [--spread N] [--timeout D] [--mem 1G] [--name NAME]
+      boot a guest and play a store→load ordering litmus between a guest
+      vCPU and a host thread over one page of guest RAM: Peterson's lock
+      (violations, lost increments) or the store-buffering test (rounds in
+      which both sides load the other's old value). With --maxcpus 1 QEMU
+      7.2's TCG drops the guest's barriers; the default (maxcpus 2) keeps them
 common flags: --cache DIR (guest image cache), --state DIR (VM state)`
 
 func runVM(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return fmt.Errorf("%w: falconnic vm run|ls|stop|exec", errUsage)
+		return fmt.Errorf("%w: falconnic vm run|ls|stop|exec|litmus", errUsage)
 	}
 	sub, rest := args[0], args[1:]
 	switch sub {
@@ -55,6 +61,8 @@ func runVM(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return vmStop(rest, stdout, stderr)
 	case "exec":
 		return vmExec(ctx, rest, stdout, stderr)
+	case "litmus":
+		return vmLitmus(ctx, rest, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprintln(stdout, vmUsage)
 		return nil
