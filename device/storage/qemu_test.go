@@ -119,7 +119,7 @@ func TestBlkQemuFioVerify(t *testing.T) {
 		"-device", "vhost-user-vsock-pci,chardev=vs",
 		"-chardev", "socket,id=d0,path="+blkSock+",reconnect=1",
 		"-device", "vhost-user-blk-pci,chardev=d0",
-		"-append", "console=ttyS0 panic=-1 loglevel=4 tsc=reliable falconnic.hostname=blkvm")
+		"-append", "console=ttyS0 panic=-1 loglevel=4 tsc=reliable no_timer_check falconnic.hostname=blkvm")
 	var qerr bytes.Buffer
 	cmd.Stderr = &qerr
 	must(t, cmd.Start())

@@ -79,7 +79,7 @@ func vsockQemuAgentCheck(t *testing.T, imgDir string, dial bool) {
 		"-serial", "file:"+console,
 		"-chardev", chardev,
 		"-device", "vhost-user-vsock-pci,chardev=vs",
-		"-append", "console=ttyS0 panic=-1 loglevel=4 tsc=reliable falconnic.hostname=vsockvm")
+		"-append", "console=ttyS0 panic=-1 loglevel=4 tsc=reliable no_timer_check falconnic.hostname=vsockvm")
 	var qerr bytes.Buffer
 	cmd.Stderr = &qerr
 	vsMust(t, cmd.Start())
