@@ -249,10 +249,17 @@ static int fnic_rx(struct sk_buff *skb, struct net_device *ndev,
 	}
 	h = (const struct falconnic_hdr *)skb->data;	/* pull may move data */
 	flags = le16_to_cpu(h->flags);
-	if (le64_to_cpu(h->instance) != fd->instance &&
-	    !(flags & FALCONNIC_F_EVENT &&
-	      le16_to_cpu(h->opcode) == FALCONNIC_OP_EV_PORT)) {
-		fnic_count(fd, FNIC_C_RX_BAD_INSTANCE);
+	/*
+	 * Replies and events alike carry our instance: the NIC sends events
+	 * only to its open instance (port state before OPEN is read with
+	 * QUERY_PORT once OPEN is acknowledged).  Anything else is another
+	 * instance's frame or a forgery [issue 18, finding 4]: it must not
+	 * move our port state or name our objects.
+	 */
+	if (le64_to_cpu(h->instance) != fd->instance) {
+		fnic_count(fd, flags == FALCONNIC_F_EVENT ?
+			   FNIC_C_RX_EVENT_BAD_INSTANCE :
+			   FNIC_C_RX_BAD_INSTANCE);
 		goto drop;
 	}
 	if (flags == FALCONNIC_F_REPLY) {

@@ -45,7 +45,8 @@ enum fnic_counter {
 	FNIC_C_RX_BAD_VERSION,
 	FNIC_C_RX_BAD_LENGTH,
 	FNIC_C_RX_BAD_FLAGS,
-	FNIC_C_RX_BAD_INSTANCE,
+	FNIC_C_RX_BAD_INSTANCE,		/* reply or request of another instance */
+	FNIC_C_RX_EVENT_BAD_INSTANCE,	/* event of another instance (dropped) */
 	FNIC_C_RX_UNMATCHED_REPLY,
 	FNIC_C_RX_REPLY_BAD_BODY,
 	FNIC_C_RX_EVENT_UNKNOWN,

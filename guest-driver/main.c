@@ -37,6 +37,7 @@ const char *const fnic_counter_names[FNIC_C_NUM] = {
 	[FNIC_C_RX_BAD_LENGTH]		= "rx_bad_length",
 	[FNIC_C_RX_BAD_FLAGS]		= "rx_bad_flags",
 	[FNIC_C_RX_BAD_INSTANCE]	= "rx_bad_instance",
+	[FNIC_C_RX_EVENT_BAD_INSTANCE]	= "rx_event_bad_instance",
 	[FNIC_C_RX_UNMATCHED_REPLY]	= "rx_unmatched_reply",
 	[FNIC_C_RX_REPLY_BAD_BODY]	= "rx_reply_bad_body",
 	[FNIC_C_RX_EVENT_UNKNOWN]	= "rx_event_unknown",

@@ -37,8 +37,11 @@
  *   request after falconnic.cmd_timeout_ms (module parameter, default 1000)
  *   and fails the verb with -ETIMEDOUT; late replies are dropped.
  *   Events are sent by the NIC with FALCONNIC_F_EVENT, req_id 0, and a
- *   struct falconnic_event body, with the open instance in hdr.instance
- *   (EV_PORT may also be sent before any OPEN, with instance 0).  A frame
+ *   struct falconnic_event body, with the open instance in hdr.instance;
+ *   the NIC sends no event while no instance is open, and the driver drops
+ *   every event (EV_PORT included) whose instance is not its own.  Port
+ *   state changes before OPEN are not lost: the driver reads the port with
+ *   QUERY_PORT once OPEN is acknowledged (also after a re-OPEN).  A frame
  *   with an unknown magic, version, flags or instance is dropped and counted
  *   by the receiver; requests are answered per FALCONNIC_ST_*.
  *
