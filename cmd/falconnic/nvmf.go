@@ -22,14 +22,17 @@ func init() {
 }
 
 const nvmfUsage = `usage: falconnic nvmf [--daemons 1|2] [--loss PCT] [--keep] [--size MIB] [--state DIR] [--cache DIR]
-                      [-- FIO ARGS...]
+                      [--restart-after DURATION] [-- FIO ARGS...]
 Starts falconnic daemon(s) and two guests A and B with falconnic NICs, waits
 until falcon0 is ACTIVE in both, makes B an NVMe-oF target (the kernel's
 nvmet-rdma, set up through configfs) exporting a RAM-backed namespace on
 B's falcon0 address, connects A to it with nvme discover and nvme connect
 -t rdma, runs fio in A on the connected /dev/nvmeXnY (--filename is added)
 and prints fio's output. Exits non-zero if any step fails or fio reports an
-error. Without FIO ARGS, fio writes 4 KiB blocks at random at queue depth
+error. With --restart-after, every daemon is killed (SIGKILL) that long
+into fio and started again on its config 2.5 s later: A's nvme-rdma must
+recover (the controller reconnects, reconnect delay 1 s) and fio finish
+without error. Without FIO ARGS, fio writes 4 KiB blocks at random at queue depth
 16 and verifies them (crc32c). Examples:
   falconnic nvmf
   falconnic nvmf --daemons 2 --loss 1 -- --name=v --rw=randwrite --bs=4k --iodepth=16 --ioengine=libaio --direct=1 --size=32m --verify=crc32c
@@ -54,6 +57,9 @@ const (
 	nvmfSetupLimit   = 2 * time.Minute // target configfs, one nvme-cli call
 	nvmfDeviceLimit  = time.Minute     // the namespace's block device to appear
 	nvmfConnectTries = 5               // nvme connect while the target port comes up
+	// nvmfOutage is how long --restart-after keeps the daemons dead: over
+	// QEMU's reconnect period (1 s), as after a real crash.
+	nvmfOutage = 2500 * time.Millisecond
 )
 
 // nvmfTargetScript is the shell script that makes the guest an NVMe-oF
@@ -178,7 +184,7 @@ func guestStep(ctx context.Context, v *qemu.VM, limit time.Duration, stderr io.W
 // or tcp) on B's port, connects A to it and returns the namespace's block
 // device in A. The connect is retried a few times: the first rdma_cm
 // exchange may still find B's port coming up.
-func nvmfConnect(ctx context.Context, p *rdmaPair, trtype, port string, stderr io.Writer) (string, error) {
+func nvmfConnect(ctx context.Context, p *rdmaPair, trtype, port string, stderr io.Writer, extra ...string) (string, error) {
 	out, err := guestStep(ctx, p.a, nvmfSetupLimit, stderr,
 		"nvme", "discover", "-t", trtype, "-a", p.bIP, "-s", port, "-q", nvmfHostNQN)
 	if err != nil {
@@ -189,8 +195,8 @@ func nvmfConnect(ctx context.Context, p *rdmaPair, trtype, port string, stderr i
 	}
 	fmt.Fprintf(stderr, "nvmf: discovery log of %s %s:%s lists %s\n", trtype, p.bIP, port, nvmfSubsysNQN)
 	for try := 1; ; try++ {
-		_, err = guestStep(ctx, p.a, nvmfSetupLimit, stderr,
-			"nvme", "connect", "-t", trtype, "-a", p.bIP, "-s", port, "-n", nvmfSubsysNQN, "-q", nvmfHostNQN)
+		argv := append([]string{"nvme", "connect", "-t", trtype, "-a", p.bIP, "-s", port, "-n", nvmfSubsysNQN, "-q", nvmfHostNQN}, extra...)
+		_, err = guestStep(ctx, p.a, nvmfSetupLimit, stderr, argv...)
 		if err == nil {
 			break
 		}
@@ -218,6 +224,7 @@ func runNVMf(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	state := fs.String("state", "", "work directory (default: a new temporary one, removed at the end unless --keep)")
 	cache := fs.String("cache", qemu.DefaultCacheDir(), "guest image cache")
 	timeout := fs.Duration("timeout", 0, "time limit for fio (default: its --runtime plus a minute, or 10m)")
+	restartAfter := fs.Duration("restart-after", 0, "kill every daemon this long into fio and start it again (0: never)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -236,6 +243,9 @@ func runNVMf(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	if *loss > 0 && *daemons == 1 {
 		return fmt.Errorf("%w: --loss needs --daemons 2: with one daemon there is no fabric to impair", errUsage)
+	}
+	if *restartAfter < 0 {
+		return fmt.Errorf("%w: --restart-after must not be negative", errUsage)
 	}
 	if *size < 1 || *size > 512 {
 		return fmt.Errorf("%w: --size must be 1 to 512 MiB (the namespace lives in B's 1 GiB of RAM)", errUsage)
@@ -267,7 +277,12 @@ func runNVMf(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return fmt.Errorf("target (B): %w", err)
 	}
 	fmt.Fprintf(stderr, "nvmf: %s", out)
-	dev, err := nvmfConnect(ctx, p, "rdma", nvmfPort, stderr)
+	var connectArgs []string
+	if *restartAfter > 0 {
+		// Reconnect 1 s after a failure instead of nvme-cli's 10 s.
+		connectArgs = []string{"--reconnect-delay=1"}
+	}
+	dev, err := nvmfConnect(ctx, p, "rdma", nvmfPort, stderr, connectArgs...)
 	if err != nil {
 		return fmt.Errorf("host (A): %w", err)
 	}
@@ -277,7 +292,25 @@ func runNVMf(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fmt.Fprintf(stderr, "nvmf: A: %s\n", strings.Join(argv, " "))
 	fioStart := time.Now()
 	var fioOut strings.Builder
-	ferr := execSpecIn(ctx, p.a, argv, execSpec{limit: *timeout, report: stderr}, io.MultiWriter(stdout, &fioOut), stderr)
+	fioDone := make(chan error, 1)
+	go func() {
+		fioDone <- execSpecIn(ctx, p.a, argv, execSpec{limit: *timeout, report: stderr}, io.MultiWriter(stdout, &fioOut), stderr)
+	}()
+	var ferr error
+	if *restartAfter > 0 {
+		select {
+		case ferr = <-fioDone:
+			return fmt.Errorf("fio ended %.1fs into the run, before the daemon restart at %v (a bigger --size?): %v",
+				time.Since(fioStart).Seconds(), *restartAfter, ferr)
+		case <-time.After(*restartAfter):
+		}
+		fmt.Fprintf(stderr, "nvmf: killing the daemon(s) %.1fs into fio\n", time.Since(fioStart).Seconds())
+		if err := p.restartDaemons(nvmfOutage); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "nvmf: daemon(s) restarted %.1fs into fio\n", time.Since(fioStart).Seconds())
+	}
+	ferr = <-fioDone
 	if ferr == nil {
 		ferr = fioJobErrors(fioOut.String())
 	}
