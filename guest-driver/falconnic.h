@@ -305,6 +305,8 @@ void fnic_fill_attrs(struct fnic_dev *fd);
 void fnic_dispatch_event(struct fnic_dev *fd, u16 opcode,
 			 const struct falconnic_event *ev);
 void fnic_revive_gsi(struct fnic_dev *fd);
+int fnic_revive_objs(struct fnic_dev *fd, struct ib_pd *ibpd,
+		     struct ib_cq *scq, struct ib_cq *rcq);
 
 /* kverbs.c: kernel consumers (ib_mad, ib_cm, rdma_cm) */
 int fnic_kpoll_cq(struct ib_cq *ibcq, int n, struct ib_wc *wc);

@@ -447,6 +447,12 @@ int fnic_kpost_send(struct fnic_qp *qp, const struct ib_send_wr *wr,
 	bool posted = false, flushed = false, held = false;
 	int err = 0;
 
+	if (fnic_obj_lost(fd, READ_ONCE(qp->epoch)) && !READ_ONCE(qp->reviving) &&
+	    !fnic_obj_lost(fd, READ_ONCE(qp->kcq[0]->epoch))) {
+		/* Lost QP on a CQ the NIC runs again: no flush CQE can be written. */
+		*bad_wr = wr;
+		return -EIO;
+	}
 	spin_lock_irqsave(&qp->sq_lock, flags);
 	prod = READ_ONCE(q->producer_index);
 	for (; wr; wr = wr->next) {
@@ -502,6 +508,11 @@ int fnic_kpost_recv(struct fnic_qp *qp, const struct ib_recv_wr *wr,
 	u32 prod, mask = qp->rq->slots - 1;
 	int err = 0;
 
+	if (fnic_kqp_rq_lost(fd, qp) &&
+	    !fnic_obj_lost(fd, READ_ONCE(qp->kcq[1]->epoch))) {
+		*bad_wr = wr;
+		return -EIO;	/* see fnic_kpost_send */
+	}
 	spin_lock_irqsave(&qp->rq_lock, flags);
 	prod = READ_ONCE(q->producer_index);
 	for (; wr; wr = wr->next) {
@@ -886,6 +897,9 @@ struct ib_mr *fnic_alloc_mr(struct ib_pd *ibpd, enum ib_mr_type type,
 		return ERR_PTR(-EOPNOTSUPP);
 	if (!max_num_sg || max_num_sg > fd->attrs.max_fast_reg_page_list_len)
 		return ERR_PTR(-EINVAL);
+	err = fnic_revive_objs(fd, ibpd, NULL, NULL);	/* a PD kept over a loss */
+	if (err)
+		return ERR_PTR(err);
 	mr = kzalloc(sizeof(*mr), GFP_KERNEL);
 	if (!mr)
 		return ERR_PTR(-ENOMEM);

@@ -862,6 +862,11 @@ static int fnic_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 	if (err)
 		return err;
 	uctx = udata ? fnic_uctx(udata) : NULL;
+	if (!udata) {
+		err = fnic_revive_objs(fd, ibqp->pd, init->send_cq, init->recv_cq);
+		if (err)
+			return err;
+	}
 
 	mutex_init(&qp->lock);
 	if (!udata)
@@ -1184,6 +1189,26 @@ static int fnic_revive_modify(struct fnic_dev *fd, struct fnic_qp *qp,
 	return fnic_cmd(fd, FALCONNIC_OP_MODIFY_QP, &req, sizeof(req), NULL, 0);
 }
 
+static int fnic_revive_pd(struct fnic_dev *fd, struct fnic_pd *pd, u32 epoch)
+{
+	struct falconnic_handle_req req = { .handle = cpu_to_le32(pd->handle) };
+	int err;
+
+	if (!fnic_obj_lost(fd, pd->epoch))
+		return 0;
+	err = fnic_cmd(fd, FALCONNIC_OP_CREATE_PD, &req, sizeof(req), NULL, 0);
+	if (!err)
+		pd->epoch = epoch;
+	return err;
+}
+
+/*
+ * fnic_revive_cq re-creates a lost kernel CQ on the NIC, same handle, same
+ * ring: the NIC produces from the ring's producer index on.  Lost QPs
+ * still attached to it can have no more flush CQEs written for them
+ * (posting to them fails with EIO from then on, see kverbs.c); consumers
+ * destroy their QPs before reusing a CQ (ib_cq_pool).
+ */
 static int fnic_revive_cq(struct fnic_dev *fd, struct fnic_cq *cq, u32 epoch)
 {
 	struct falconnic_create_cq req = {
@@ -1215,6 +1240,34 @@ static int fnic_revive_cq(struct fnic_dev *fd, struct fnic_cq *cq, u32 epoch)
 }
 
 /*
+ * fnic_revive_objs re-creates the lost kernel PD and CQs a new object is
+ * about to use.  Kernel consumers keep some across a loss: ib_core's CQ
+ * pool (ib_cq_pool_get: nvme-rdma, nvmet-rdma) hands the same CQs to the
+ * QPs of the next connection, and a consumer may keep its PD.
+ */
+int fnic_revive_objs(struct fnic_dev *fd, struct ib_pd *ibpd,
+		     struct ib_cq *scq, struct ib_cq *rcq)
+{
+	struct fnic_cq *cqs[2] = {
+		scq ? container_of(scq, struct fnic_cq, ibcq) : NULL,
+		rcq ? container_of(rcq, struct fnic_cq, ibcq) : NULL,
+	};
+	struct fnic_pd *pd = ibpd ? container_of(ibpd, struct fnic_pd, ibpd) : NULL;
+	u32 epoch;
+	int i, err = 0;
+
+	mutex_lock(&fd->open_lock);
+	epoch = READ_ONCE(fd->live_epoch);
+	if (pd && !ibpd->uobject)
+		err = fnic_revive_pd(fd, pd, epoch);
+	for (i = 0; i < 2 && !err; i++)
+		if (cqs[i] && cqs[i]->kernel)
+			err = fnic_revive_cq(fd, cqs[i], epoch);
+	mutex_unlock(&fd->open_lock);
+	return err;
+}
+
+/*
  * fnic_revive_gsi re-creates, after an OPEN that followed a loss, the GSI
  * QP that ib_mad created at registration and keeps for the device's life
  * (it never re-creates QP1): its PD, CQ(s) and the QP itself with the same
@@ -1241,14 +1294,9 @@ void fnic_revive_gsi(struct fnic_dev *fd)
 	spin_unlock_irqrestore(&qp->sq_lock, flags);
 
 	pd = container_of(qp->ibqp.pd, struct fnic_pd, ibpd);
-	if (fnic_obj_lost(fd, pd->epoch)) {
-		struct falconnic_handle_req pr = { .handle = cpu_to_le32(pd->handle) };
-
-		err = fnic_cmd(fd, FALCONNIC_OP_CREATE_PD, &pr, sizeof(pr), NULL, 0);
-		if (err)
-			goto fail;
-		pd->epoch = epoch;
-	}
+	err = fnic_revive_pd(fd, pd, epoch);
+	if (err)
+		goto fail;
 	err = fnic_revive_cq(fd, qp->kcq[0], epoch);
 	if (!err && qp->kcq[1] != qp->kcq[0])
 		err = fnic_revive_cq(fd, qp->kcq[1], epoch);

@@ -85,6 +85,12 @@ func TestAdversarialForeignPortEventIsDropped(t *testing.T) {
 		time.Sleep(time.Second)
 	}
 	waitPortState(t, a, "4: ACTIVE", time.Minute)
+	c := driverCounters(t, a)
+	t.Logf("after restart: nic_lost %d, gsi_revived %d, gsi_revive_fail %d, kflush_wr %d, keepalive %d",
+		c["nic_lost"], c["gsi_revived"], c["gsi_revive_fail"], c["kflush_wr"], c["keepalive"])
+	if c["gsi_revived"] == 0 || c["gsi_revive_fail"] != 0 {
+		t.Fatalf("ib_mad's QP1 was not re-created after the restart: %v", c)
+	}
 	out := a.exec(t, "ibv_devinfo", "-d", "falcon0")
 	if !strings.Contains(out, "PORT_ACTIVE") {
 		t.Fatalf("falcon0 after the restart:\n%s", out)

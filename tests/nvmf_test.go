@@ -102,7 +102,7 @@ func TestNVMfOverRDMADaemonRestart(t *testing.T) {
 	if mode != "full" {
 		t.Skip("full mode only (FALCONNIC_E2E=full): a daemon restart under nvme-rdma takes over a minute")
 	}
-	out := nvmfCommand(t, 6*time.Minute, []string{"--restart-after", "3s"}, nvmfRestartJob...)
+	out := nvmfCommand(t, 6*time.Minute, []string{"--restart-after", "3s", "--timeout", "150s"}, nvmfRestartJob...)
 	if !strings.Contains(out, "err= 0") {
 		t.Fatalf("fio job did not end with err= 0:\n%s", out)
 	}

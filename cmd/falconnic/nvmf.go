@@ -31,7 +31,7 @@ B's falcon0 address, connects A to it with nvme discover and nvme connect
 and prints fio's output. Exits non-zero if any step fails or fio reports an
 error. With --restart-after, every daemon is killed (SIGKILL) that long
 into fio and started again on its config 2.5 s later: A's nvme-rdma must
-recover (the controller reconnects, reconnect delay 1 s) and fio finish
+recover (the controller reconnects after nvme-rdma's 10 s delay) and fio finish
 without error. Without FIO ARGS, fio writes 4 KiB blocks at random at queue depth
 16 and verifies them (crc32c). Examples:
   falconnic nvmf
@@ -184,7 +184,7 @@ func guestStep(ctx context.Context, v *qemu.VM, limit time.Duration, stderr io.W
 // or tcp) on B's port, connects A to it and returns the namespace's block
 // device in A. The connect is retried a few times: the first rdma_cm
 // exchange may still find B's port coming up.
-func nvmfConnect(ctx context.Context, p *rdmaPair, trtype, port string, stderr io.Writer, extra ...string) (string, error) {
+func nvmfConnect(ctx context.Context, p *rdmaPair, trtype, port string, stderr io.Writer) (string, error) {
 	out, err := guestStep(ctx, p.a, nvmfSetupLimit, stderr,
 		"nvme", "discover", "-t", trtype, "-a", p.bIP, "-s", port, "-q", nvmfHostNQN)
 	if err != nil {
@@ -195,8 +195,8 @@ func nvmfConnect(ctx context.Context, p *rdmaPair, trtype, port string, stderr i
 	}
 	fmt.Fprintf(stderr, "nvmf: discovery log of %s %s:%s lists %s\n", trtype, p.bIP, port, nvmfSubsysNQN)
 	for try := 1; ; try++ {
-		argv := append([]string{"nvme", "connect", "-t", trtype, "-a", p.bIP, "-s", port, "-n", nvmfSubsysNQN, "-q", nvmfHostNQN}, extra...)
-		_, err = guestStep(ctx, p.a, nvmfSetupLimit, stderr, argv...)
+		_, err = guestStep(ctx, p.a, nvmfSetupLimit, stderr,
+			"nvme", "connect", "-t", trtype, "-a", p.bIP, "-s", port, "-n", nvmfSubsysNQN, "-q", nvmfHostNQN)
 		if err == nil {
 			break
 		}
@@ -211,6 +211,17 @@ func nvmfConnect(ctx context.Context, p *rdmaPair, trtype, port string, stderr i
 		return "", fmt.Errorf("connected namespace: %w", err)
 	}
 	return strings.TrimSpace(dev), nil
+}
+
+// nvmfKernelLogs prints the end of both guests' kernel logs (all levels:
+// the console shows warnings only) and falcon0's driver counters, to tell
+// where a recovery stopped.
+func nvmfKernelLogs(ctx context.Context, p *rdmaPair, stderr io.Writer) {
+	for _, v := range []*qemu.VM{p.a, p.b} {
+		out, err := guestStep(ctx, v, nvmfSetupLimit, io.Discard, "sh", "-c",
+			"dmesg | tail -n 150; cat /sys/class/infiniband/falcon0/counters")
+		fmt.Fprintf(stderr, "nvmf: --- %s kernel log (%v):\n%s\n", v.Name, err, out)
+	}
 }
 
 func runNVMf(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -277,12 +288,9 @@ func runNVMf(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return fmt.Errorf("target (B): %w", err)
 	}
 	fmt.Fprintf(stderr, "nvmf: %s", out)
-	var connectArgs []string
-	if *restartAfter > 0 {
-		// Reconnect 1 s after a failure instead of nvme-cli's 10 s.
-		connectArgs = []string{"--reconnect-delay=1"}
-	}
-	dev, err := nvmfConnect(ctx, p, "rdma", nvmfPort, stderr, connectArgs...)
+	// nvme connect keeps its reconnect delay (10 s): Debian 12's nvme-cli
+	// refuses any --reconnect-delay value ("Expected integer argument").
+	dev, err := nvmfConnect(ctx, p, "rdma", nvmfPort, stderr)
 	if err != nil {
 		return fmt.Errorf("host (A): %w", err)
 	}
@@ -315,6 +323,9 @@ func runNVMf(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		ferr = fioJobErrors(fioOut.String())
 	}
 	if ferr != nil {
+		if *restartAfter > 0 {
+			nvmfKernelLogs(ctx, p, stderr)
+		}
 		return fmt.Errorf("fio on %s: %w", dev, ferr)
 	}
 	fmt.Fprintf(stderr, "nvmf: fio done in %.1fs\n", time.Since(fioStart).Seconds())
