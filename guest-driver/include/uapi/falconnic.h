@@ -52,8 +52,10 @@
  *   crashed guest, a reloaded module).  CLOSE destroys every object of the
  *   instance.  Requests other than PROBE, OPEN and CLOSE from an instance that
  *   is not the open one fail with FALCONNIC_ST_BAD_INSTANCE; the driver
- *   then takes the NIC to have lost it (daemon restart, NIC reset) and sends
- *   OPEN again before its next create.  The NIC also
+ *   then takes the NIC to have lost it (daemon restart, NIC reset): it
+ *   completes the kernel consumers' outstanding work requests with flush
+ *   errors and sends OPEN again (an open driver also asks QUERY_PORT now
+ *   and then, so an idle one learns it too).  The NIC also
  *   drops all RDMA objects when its virtio-net device is reset or its
  *   vhost-user session ends (the guest died), since any GPA it holds may no
  *   longer belong to the driver.
