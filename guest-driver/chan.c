@@ -14,6 +14,14 @@ unsigned int fnic_cmd_timeout_ms = 1000;
 module_param_named(cmd_timeout_ms, fnic_cmd_timeout_ms, uint, 0644);
 MODULE_PARM_DESC(cmd_timeout_ms, "NIC request timeout in milliseconds (default 1000, at least 10)");
 
+static unsigned int fnic_keepalive_ms = 1000;
+module_param_named(keepalive_ms, fnic_keepalive_ms, uint, 0644);
+MODULE_PARM_DESC(keepalive_ms, "while open, ask the NIC this often whether it still knows us (QUERY_PORT); 0: never (default 1000, at least 100)");
+
+static void fnic_lost(struct fnic_dev *fd, u32 seq);
+static void fnic_lost_work(struct work_struct *w);
+static void fnic_keepalive_work(struct work_struct *w);
+
 /* Reply body size of each opcode; requests not listed have an empty reply. */
 static u16 fnic_reply_size(u16 opcode)
 {
@@ -118,6 +126,7 @@ int fnic_cmd(struct fnic_dev *fd, u16 opcode, const void *body, u16 len,
 {
 	struct fnic_req req = {};
 	unsigned long left;
+	u32 seq;
 	int err;
 
 	might_sleep();
@@ -133,6 +142,7 @@ int fnic_cmd(struct fnic_dev *fd, u16 opcode, const void *body, u16 len,
 		fd->next_req_id = 1;
 	req.id = fd->next_req_id;
 	list_add_tail(&req.list, &fd->reqs);
+	seq = fd->state_seq;	/* the open state this request is sent in */
 	spin_unlock_bh(&fd->req_lock);
 
 	fnic_count(fd, FNIC_C_TX_REQ);
@@ -160,15 +170,8 @@ int fnic_cmd(struct fnic_dev *fd, u16 opcode, const void *body, u16 len,
 	if (req.status != FALCONNIC_ST_OK) {
 		fnic_count(fd, FNIC_C_REQ_ERR_STATUS);
 		if (req.status == FALCONNIC_ST_BAD_INSTANCE &&
-		    opcode != FALCONNIC_OP_OPEN && READ_ONCE(fd->opened)) {
-			/*
-			 * The NIC no longer knows us (daemon restart, NIC reset):
-			 * it holds nothing of ours, so the next verb that needs
-			 * it re-OPENs, which also frees the quarantine.
-			 */
-			ibdev_warn_ratelimited(&fd->ib, "NIC lost this instance; reopening on next use\n");
-			WRITE_ONCE(fd->opened, false);
-		}
+		    opcode != FALCONNIC_OP_OPEN)
+			fnic_lost(fd, seq);
 		return fnic_status_errno(req.status);
 	}
 	return 0;
@@ -249,10 +252,17 @@ static int fnic_rx(struct sk_buff *skb, struct net_device *ndev,
 	}
 	h = (const struct falconnic_hdr *)skb->data;	/* pull may move data */
 	flags = le16_to_cpu(h->flags);
-	if (le64_to_cpu(h->instance) != fd->instance &&
-	    !(flags & FALCONNIC_F_EVENT &&
-	      le16_to_cpu(h->opcode) == FALCONNIC_OP_EV_PORT)) {
-		fnic_count(fd, FNIC_C_RX_BAD_INSTANCE);
+	/*
+	 * Replies and events alike carry our instance: the NIC sends events
+	 * only to its open instance (port state before OPEN is read with
+	 * QUERY_PORT once OPEN is acknowledged).  Anything else is another
+	 * instance's frame or a forgery [issue 18, finding 4]: it must not
+	 * move our port state or name our objects.
+	 */
+	if (le64_to_cpu(h->instance) != fd->instance) {
+		fnic_count(fd, flags == FALCONNIC_F_EVENT ?
+			   FNIC_C_RX_EVENT_BAD_INSTANCE :
+			   FNIC_C_RX_BAD_INSTANCE);
 		goto drop;
 	}
 	if (flags == FALCONNIC_F_REPLY) {
@@ -278,6 +288,8 @@ void fnic_chan_init(struct fnic_dev *fd)
 	spin_lock_init(&fd->req_lock);
 	INIT_LIST_HEAD(&fd->reqs);
 	mutex_init(&fd->open_lock);
+	INIT_WORK(&fd->lost_work, fnic_lost_work);
+	INIT_DELAYED_WORK(&fd->keepalive, fnic_keepalive_work);
 	get_random_bytes(&fd->instance, sizeof(fd->instance));
 	if (!fd->instance)
 		fd->instance = 1;
@@ -291,6 +303,16 @@ int fnic_chan_start(struct fnic_dev *fd)
 	dev_add_pack(&fd->ptype);
 	fd->ptype_added = true;
 	return 0;
+}
+
+/* fnic_chan_shutdown stops loss handling and the keepalive for good. */
+void fnic_chan_shutdown(struct fnic_dev *fd)
+{
+	spin_lock_bh(&fd->req_lock);
+	WRITE_ONCE(fd->dying, true);
+	spin_unlock_bh(&fd->req_lock);
+	cancel_work_sync(&fd->lost_work);
+	cancel_delayed_work_sync(&fd->keepalive);
 }
 
 void fnic_chan_stop(struct fnic_dev *fd)
@@ -341,6 +363,107 @@ static void fnic_query_nic_port(struct fnic_dev *fd)
 		   le32_to_cpu(pattr.state) == IB_PORT_ACTIVE);
 }
 
+/* fnic_set_opened records an OPEN or CLOSE: a new open state. */
+static void fnic_set_opened(struct fnic_dev *fd, bool opened)
+{
+	spin_lock_bh(&fd->req_lock);
+	WRITE_ONCE(fd->opened, opened);
+	fd->state_seq++;
+	spin_unlock_bh(&fd->req_lock);
+}
+
+static void fnic_keepalive_arm(struct fnic_dev *fd)
+{
+	unsigned int ms = READ_ONCE(fnic_keepalive_ms);
+
+	if (ms && !READ_ONCE(fd->dying))
+		mod_delayed_work(system_wq, &fd->keepalive,
+				 msecs_to_jiffies(max(ms, 100u)));
+}
+
+/*
+ * fnic_lost: a request sent while open in state seq got BAD_INSTANCE.  The
+ * NIC holds nothing of ours (it answers so only when another instance or
+ * none is open, and it drops every object of ours before that: daemon
+ * restart, NIC reset, guest memory gone).  Every object created so far is
+ * lost from now on (live_epoch); lost_work completes the kernel consumers'
+ * outstanding work requests with flush errors and opens again.  A reply to
+ * a request sent before an earlier loss or OPEN (seq is stale) proves
+ * nothing about the current state and is ignored.
+ */
+static void fnic_lost(struct fnic_dev *fd, u32 seq)
+{
+	bool lost = false;
+
+	spin_lock_bh(&fd->req_lock);
+	if (fd->opened && fd->state_seq == seq && !fd->dying) {
+		WRITE_ONCE(fd->opened, false);
+		fd->state_seq++;
+		WRITE_ONCE(fd->live_epoch, fd->live_epoch + 1);
+		lost = true;
+	}
+	spin_unlock_bh(&fd->req_lock);
+	if (!lost)
+		return;
+	fnic_count(fd, FNIC_C_NIC_LOST);
+	ibdev_warn_ratelimited(&fd->ib, "NIC lost this instance (restart or reset): flushing kernel work requests, reopening\n");
+	queue_work(system_wq, &fd->lost_work);
+}
+
+/*
+ * fnic_lost_work: flush every kernel QP of the lost epoch (send and receive
+ * queues complete with IB_WC_WR_FLUSH_ERR, the QPs go to ERR and their
+ * consumers get IB_EVENT_QP_FATAL), then OPEN again, which re-creates the
+ * GSI QP (ib_mad keeps using QP1 and never re-creates it).
+ */
+static void fnic_lost_work(struct work_struct *w)
+{
+	struct fnic_dev *fd = container_of(w, struct fnic_dev, lost_work);
+	struct ib_event ie = { .device = &fd->ib, .event = IB_EVENT_QP_FATAL };
+	struct fnic_qp *qp;
+	unsigned long i;
+
+	if (!ib_device_try_get(&fd->ib))
+		return;		/* unregistering: every object goes anyway */
+	xa_lock_bh(&fd->qps);
+	xa_for_each(&fd->qps, i, qp) {
+		if (!fnic_obj_lost(fd, READ_ONCE(qp->epoch)))
+			continue;
+		if (qp->kernel)
+			fnic_kqp_flush_lost(qp);
+		if (qp->ibqp.qp_type == IB_QPT_GSI || qp->lost_reported)
+			continue;
+		WRITE_ONCE(qp->state, IB_QPS_ERR);
+		qp->lost_reported = true;
+		if (qp->ibqp.event_handler) {
+			ie.element.qp = &qp->ibqp;
+			qp->ibqp.event_handler(&ie, qp->ibqp.qp_context);
+		}
+	}
+	xa_unlock_bh(&fd->qps);
+	fnic_ensure_open(fd);
+	ib_device_put(&fd->ib);
+}
+
+/*
+ * fnic_keepalive_work asks the NIC, while open, whether it still knows us:
+ * an idle guest (an nvmet-rdma target, ib_mad waiting for MADs) sends no
+ * request of its own, and without one it would never learn that the NIC
+ * restarted and lost its QP1.  QUERY_PORT also refreshes the port state.
+ */
+static void fnic_keepalive_work(struct work_struct *w)
+{
+	struct fnic_dev *fd = container_of(to_delayed_work(w), struct fnic_dev,
+					   keepalive);
+
+	if (!READ_ONCE(fd->opened))
+		return;		/* the next OPEN re-arms it */
+	fnic_count(fd, FNIC_C_KEEPALIVE);
+	fnic_query_nic_port(fd);
+	if (READ_ONCE(fd->opened))
+		fnic_keepalive_arm(fd);
+}
+
 /*
  * fnic_ensure_open makes this instance the owner of the NIC's RDMA
  * function.  Object commands are only ever sent after an acknowledged OPEN,
@@ -357,10 +480,13 @@ int fnic_ensure_open(struct fnic_dev *fd)
 	if (!READ_ONCE(fd->opened)) {
 		err = fnic_cmd(fd, FALCONNIC_OP_OPEN, &req, sizeof(req), NULL, 0);
 		if (!err) {
-			WRITE_ONCE(fd->opened, true);
+			fnic_set_opened(fd, true);
 			/* OPEN destroyed everything any older request made. */
 			fnic_quarantine_release(fd);
 			fnic_query_nic_port(fd);
+			/* After a loss: ib_mad's QP1 must live on (see kverbs.c). */
+			fnic_revive_gsi(fd);
+			fnic_keepalive_arm(fd);
 		} else {
 			ibdev_warn_ratelimited(&fd->ib, "NIC did not open: %d\n",
 					       err);
@@ -385,7 +511,7 @@ void fnic_close_nic(struct fnic_dev *fd)
 				   err);
 			fnic_quarantine_leak(fd);
 		}
-		WRITE_ONCE(fd->opened, false);
+		fnic_set_opened(fd, false);
 	} else {
 		/* Never opened (or already closed): the NIC holds nothing. */
 		fnic_quarantine_release(fd);

@@ -45,7 +45,8 @@ enum fnic_counter {
 	FNIC_C_RX_BAD_VERSION,
 	FNIC_C_RX_BAD_LENGTH,
 	FNIC_C_RX_BAD_FLAGS,
-	FNIC_C_RX_BAD_INSTANCE,
+	FNIC_C_RX_BAD_INSTANCE,		/* reply or request of another instance */
+	FNIC_C_RX_EVENT_BAD_INSTANCE,	/* event of another instance (dropped) */
 	FNIC_C_RX_UNMATCHED_REPLY,
 	FNIC_C_RX_REPLY_BAD_BODY,
 	FNIC_C_RX_EVENT_UNKNOWN,
@@ -64,6 +65,13 @@ enum fnic_counter {
 	FNIC_C_KARM_WORD,		/* kernel CQ armed through the ring's arm word */
 	FNIC_C_KARM_DEFERRED,		/* ARM_CQ sent from a work item (atomic caller) */
 	FNIC_C_KARM_MISSED,		/* arm found CQEs: IB_CQ_REPORT_MISSED_EVENTS */
+	FNIC_C_NIC_LOST,		/* the NIC no longer knew this instance */
+	FNIC_C_KEEPALIVE,		/* keepalive requests sent */
+	FNIC_C_KFLUSH_WR,		/* kernel WRs completed with WR_FLUSH_ERR by us */
+	FNIC_C_KFLUSH_CQ_FULL,		/* flush CQE dropped: the consumer's CQ was full */
+	FNIC_C_KFLUSH_CQ_NIC,		/* flush CQE dropped: the CQ is the NIC's again */
+	FNIC_C_GSI_REVIVED,		/* the GSI QP re-created on the NIC after a loss */
+	FNIC_C_GSI_REVIVE_FAIL,		/* re-creating the GSI QP failed (retried at next OPEN) */
 	FNIC_C_NUM
 };
 
@@ -128,6 +136,18 @@ struct fnic_dev {
 	/* OPEN state */
 	struct mutex		open_lock;
 	bool			opened;
+	/*
+	 * Loss of our instance by the NIC (see chan.c): state_seq counts
+	 * OPEN/CLOSE/loss transitions (req_lock), so that only a request
+	 * sent in the current open state can declare a loss; live_epoch
+	 * counts losses, and an object created in an older epoch is "lost"
+	 * (the NIC holds nothing of it).  lost_work flushes and re-opens.
+	 */
+	u32			state_seq;
+	u32			live_epoch;
+	struct work_struct	lost_work;
+	struct delayed_work	keepalive;
+	bool			dying;		/* fnic_chan_shutdown ran (req_lock) */
 
 	struct falconnic_device_attr nic_attr;
 	struct ib_device_attr	attrs;		/* what query_device reports */
@@ -154,6 +174,7 @@ struct fnic_ucontext {
 struct fnic_pd {
 	struct ib_pd	ibpd;
 	u32		handle;
+	u32		epoch;		/* live_epoch when created (or revived) */
 };
 
 struct fnic_mr {
@@ -180,6 +201,7 @@ struct fnic_cq {
 	bool			arm_word;	/* kernel CQs: armed via the ring (uapi) */
 	struct work_struct	arm_work;	/* kernel CQs without arm word */
 	u32			arm_flags;	/* for arm_work (lock) */
+	u32			epoch;		/* live_epoch when created (lock) */
 };
 
 struct fnic_srq {
@@ -207,6 +229,14 @@ struct fnic_qp {
 	struct work_struct	db_work;	/* DB_SQ from process context */
 	struct work_struct	rq_db_work;	/* DB_RQ: receives posted in ERR flush */
 	struct fnic_cq		*kcq[2];	/* send and receive CQ */
+
+	/* loss of the instance (see chan.c) */
+	u32			epoch;		/* live_epoch when created (sq_lock) */
+	bool			reviving;	/* GSI being re-created (sq_lock) */
+	bool			lost_reported;	/* QP_FATAL dispatched */
+	u32			qkey;		/* last set, to re-create the GSI QP */
+	u16			pkey_index;
+	u32			sq_psn;
 };
 
 /* A user AH lives in the NIC (handle = ah_num); a kernel AH (handle 0) only
@@ -241,6 +271,12 @@ int fnic_status_errno(u32 status);
 int fnic_probe_nic(struct fnic_dev *fd);
 int fnic_ensure_open(struct fnic_dev *fd);
 void fnic_close_nic(struct fnic_dev *fd);
+void fnic_chan_shutdown(struct fnic_dev *fd);
+
+static inline bool fnic_obj_lost(struct fnic_dev *fd, u32 epoch)
+{
+	return epoch != READ_ONCE(fd->live_epoch);
+}
 
 /* queue.c */
 int fnic_pbl_alloc(struct fnic_pbl_mem *p, u32 npages);
@@ -268,6 +304,9 @@ u32 fnic_pd_handle(struct ib_pd *ibpd);
 void fnic_fill_attrs(struct fnic_dev *fd);
 void fnic_dispatch_event(struct fnic_dev *fd, u16 opcode,
 			 const struct falconnic_event *ev);
+void fnic_revive_gsi(struct fnic_dev *fd);
+int fnic_revive_objs(struct fnic_dev *fd, struct ib_pd *ibpd,
+		     struct ib_cq *scq, struct ib_cq *rcq);
 
 /* kverbs.c: kernel consumers (ib_mad, ib_cm, rdma_cm) */
 int fnic_kpoll_cq(struct ib_cq *ibcq, int n, struct ib_wc *wc);
@@ -287,6 +326,8 @@ int fnic_map_mr_sg(struct ib_mr *ibmr, struct scatterlist *sg, int sg_nents,
 		   unsigned int *sg_offset);
 int fnic_kreq_notify_cq(struct fnic_cq *cq, enum ib_cq_notify_flags flags);
 void fnic_kcq_arm_word_init(struct fnic_cq *cq);
+void fnic_kqp_flush_lost(struct fnic_qp *qp);
+void fnic_kqp_revived(struct fnic_qp *qp, bool ok);
 
 /* main.c */
 extern const struct attribute_group fnic_attr_group;

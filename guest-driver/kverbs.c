@@ -33,6 +33,18 @@
  *   Dekker pair with the NIC's compare-and-swap.  Without it, an atomic
  *   caller's ARM_CQ goes out from a work item and the CQ watchdog covers
  *   the window.
+ * - Loss of the instance (daemon restart, NIC reset; chan.c): the NIC
+ *   holds none of our objects any more, so no CQE will ever come for the
+ *   work requests in our rings.  The driver becomes the producer of the
+ *   lost kernel CQs and completes every outstanding WR of a lost kernel QP
+ *   with IB_WC_WR_FLUSH_ERR, in ring order, as the NIC's own flush would
+ *   (rxe and mlx5 do the same on a fatal error); WRs posted later to a
+ *   lost QP are flushed at once.  nvme-rdma then recovers and ib_cm's DREQ
+ *   send completes, so cm_destroy_id does not wait forever.  The GSI QP
+ *   is the exception: ib_mad never re-creates QP1 and never reposts a
+ *   receive that completed in error, so its receive queue is kept and the
+ *   QP (with its PD and CQ) is re-created on the NIC at the next OPEN over
+ *   the same rings (fnic_revive_gsi); only its sends are flushed.
  * - poll_cq converts the NIC's ib_uverbs_wc CQEs into struct ib_wc, with
  *   IB_WC_WITH_NETWORK_HDR_TYPE from the byte the NIC puts at
  *   FALCONNIC_WC_NET_TYPE_OFF, so ib_init_ah_attr_from_wc can parse the GRH
@@ -248,6 +260,182 @@ static int fnic_kbuild_send(struct fnic_dev *fd, struct fnic_qp *qp,
 	return 0;
 }
 
+/* ---- completing the work of a lost instance ---- */
+
+/* fnic_flush_wc_opcode is the completion opcode of a send WQE's opcode. */
+static u32 fnic_flush_wc_opcode(u32 wr_opcode)
+{
+	switch (wr_opcode) {
+	case IB_WR_RDMA_WRITE:
+	case IB_WR_RDMA_WRITE_WITH_IMM:
+		return IB_WC_RDMA_WRITE;
+	case IB_WR_RDMA_READ:
+		return IB_WC_RDMA_READ;
+	case IB_WR_LOCAL_INV:
+		return IB_WC_LOCAL_INV;
+	case IB_WR_REG_MR:
+		return IB_WC_REG_MR;
+	default:
+		return IB_WC_SEND;
+	}
+}
+
+/*
+ * fnic_kcq_flush_cqe writes one flush-error CQE into a kernel CQ that the
+ * NIC no longer owns (its epoch is lost); false when it could not.
+ */
+static bool fnic_kcq_flush_cqe(struct fnic_dev *fd, struct fnic_cq *cq,
+			       u64 wr_id, u32 opcode, u32 qpn)
+{
+	struct rxe_queue_buf *q = cq->buf->vaddr;
+	u32 mask = cq->buf->slots - 1, prod;
+	struct ib_uverbs_wc *u;
+	unsigned long flags;
+	bool ok = false;
+
+	spin_lock_irqsave(&cq->lock, flags);
+	if (!fnic_obj_lost(fd, cq->epoch)) {
+		/* Re-created on the NIC (shared with the GSI QP): not ours to write. */
+		fnic_count(fd, FNIC_C_KFLUSH_CQ_NIC);
+		goto out;
+	}
+	prod = READ_ONCE(q->producer_index) & mask;
+	if (((prod + 1) & mask) == (READ_ONCE(q->consumer_index) & mask)) {
+		fnic_count(fd, FNIC_C_KFLUSH_CQ_FULL);
+		goto out;
+	}
+	u = fnic_slot(cq->buf, prod);
+	memset(u, 0, sizeof(*u));
+	u->wr_id = wr_id;
+	u->status = IB_WC_WR_FLUSH_ERR;
+	u->opcode = opcode;
+	u->qp_num = qpn;
+	smp_store_release(&q->producer_index, (prod + 1) & mask);
+	fnic_count(fd, FNIC_C_KFLUSH_WR);
+	ok = true;
+out:
+	spin_unlock_irqrestore(&cq->lock, flags);
+	return ok;
+}
+
+/*
+ * fnic_kcq_flush_notify calls a CQ's completion handler after we wrote
+ * CQEs into it, if the consumer armed it (the NIC would have raised the
+ * event); an unarmed consumer polls on its own, and the CQ watchdog covers
+ * the rest.
+ */
+static void fnic_kcq_flush_notify(struct fnic_cq *cq)
+{
+	if (!cq || !cq->ibcq.comp_handler)
+		return;
+	if (cq->arm_word) {
+		u32 *word = cq->buf->vaddr + FALCONNIC_RING_CQ_ARM_OFF;
+
+		if (!xchg(word, 0))
+			return;
+	}
+	cq->ibcq.comp_handler(&cq->ibcq, cq->ibcq.cq_context);
+}
+
+/* fnic_kflush_sq completes [consumer, producer) of the SQ (sq_lock held). */
+static void fnic_kflush_sq(struct fnic_dev *fd, struct fnic_qp *qp)
+{
+	struct rxe_queue_buf *q = qp->sq->vaddr;
+	u32 mask = qp->sq->slots - 1;
+	u32 cons = READ_ONCE(q->consumer_index) & mask;
+	u32 prod = READ_ONCE(q->producer_index) & mask;
+
+	for (; cons != prod; cons = (cons + 1) & mask) {
+		struct rxe_send_wqe *wqe = fnic_slot(qp->sq, cons);
+
+		fnic_kcq_flush_cqe(fd, qp->kcq[0], wqe->wr.wr_id,
+				   fnic_flush_wc_opcode(wqe->wr.opcode),
+				   qp->handle);
+	}
+	smp_store_release(&q->consumer_index, prod);
+}
+
+/* fnic_kflush_rq completes [consumer, producer) of the RQ (rq_lock held). */
+static void fnic_kflush_rq(struct fnic_dev *fd, struct fnic_qp *qp)
+{
+	struct rxe_queue_buf *q = qp->rq->vaddr;
+	u32 mask = qp->rq->slots - 1;
+	u32 cons = READ_ONCE(q->consumer_index) & mask;
+	u32 prod = READ_ONCE(q->producer_index) & mask;
+
+	for (; cons != prod; cons = (cons + 1) & mask) {
+		struct rxe_recv_wqe *wqe = fnic_slot(qp->rq, cons);
+
+		fnic_kcq_flush_cqe(fd, qp->kcq[1], wqe->wr_id, IB_WC_RECV,
+				   qp->handle);
+	}
+	smp_store_release(&q->consumer_index, prod);
+}
+
+/* fnic_kqp_sq_lost: is the SQ's work ours to flush? (sq_lock held) */
+static bool fnic_kqp_sq_lost(struct fnic_dev *fd, struct fnic_qp *qp)
+{
+	return fnic_obj_lost(fd, qp->epoch) && !qp->reviving;
+}
+
+/* fnic_kqp_rq_lost: is the RQ's work ours to flush? The GSI QP keeps it. */
+static bool fnic_kqp_rq_lost(struct fnic_dev *fd, struct fnic_qp *qp)
+{
+	return qp->rq && qp->ibqp.qp_type != IB_QPT_GSI &&
+	       fnic_obj_lost(fd, READ_ONCE(qp->epoch));
+}
+
+/*
+ * fnic_kqp_flush_lost completes the outstanding work of a lost kernel QP
+ * (lost_work, under the QP table's lock, so the QP and its CQs live).
+ */
+void fnic_kqp_flush_lost(struct fnic_qp *qp)
+{
+	struct fnic_dev *fd = to_fdev(qp->ibqp.device);
+	unsigned long flags;
+
+	spin_lock_irqsave(&qp->sq_lock, flags);
+	if (fnic_kqp_sq_lost(fd, qp))
+		fnic_kflush_sq(fd, qp);
+	spin_unlock_irqrestore(&qp->sq_lock, flags);
+	if (fnic_kqp_rq_lost(fd, qp)) {
+		spin_lock_irqsave(&qp->rq_lock, flags);
+		fnic_kflush_rq(fd, qp);
+		spin_unlock_irqrestore(&qp->rq_lock, flags);
+	}
+	fnic_kcq_flush_notify(qp->kcq[0]);
+	if (qp->kcq[1] != qp->kcq[0])
+		fnic_kcq_flush_notify(qp->kcq[1]);
+}
+
+/*
+ * fnic_kqp_revived ends a GSI QP's re-creation: ok, the NIC runs it again
+ * (sends posted meanwhile wait in the SQ: ring the doorbell); not ok, its
+ * sends are flushed as a lost QP's are.
+ */
+void fnic_kqp_revived(struct fnic_qp *qp, bool ok)
+{
+	struct fnic_dev *fd = to_fdev(qp->ibqp.device);
+	struct rxe_queue_buf *q = qp->sq->vaddr;
+	unsigned long flags;
+	bool kick = false;
+
+	spin_lock_irqsave(&qp->sq_lock, flags);
+	qp->reviving = false;
+	if (ok) {
+		WRITE_ONCE(qp->epoch, READ_ONCE(fd->live_epoch));
+		kick = (READ_ONCE(q->producer_index) & (qp->sq->slots - 1)) !=
+		       (READ_ONCE(q->consumer_index) & (qp->sq->slots - 1));
+	} else if (fnic_kqp_sq_lost(fd, qp)) {
+		fnic_kflush_sq(fd, qp);
+	}
+	spin_unlock_irqrestore(&qp->sq_lock, flags);
+	if (kick)
+		queue_work(system_highpri_wq, &qp->db_work);
+	else if (!ok)
+		fnic_kcq_flush_notify(qp->kcq[0]);
+}
+
 int fnic_kpost_send(struct fnic_qp *qp, const struct ib_send_wr *wr,
 		    const struct ib_send_wr **bad_wr)
 {
@@ -256,9 +444,15 @@ int fnic_kpost_send(struct fnic_qp *qp, const struct ib_send_wr *wr,
 	u32 *polling = qp->sq->vaddr + FALCONNIC_RING_NIC_POLLING_OFF;
 	unsigned long flags;
 	u32 prod, mask = qp->sq->slots - 1;
-	bool posted = false;
+	bool posted = false, flushed = false, held = false;
 	int err = 0;
 
+	if (fnic_obj_lost(fd, READ_ONCE(qp->epoch)) && !READ_ONCE(qp->reviving) &&
+	    !fnic_obj_lost(fd, READ_ONCE(qp->kcq[0]->epoch))) {
+		/* Lost QP on a CQ the NIC runs again: no flush CQE can be written. */
+		*bad_wr = wr;
+		return -EIO;
+	}
 	spin_lock_irqsave(&qp->sq_lock, flags);
 	prod = READ_ONCE(q->producer_index);
 	for (; wr; wr = wr->next) {
@@ -277,9 +471,23 @@ int fnic_kpost_send(struct fnic_qp *qp, const struct ib_send_wr *wr,
 		fnic_count(fd, FNIC_C_KPOST_SEND);
 		posted = true;
 	}
+	if (posted && fnic_obj_lost(fd, qp->epoch)) {
+		/* No NIC runs this QP: flush (in ring order), or keep for the revived GSI QP. */
+		if (qp->reviving) {
+			held = true;
+		} else {
+			fnic_kflush_sq(fd, qp);
+			flushed = true;
+		}
+		posted = false;
+	}
 	spin_unlock_irqrestore(&qp->sq_lock, flags);
 	if (err)
 		*bad_wr = wr;
+	if (flushed)
+		fnic_kcq_flush_notify(qp->kcq[0]);
+	if (held)
+		return err;
 	if (posted) {
 		/* Our producer store, then the NIC's flag (see the uapi). */
 		smp_mb();
@@ -300,6 +508,11 @@ int fnic_kpost_recv(struct fnic_qp *qp, const struct ib_recv_wr *wr,
 	u32 prod, mask = qp->rq->slots - 1;
 	int err = 0;
 
+	if (fnic_kqp_rq_lost(fd, qp) &&
+	    !fnic_obj_lost(fd, READ_ONCE(qp->kcq[1]->epoch))) {
+		*bad_wr = wr;
+		return -EIO;	/* see fnic_kpost_send */
+	}
 	spin_lock_irqsave(&qp->rq_lock, flags);
 	prod = READ_ONCE(q->producer_index);
 	for (; wr; wr = wr->next) {
@@ -337,6 +550,14 @@ int fnic_kpost_recv(struct fnic_qp *qp, const struct ib_recv_wr *wr,
 		/* The NIC reads the producer index when a message arrives. */
 		smp_store_release(&q->producer_index, prod);
 		fnic_count(fd, FNIC_C_KPOST_RECV);
+	}
+	if (fnic_kqp_rq_lost(fd, qp)) {
+		fnic_kflush_rq(fd, qp);
+		spin_unlock_irqrestore(&qp->rq_lock, flags);
+		if (err)
+			*bad_wr = wr;
+		fnic_kcq_flush_notify(qp->kcq[1]);
+		return err;
 	}
 	spin_unlock_irqrestore(&qp->rq_lock, flags);
 	if (err)
@@ -676,6 +897,9 @@ struct ib_mr *fnic_alloc_mr(struct ib_pd *ibpd, enum ib_mr_type type,
 		return ERR_PTR(-EOPNOTSUPP);
 	if (!max_num_sg || max_num_sg > fd->attrs.max_fast_reg_page_list_len)
 		return ERR_PTR(-EINVAL);
+	err = fnic_revive_objs(fd, ibpd, NULL, NULL);	/* a PD kept over a loss */
+	if (err)
+		return ERR_PTR(err);
 	mr = kzalloc(sizeof(*mr), GFP_KERNEL);
 	if (!mr)
 		return ERR_PTR(-ENOMEM);

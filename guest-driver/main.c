@@ -37,6 +37,7 @@ const char *const fnic_counter_names[FNIC_C_NUM] = {
 	[FNIC_C_RX_BAD_LENGTH]		= "rx_bad_length",
 	[FNIC_C_RX_BAD_FLAGS]		= "rx_bad_flags",
 	[FNIC_C_RX_BAD_INSTANCE]	= "rx_bad_instance",
+	[FNIC_C_RX_EVENT_BAD_INSTANCE]	= "rx_event_bad_instance",
 	[FNIC_C_RX_UNMATCHED_REPLY]	= "rx_unmatched_reply",
 	[FNIC_C_RX_REPLY_BAD_BODY]	= "rx_reply_bad_body",
 	[FNIC_C_RX_EVENT_UNKNOWN]	= "rx_event_unknown",
@@ -55,6 +56,13 @@ const char *const fnic_counter_names[FNIC_C_NUM] = {
 	[FNIC_C_KARM_WORD]		= "karm_word",
 	[FNIC_C_KARM_DEFERRED]		= "karm_deferred",
 	[FNIC_C_KARM_MISSED]		= "karm_missed",
+	[FNIC_C_NIC_LOST]		= "nic_lost",
+	[FNIC_C_KEEPALIVE]		= "keepalive",
+	[FNIC_C_KFLUSH_WR]		= "kflush_wr",
+	[FNIC_C_KFLUSH_CQ_FULL]		= "kflush_cq_full",
+	[FNIC_C_KFLUSH_CQ_NIC]		= "kflush_cq_nic",
+	[FNIC_C_GSI_REVIVED]		= "gsi_revived",
+	[FNIC_C_GSI_REVIVE_FAIL]	= "gsi_revive_fail",
 };
 
 static ssize_t counters_show(struct device *device,
@@ -112,6 +120,7 @@ static struct fnic_dev *fnic_find(struct net_device *ndev)
 /* fnic_dev_release undoes fnic_add; called from the ib core's dealloc. */
 void fnic_dev_release(struct fnic_dev *fd)
 {
+	fnic_chan_shutdown(fd);	/* no loss handling or keepalive from here on */
 	fnic_close_nic(fd);
 	fnic_chan_stop(fd);
 	xa_destroy(&fd->cqs);

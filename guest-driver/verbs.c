@@ -221,7 +221,8 @@ bool fnic_destroy_cmd(struct fnic_dev *fd, u16 opcode, u32 handle)
 	struct falconnic_handle_req req = { .handle = cpu_to_le32(handle) };
 	int err = fnic_cmd(fd, opcode, &req, sizeof(req), NULL, 0);
 
-	if (!err || err == -ENOENT)
+	/* -ENODEV (BAD_INSTANCE): the NIC holds nothing of ours (chan.c). */
+	if (!err || err == -ENOENT || err == -ENODEV)
 		return true;
 	ibdev_warn_ratelimited(&fd->ib, "destroy op %#x handle %u: %d\n",
 			       opcode, handle, err);
@@ -254,6 +255,7 @@ static int fnic_alloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
 	if (id < 0)
 		return id;
 	req.handle = cpu_to_le32(id);
+	pd->epoch = READ_ONCE(fd->live_epoch);
 	err = fnic_cmd(fd, FALCONNIC_OP_CREATE_PD, &req, sizeof(req), NULL, 0);
 	if (err) {
 		if (err != -ETIMEDOUT ||
@@ -418,6 +420,7 @@ static int fnic_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr
 	req.cq = cpu_to_le32(id);
 	req.cqe = cpu_to_le32(slots - 1);
 	fnic_buf_wire(cq->buf, 0, 0, &req.ring);
+	cq->epoch = READ_ONCE(fd->live_epoch);
 	err = fnic_cmd(fd, FALCONNIC_OP_CREATE_CQ, &req, sizeof(req), NULL, 0);
 	if (err)
 		goto undo_nic;
@@ -859,6 +862,11 @@ static int fnic_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 	if (err)
 		return err;
 	uctx = udata ? fnic_uctx(udata) : NULL;
+	if (!udata) {
+		err = fnic_revive_objs(fd, ibqp->pd, init->send_cq, init->recv_cq);
+		if (err)
+			return err;
+	}
 
 	mutex_init(&qp->lock);
 	if (!udata)
@@ -907,6 +915,7 @@ static int fnic_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 	fnic_buf_wire(qp->sq, cap->max_send_sge, cap->max_inline_data, &req.sq);
 	if (qp->rq)
 		fnic_buf_wire(qp->rq, rq_sge, 0, &req.rq);
+	qp->epoch = READ_ONCE(fd->live_epoch);
 	err = fnic_cmd(fd, FALCONNIC_OP_CREATE_QP, &req, sizeof(req), NULL, 0);
 	if (err) {
 		/* Refused: the NIC holds nothing.  Unanswered: it may. */
@@ -962,7 +971,10 @@ static int fnic_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	struct fnic_dev *fd = to_fdev(ibqp->device);
 	struct fnic_qp *qp = container_of(ibqp, struct fnic_qp, ibqp);
 
+	/* Not while an OPEN re-creates the GSI QP (fnic_revive_gsi). */
+	mutex_lock(&fd->open_lock);
 	xa_erase_bh(&fd->qps, qp->handle);
+	mutex_unlock(&fd->open_lock);
 	fnic_kqp_fini(qp);
 	fnic_qp_forget(fd, qp, qp->handle);
 	fnic_buf_unexpose(qp->sq_entry);
@@ -1008,6 +1020,20 @@ static int fnic_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr,
 	if ((mask & IB_QP_MAX_DEST_RD_ATOMIC) &&
 	    attr->max_dest_rd_atomic > fd->attrs.max_qp_rd_atom)
 		goto out;
+	if (fnic_obj_lost(fd, READ_ONCE(qp->epoch)) &&
+	    ibqp->qp_type != IB_QPT_GSI) {
+		/*
+		 * The NIC lost it (chan.c): only the way out is left.  ERR is
+		 * what ib_drain_qp and rdma_disconnect ask for; the driver
+		 * flushes the rings itself (kverbs.c).
+		 */
+		err = -ENODEV;
+		if (next == IB_QPS_ERR || next == IB_QPS_RESET) {
+			qp->state = next;
+			err = 0;
+		}
+		goto out;
+	}
 	req.qp = cpu_to_le32(qp->handle);
 	req.attr_mask = cpu_to_le32(mask & FNIC_QP_MASK);
 	req.qp_state = cpu_to_le32(next);
@@ -1032,8 +1058,20 @@ static int fnic_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr,
 			goto out;
 	}
 	err = fnic_cmd(fd, FALCONNIC_OP_MODIFY_QP, &req, sizeof(req), NULL, 0);
-	if (!err)
+	if (err == -ENODEV && ibqp->qp_type != IB_QPT_GSI &&
+	    fnic_obj_lost(fd, READ_ONCE(qp->epoch)) &&
+	    (next == IB_QPS_ERR || next == IB_QPS_RESET))
+		err = 0;	/* this very request found the NIC lost us */
+	if (!err) {
 		qp->state = next;
+		/* What re-creating the GSI QP after a loss needs. */
+		if (mask & IB_QP_QKEY)
+			qp->qkey = attr->qkey;
+		if (mask & IB_QP_PKEY_INDEX)
+			qp->pkey_index = attr->pkey_index;
+		if (mask & IB_QP_SQ_PSN)
+			qp->sq_psn = attr->sq_psn & 0xffffff;
+	}
 out:
 	mutex_unlock(&qp->lock);
 	return err;
@@ -1129,6 +1167,175 @@ static int fnic_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
 	q = qp->rq->vaddr;
 	return fnic_doorbell(to_fdev(ibqp->device), FALCONNIC_OP_DB_RQ,
 			     qp->handle, READ_ONCE(q->producer_index));
+}
+
+/* ---- re-creating the GSI QP after a loss ---- */
+
+static int fnic_revive_modify(struct fnic_dev *fd, struct fnic_qp *qp,
+			      u32 mask, enum ib_qp_state cur,
+			      enum ib_qp_state next)
+{
+	struct falconnic_qp_attr req = {
+		.qp = cpu_to_le32(qp->handle),
+		.attr_mask = cpu_to_le32(mask),
+		.qp_state = cpu_to_le32(next),
+		.cur_qp_state = cpu_to_le32(cur),
+		.qkey = cpu_to_le32(qp->qkey),
+		.sq_psn = cpu_to_le32(qp->sq_psn),
+		.pkey_index = cpu_to_le16(qp->pkey_index),
+		.port_num = 1,
+	};
+
+	return fnic_cmd(fd, FALCONNIC_OP_MODIFY_QP, &req, sizeof(req), NULL, 0);
+}
+
+static int fnic_revive_pd(struct fnic_dev *fd, struct fnic_pd *pd, u32 epoch)
+{
+	struct falconnic_handle_req req = { .handle = cpu_to_le32(pd->handle) };
+	int err;
+
+	if (!fnic_obj_lost(fd, pd->epoch))
+		return 0;
+	err = fnic_cmd(fd, FALCONNIC_OP_CREATE_PD, &req, sizeof(req), NULL, 0);
+	if (!err)
+		pd->epoch = epoch;
+	return err;
+}
+
+/*
+ * fnic_revive_cq re-creates a lost kernel CQ on the NIC, same handle, same
+ * ring: the NIC produces from the ring's producer index on.  Lost QPs
+ * still attached to it can have no more flush CQEs written for them
+ * (posting to them fails with EIO from then on, see kverbs.c); consumers
+ * destroy their QPs before reusing a CQ (ib_cq_pool).
+ */
+static int fnic_revive_cq(struct fnic_dev *fd, struct fnic_cq *cq, u32 epoch)
+{
+	struct falconnic_create_cq req = {
+		.cq = cpu_to_le32(cq->handle),
+		.cqe = cpu_to_le32(cq->buf->slots - 1),
+	};
+	unsigned long flags;
+	u32 old;
+	int err;
+
+	if (!fnic_obj_lost(fd, cq->epoch))
+		return 0;
+	fnic_buf_wire(cq->buf, 0, 0, &req.ring);
+	/* The NIC produces from its CREATE on (it reads our producer index). */
+	spin_lock_irqsave(&cq->lock, flags);
+	old = cq->epoch;
+	cq->epoch = epoch;
+	spin_unlock_irqrestore(&cq->lock, flags);
+	err = fnic_cmd(fd, FALCONNIC_OP_CREATE_CQ, &req, sizeof(req), NULL, 0);
+	if (err) {
+		spin_lock_irqsave(&cq->lock, flags);
+		cq->epoch = old;
+		spin_unlock_irqrestore(&cq->lock, flags);
+		return err;
+	}
+	cq->arm_word = false;
+	fnic_kcq_arm_word_init(cq);
+	return 0;
+}
+
+/*
+ * fnic_revive_objs re-creates the lost kernel PD and CQs a new object is
+ * about to use.  Kernel consumers keep some across a loss: ib_core's CQ
+ * pool (ib_cq_pool_get: nvme-rdma, nvmet-rdma) hands the same CQs to the
+ * QPs of the next connection, and a consumer may keep its PD.
+ */
+int fnic_revive_objs(struct fnic_dev *fd, struct ib_pd *ibpd,
+		     struct ib_cq *scq, struct ib_cq *rcq)
+{
+	struct fnic_cq *cqs[2] = {
+		scq ? container_of(scq, struct fnic_cq, ibcq) : NULL,
+		rcq ? container_of(rcq, struct fnic_cq, ibcq) : NULL,
+	};
+	struct fnic_pd *pd = ibpd ? container_of(ibpd, struct fnic_pd, ibpd) : NULL;
+	u32 epoch;
+	int i, err = 0;
+
+	mutex_lock(&fd->open_lock);
+	epoch = READ_ONCE(fd->live_epoch);
+	if (pd && !ibpd->uobject)
+		err = fnic_revive_pd(fd, pd, epoch);
+	for (i = 0; i < 2 && !err; i++)
+		if (cqs[i] && cqs[i]->kernel)
+			err = fnic_revive_cq(fd, cqs[i], epoch);
+	mutex_unlock(&fd->open_lock);
+	return err;
+}
+
+/*
+ * fnic_revive_gsi re-creates, after an OPEN that followed a loss, the GSI
+ * QP that ib_mad created at registration and keeps for the device's life
+ * (it never re-creates QP1): its PD, CQ(s) and the QP itself with the same
+ * handles and rings, then takes it back to the state ib_mad left it in.
+ * The receive queue still holds ib_mad's posted buffers and the NIC starts
+ * from the rings' indices, so MADs flow again; sends posted meanwhile were
+ * held and go out now.  Runs under open_lock, which destroy_qp takes too.
+ */
+void fnic_revive_gsi(struct fnic_dev *fd)
+{
+	u32 epoch = READ_ONCE(fd->live_epoch);
+	struct falconnic_create_qp req = {};
+	enum ib_qp_state target;
+	struct fnic_pd *pd;
+	struct fnic_qp *qp;
+	unsigned long flags;
+	int err;
+
+	qp = xa_load(&fd->qps, FALCONNIC_GSI_QPN);
+	if (!qp || !qp->kernel || !fnic_obj_lost(fd, READ_ONCE(qp->epoch)))
+		return;
+	spin_lock_irqsave(&qp->sq_lock, flags);
+	qp->reviving = true;
+	spin_unlock_irqrestore(&qp->sq_lock, flags);
+
+	pd = container_of(qp->ibqp.pd, struct fnic_pd, ibpd);
+	err = fnic_revive_pd(fd, pd, epoch);
+	if (err)
+		goto fail;
+	err = fnic_revive_cq(fd, qp->kcq[0], epoch);
+	if (!err && qp->kcq[1] != qp->kcq[0])
+		err = fnic_revive_cq(fd, qp->kcq[1], epoch);
+	if (err)
+		goto fail;
+
+	req.qp = cpu_to_le32(qp->handle);
+	req.pd = cpu_to_le32(pd->handle);
+	req.send_cq = cpu_to_le32(qp->kcq[0]->handle);
+	req.recv_cq = cpu_to_le32(qp->kcq[1]->handle);
+	req.type = fnic_qp_types[IB_QPT_GSI];
+	req.sq_sig_all = qp->sq_sig_all;
+	req.flags = FALCONNIC_QP_F_KERNEL;
+	fnic_buf_wire(qp->sq, qp->cap.max_send_sge, qp->cap.max_inline_data,
+		      &req.sq);
+	fnic_buf_wire(qp->rq, qp->rq_max_sge, 0, &req.rq);
+	err = fnic_cmd(fd, FALCONNIC_OP_CREATE_QP, &req, sizeof(req), NULL, 0);
+	if (err)
+		goto fail;
+	target = READ_ONCE(qp->state);
+	if (target >= IB_QPS_INIT && target <= IB_QPS_RTS)
+		err = fnic_revive_modify(fd, qp, IB_QP_STATE | IB_QP_PKEY_INDEX |
+					 IB_QP_QKEY, IB_QPS_RESET, IB_QPS_INIT);
+	if (!err && target >= IB_QPS_RTR && target <= IB_QPS_RTS)
+		err = fnic_revive_modify(fd, qp, IB_QP_STATE, IB_QPS_INIT,
+					 IB_QPS_RTR);
+	if (!err && target == IB_QPS_RTS)
+		err = fnic_revive_modify(fd, qp, IB_QP_STATE | IB_QP_SQ_PSN,
+					 IB_QPS_RTR, IB_QPS_RTS);
+	if (err)
+		goto fail;
+	fnic_count(fd, FNIC_C_GSI_REVIVED);
+	fnic_kqp_revived(qp, true);
+	return;
+fail:
+	fnic_count(fd, FNIC_C_GSI_REVIVE_FAIL);
+	ibdev_warn_ratelimited(&fd->ib, "could not re-create the GSI QP: %d; rdma_cm needs the module reloaded\n",
+			       err);
+	fnic_kqp_revived(qp, false);
 }
 
 /* ---- events ---- */

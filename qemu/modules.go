@@ -35,6 +35,12 @@ var GuestModules = []string{
 	// (falconnic bench nvmf compares the two).
 	"nvme_tcp",
 	"nvmet_tcp",
+	// tc's clsact qdisc, matchall filter and mirred action: the driver's
+	// adversarial test reflects a forged control frame from eth0's egress
+	// into its ingress (tests/driver_adversarial_test.go).
+	"sch_ingress",
+	"cls_matchall",
+	"act_mirred",
 }
 
 // StagedModules are in the image with their closure but not loaded at

@@ -84,3 +84,35 @@ func TestNVMfOverRDMAFioVerify(t *testing.T) {
 		})
 	}
 }
+
+// nvmfRestartJob writes 48 MiB (12,288 blocks) and verifies it: long
+// enough that the daemon restart 3 s into fio lands in the middle.
+var nvmfRestartJob = []string{"--name=verify", "--rw=randwrite", "--bs=4k", "--iodepth=16", "--ioengine=libaio",
+	"--direct=1", "--size=48m", "--verify=crc32c", "--do_verify=1"}
+
+// A daemon killed (SIGKILL) in the middle of fio on an nvme-rdma disk and
+// started again 2.5 s later: both guests' drivers find out that the NIC
+// lost their instance (keepalive), complete every outstanding kernel work
+// request with a flush error, open again and re-create ib_mad's QP1; A's
+// nvme-rdma error recovery ends (its DREQ send completes, cm_destroy_id
+// does not hang) and the controller reconnects; fio's requests are retried
+// and every block reads back as written. Full mode: over a minute.
+func TestNVMfOverRDMADaemonRestart(t *testing.T) {
+	requireE2E(t)
+	if mode != "full" {
+		t.Skip("full mode only (FALCONNIC_E2E=full): a daemon restart under nvme-rdma takes over a minute")
+	}
+	out := nvmfCommand(t, 6*time.Minute, []string{"--restart-after", "3s", "--timeout", "150s"}, nvmfRestartJob...)
+	if !strings.Contains(out, "err= 0") {
+		t.Fatalf("fio job did not end with err= 0:\n%s", out)
+	}
+	m := fioIssued.FindStringSubmatch(out)
+	if m == nil || m[1] != "12288" || m[2] != "12288" {
+		t.Fatalf("fio issued %v, want 12288 writes verified by 12288 reads:\n%s", m, out)
+	}
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, "IOPS=") {
+			t.Log(strings.TrimSpace(l))
+		}
+	}
+}

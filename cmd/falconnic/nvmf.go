@@ -22,14 +22,17 @@ func init() {
 }
 
 const nvmfUsage = `usage: falconnic nvmf [--daemons 1|2] [--loss PCT] [--keep] [--size MIB] [--state DIR] [--cache DIR]
-                      [-- FIO ARGS...]
+                      [--restart-after DURATION] [-- FIO ARGS...]
 Starts falconnic daemon(s) and two guests A and B with falconnic NICs, waits
 until falcon0 is ACTIVE in both, makes B an NVMe-oF target (the kernel's
 nvmet-rdma, set up through configfs) exporting a RAM-backed namespace on
 B's falcon0 address, connects A to it with nvme discover and nvme connect
 -t rdma, runs fio in A on the connected /dev/nvmeXnY (--filename is added)
 and prints fio's output. Exits non-zero if any step fails or fio reports an
-error. Without FIO ARGS, fio writes 4 KiB blocks at random at queue depth
+error. With --restart-after, every daemon is killed (SIGKILL) that long
+into fio and started again on its config 2.5 s later: A's nvme-rdma must
+recover (the controller reconnects after nvme-rdma's 10 s delay) and fio finish
+without error. Without FIO ARGS, fio writes 4 KiB blocks at random at queue depth
 16 and verifies them (crc32c). Examples:
   falconnic nvmf
   falconnic nvmf --daemons 2 --loss 1 -- --name=v --rw=randwrite --bs=4k --iodepth=16 --ioengine=libaio --direct=1 --size=32m --verify=crc32c
@@ -54,6 +57,9 @@ const (
 	nvmfSetupLimit   = 2 * time.Minute // target configfs, one nvme-cli call
 	nvmfDeviceLimit  = time.Minute     // the namespace's block device to appear
 	nvmfConnectTries = 5               // nvme connect while the target port comes up
+	// nvmfOutage is how long --restart-after keeps the daemons dead: over
+	// QEMU's reconnect period (1 s), as after a real crash.
+	nvmfOutage = 2500 * time.Millisecond
 )
 
 // nvmfTargetScript is the shell script that makes the guest an NVMe-oF
@@ -207,6 +213,17 @@ func nvmfConnect(ctx context.Context, p *rdmaPair, trtype, port string, stderr i
 	return strings.TrimSpace(dev), nil
 }
 
+// nvmfKernelLogs prints the end of both guests' kernel logs (all levels:
+// the console shows warnings only) and falcon0's driver counters, to tell
+// where a recovery stopped.
+func nvmfKernelLogs(ctx context.Context, p *rdmaPair, stderr io.Writer) {
+	for _, v := range []*qemu.VM{p.a, p.b} {
+		out, err := guestStep(ctx, v, nvmfSetupLimit, io.Discard, "sh", "-c",
+			"dmesg | tail -n 150; cat /sys/class/infiniband/falcon0/counters")
+		fmt.Fprintf(stderr, "nvmf: --- %s kernel log (%v):\n%s\n", v.Name, err, out)
+	}
+}
+
 func runNVMf(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("nvmf", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -218,6 +235,7 @@ func runNVMf(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	state := fs.String("state", "", "work directory (default: a new temporary one, removed at the end unless --keep)")
 	cache := fs.String("cache", qemu.DefaultCacheDir(), "guest image cache")
 	timeout := fs.Duration("timeout", 0, "time limit for fio (default: its --runtime plus a minute, or 10m)")
+	restartAfter := fs.Duration("restart-after", 0, "kill every daemon this long into fio and start it again (0: never)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -236,6 +254,9 @@ func runNVMf(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	if *loss > 0 && *daemons == 1 {
 		return fmt.Errorf("%w: --loss needs --daemons 2: with one daemon there is no fabric to impair", errUsage)
+	}
+	if *restartAfter < 0 {
+		return fmt.Errorf("%w: --restart-after must not be negative", errUsage)
 	}
 	if *size < 1 || *size > 512 {
 		return fmt.Errorf("%w: --size must be 1 to 512 MiB (the namespace lives in B's 1 GiB of RAM)", errUsage)
@@ -267,6 +288,8 @@ func runNVMf(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return fmt.Errorf("target (B): %w", err)
 	}
 	fmt.Fprintf(stderr, "nvmf: %s", out)
+	// nvme connect keeps its reconnect delay (10 s): Debian 12's nvme-cli
+	// refuses any --reconnect-delay value ("Expected integer argument").
 	dev, err := nvmfConnect(ctx, p, "rdma", nvmfPort, stderr)
 	if err != nil {
 		return fmt.Errorf("host (A): %w", err)
@@ -277,11 +300,32 @@ func runNVMf(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fmt.Fprintf(stderr, "nvmf: A: %s\n", strings.Join(argv, " "))
 	fioStart := time.Now()
 	var fioOut strings.Builder
-	ferr := execSpecIn(ctx, p.a, argv, execSpec{limit: *timeout, report: stderr}, io.MultiWriter(stdout, &fioOut), stderr)
+	fioDone := make(chan error, 1)
+	go func() {
+		fioDone <- execSpecIn(ctx, p.a, argv, execSpec{limit: *timeout, report: stderr}, io.MultiWriter(stdout, &fioOut), stderr)
+	}()
+	var ferr error
+	if *restartAfter > 0 {
+		select {
+		case ferr = <-fioDone:
+			return fmt.Errorf("fio ended %.1fs into the run, before the daemon restart at %v (a bigger --size?): %v",
+				time.Since(fioStart).Seconds(), *restartAfter, ferr)
+		case <-time.After(*restartAfter):
+		}
+		fmt.Fprintf(stderr, "nvmf: killing the daemon(s) %.1fs into fio\n", time.Since(fioStart).Seconds())
+		if err := p.restartDaemons(nvmfOutage); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "nvmf: daemon(s) restarted %.1fs into fio\n", time.Since(fioStart).Seconds())
+	}
+	ferr = <-fioDone
 	if ferr == nil {
 		ferr = fioJobErrors(fioOut.String())
 	}
 	if ferr != nil {
+		if *restartAfter > 0 {
+			nvmfKernelLogs(ctx, p, stderr)
+		}
 		return fmt.Errorf("fio on %s: %w", dev, ferr)
 	}
 	fmt.Fprintf(stderr, "nvmf: fio done in %.1fs\n", time.Since(fioStart).Seconds())

@@ -81,6 +81,8 @@ type rdmaPair struct {
 	device  string
 	daemons []*exec.Cmd
 	dlogs   []string
+	dconfs  []string   // each daemon's config file
+	dsocks  [][]string // each daemon's vhost-user sockets
 }
 
 const (
@@ -261,15 +263,49 @@ func (p *rdmaPair) startDaemons() ([]string, error) {
 		}
 		p.daemons = append(p.daemons, cmd)
 		p.dlogs = append(p.dlogs, logPath)
+		p.dconfs = append(p.dconfs, path)
+		var own []string
 		for _, n := range cfg.NICs {
-			socks = append(socks, filepath.Join(dirs[i], n.Socket))
+			own = append(own, filepath.Join(dirs[i], n.Socket))
 		}
+		p.dsocks = append(p.dsocks, own)
+		socks = append(socks, own...)
 	}
 	if s, ok := waitSockets(socks, 30*time.Second); !ok {
 		return nil, fmt.Errorf("daemon socket %s did not appear in 30s: %s", s, p.daemonTails())
 	}
 	fmt.Fprintf(p.o.log, "%s: %d daemon(s) up (logs %s)\n", p.o.prefix(), len(cfgs), strings.Join(p.dlogs, " "))
 	return socks, nil
+}
+
+// restartDaemons kills every daemon with SIGKILL (no cleanup, as in a
+// crash), waits outage and starts each again on its config; QEMU
+// reconnects the guests' NICs by itself. It returns once the new daemons'
+// sockets are there.
+func (p *rdmaPair) restartDaemons(outage time.Duration) error {
+	for _, d := range p.daemons {
+		d.Process.Kill()
+		d.Wait()
+	}
+	time.Sleep(outage)
+	var socks []string
+	for i := range p.daemons {
+		// Stale socket files of the killed daemon: gone, so that existence
+		// means the new daemon listens.
+		for _, s := range p.dsocks[i] {
+			os.Remove(s)
+		}
+		cmd, err := startServeProc(p.o.bin, p.dconfs[i], p.dlogs[i])
+		if err != nil {
+			return err
+		}
+		p.daemons[i] = cmd
+		socks = append(socks, p.dsocks[i]...)
+	}
+	if s, ok := waitSockets(socks, 30*time.Second); !ok {
+		return fmt.Errorf("restarted daemon socket %s did not appear in 30s: %s", s, p.daemonTails())
+	}
+	return nil
 }
 
 func (p *rdmaPair) daemonTails() string {

@@ -379,9 +379,18 @@ var eventOps = map[verbs.EventKind]rdmauapi.Opcode{
 	verbs.EvQPLastWQE: rdmauapi.OpEvQPLastWQE, verbs.EvSRQLimit: rdmauapi.OpEvSRQLimit,
 }
 
+// sendEvent sends an engine event to the driver instance that owns the
+// NIC (hdr.instance = the open instance). With no instance open there is no
+// one to tell: the event is dropped and counted; a driver that opens later
+// reads the state it needs (QUERY_PORT, QUERY_QP) after OPEN. The driver
+// drops every event whose instance is not its own [issue 18, finding 4].
 func (r *Func) sendEvent(e verbs.Event) {
 	op, ok := eventOps[e.Kind]
-	if !ok || !r.open {
+	if !ok {
+		return
+	}
+	if !r.open {
+		r.Stats.CtlEventNoOwner.Inc()
 		return
 	}
 	r.out = rdmauapi.AppendEvent(r.out[:0], r.mac, r.instance, op, e.Handle, e.Code, 0)

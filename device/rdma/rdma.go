@@ -18,6 +18,7 @@ type Counters struct {
 	CtlFrames, CtlReplies, CtlEvents stats.Counter
 	CtlDecodeErr, CtlNoAck           stats.Counter
 	CtlBadInstance, CtlFailed        stats.Counter
+	CtlEventNoOwner                  stats.Counter
 	Doorbells                        stats.Counter
 	DMAReadBytes, DMAWriteBytes      stats.Counter
 	DMABadGPA, DMANoMemory           stats.Counter
@@ -34,6 +35,7 @@ func (c *Counters) Set() stats.Set {
 		{Name: "rdma_ctl_decode_err", Help: "control frames that failed to decode", Counter: &c.CtlDecodeErr},
 		{Name: "rdma_ctl_unanswerable", Help: "undecodable control frames that could not be answered", Counter: &c.CtlNoAck},
 		{Name: "rdma_ctl_bad_instance", Help: "requests from an instance that is not the open one", Counter: &c.CtlBadInstance},
+		{Name: "rdma_ctl_event_no_owner", Help: "events not sent: no driver instance open (it reads state after OPEN)", Counter: &c.CtlEventNoOwner},
 		{Name: "rdma_ctl_failed", Help: "requests answered with an error status", Counter: &c.CtlFailed},
 		{Name: "rdma_doorbells", Help: "doorbells rung", Counter: &c.Doorbells},
 		{Name: "rdma_dma_read_bytes", Help: "bytes the DMA engine read from guest memory", Counter: &c.DMAReadBytes},

@@ -37,8 +37,11 @@
  *   request after falconnic.cmd_timeout_ms (module parameter, default 1000)
  *   and fails the verb with -ETIMEDOUT; late replies are dropped.
  *   Events are sent by the NIC with FALCONNIC_F_EVENT, req_id 0, and a
- *   struct falconnic_event body, with the open instance in hdr.instance
- *   (EV_PORT may also be sent before any OPEN, with instance 0).  A frame
+ *   struct falconnic_event body, with the open instance in hdr.instance;
+ *   the NIC sends no event while no instance is open, and the driver drops
+ *   every event (EV_PORT included) whose instance is not its own.  Port
+ *   state changes before OPEN are not lost: the driver reads the port with
+ *   QUERY_PORT once OPEN is acknowledged (also after a re-OPEN).  A frame
  *   with an unknown magic, version, flags or instance is dropped and counted
  *   by the receiver; requests are answered per FALCONNIC_ST_*.
  *
@@ -49,8 +52,10 @@
  *   crashed guest, a reloaded module).  CLOSE destroys every object of the
  *   instance.  Requests other than PROBE, OPEN and CLOSE from an instance that
  *   is not the open one fail with FALCONNIC_ST_BAD_INSTANCE; the driver
- *   then takes the NIC to have lost it (daemon restart, NIC reset) and sends
- *   OPEN again before its next create.  The NIC also
+ *   then takes the NIC to have lost it (daemon restart, NIC reset): it
+ *   completes the kernel consumers' outstanding work requests with flush
+ *   errors and sends OPEN again (an open driver also asks QUERY_PORT now
+ *   and then, so an idle one learns it too).  The NIC also
  *   drops all RDMA objects when its virtio-net device is reset or its
  *   vhost-user session ends (the guest died), since any GPA it holds may no
  *   longer belong to the driver.
