@@ -249,7 +249,7 @@ func (a *Agent) newSealLink(addr netip.AddrPort, sa *cmauth.SA) (*sealLink, erro
 	if err != nil {
 		return nil, err
 	}
-	return &sealLink{inner: a.cm.net.FalconLink(addr), tx: tx}, nil
+	return &sealLink{inner: a.falconLink(addr), tx: tx}, nil
 }
 
 // Rekey moves every sealed connection of the NIC to an SPI of its master
