@@ -33,14 +33,20 @@ const benchWindow = 256
 // received; the metrics are datagrams per second of wall time, and the
 // process's CPU time (user + system, both fabrics and both sides) per
 // datagram and its inverse, datagrams per CPU-second (per core).
-func BenchmarkFabricDatagrams(b *testing.B) {
+func BenchmarkFabricDatagrams(b *testing.B) { benchFabricSizes(b, Options{}) }
+
+// BenchmarkFabricDatagramsNoOffload is BenchmarkFabricDatagrams with UDP
+// GSO and GRO off: sendmmsg and recvmmsg batches of single datagrams.
+func BenchmarkFabricDatagramsNoOffload(b *testing.B) { benchFabricSizes(b, Options{NoOffload: true}) }
+
+func benchFabricSizes(b *testing.B, opts Options) {
 	for _, sealed := range []bool{false, true} {
 		for _, size := range benchSizes {
 			name := fmt.Sprintf("insecure/%dB", size)
 			if sealed {
 				name = fmt.Sprintf("sealed/%dB", size)
 			}
-			b.Run(name, func(b *testing.B) { benchFabric(b, size, sealed) })
+			b.Run(name, func(b *testing.B) { benchFabric(b, opts, size, sealed) })
 		}
 	}
 }
@@ -53,11 +59,12 @@ type benchRig struct {
 	progress chan struct{}
 }
 
-func newBenchRig(b *testing.B, recv func(payload []byte)) *benchRig {
+func newBenchRig(b *testing.B, opts Options, recv func(payload []byte)) *benchRig {
 	b.Helper()
 	r := &benchRig{progress: make(chan struct{}, 1)}
 	var err error
-	quiet := Options{Listen: loopback, Logger: discardLogger()}
+	quiet := opts
+	quiet.Listen, quiet.Logger = loopback, discardLogger()
 	if r.tx, err = New(quiet); err != nil {
 		b.Fatal(err)
 	}
@@ -122,7 +129,7 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-func benchFabric(b *testing.B, size int, sealed bool) {
+func benchFabric(b *testing.B, opts Options, size int, sealed bool) {
 	pkt := make([]byte, size)
 	binary.BigEndian.PutUint32(pkt, 1<<28|7) // a Falcon packet's first word: CID 7
 	for i := 4; i < size; i++ {
@@ -153,7 +160,7 @@ func benchFabric(b *testing.B, size int, sealed bool) {
 	// buffer of its own, and opens it there if sealed.
 	own := make([]byte, 0, HeaderLen+MaxPayload)
 	var badOpen atomic.Int64
-	r := newBenchRig(b, func(payload []byte) {
+	r := newBenchRig(b, opts, func(payload []byte) {
 		d := append(own[:0], payload...)
 		if rxSA != nil {
 			if _, _, drop := rxSA.Open(d); drop != 0 {
