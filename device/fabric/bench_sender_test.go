@@ -22,5 +22,8 @@ func newBenchSender(f *Fabric, peer netip.AddrPort) *benchSender {
 
 func (s *benchSender) send(pkt []byte, flow uint32) { s.l.Send(pkt, flow) }
 
+// reserve lends room in the outbox for a payload sealed in place.
+func (s *benchSender) reserve(n int) []byte { return s.l.Reserve(n) }
+
 // flush ends a burst (the port's end of a burst of work).
 func (s *benchSender) flush() { s.ob.Flush() }

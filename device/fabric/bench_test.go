@@ -181,9 +181,13 @@ func benchFabric(b *testing.B, opts Options, size int, sealed bool) {
 		n := min(int64(benchBurst), int64(b.N)-sent)
 		for range n {
 			out := pkt
-			if tx != nil {
+			if tx != nil { // as the connection manager's sealLink does
+				dst := s.reserve(size + psp.Overhead)
+				if dst == nil {
+					dst = sealBuf
+				}
 				var err error
-				if out, err = tx.Seal(sealBuf, pkt, 1); err != nil {
+				if out, err = tx.Seal(dst[:0], pkt, 1); err != nil {
 					b.Fatal(err)
 				}
 			}

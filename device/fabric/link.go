@@ -31,6 +31,19 @@ func (l *Link) Send(pkt []byte, flow uint32) {
 	_ = l.f.send(l.kind, l.peer, flow, pkt, l.origin)
 }
 
+// Reserve returns room for an n-byte payload in the outbox of a link from
+// Outbox.Link, for a sender that builds its payload in place (a PSP
+// sealer): a Send of a payload that starts where the room does, before any
+// other send on the outbox, queues it without a copy. Nil for a link
+// without an outbox, or when n is out of range; the room is valid only
+// until the outbox's next send or Flush.
+func (l *Link) Reserve(n int) []byte {
+	if l.ob == nil {
+		return nil
+	}
+	return l.ob.reserve(n)
+}
+
 // From returns a copy of the link that says its packets come from the NIC
 // with MAC mac (a capture of that NIC then shows them).
 func (l *Link) From(mac [6]byte) *Link {

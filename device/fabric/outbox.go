@@ -122,14 +122,17 @@ func (o *Outbox) send(l *Link, flow uint32, payload []byte) {
 		return
 	}
 	need := HeaderLen + len(payload)
-	if len(o.arena)+need > cap(o.arena) {
+	inPlace := len(payload) > 0 && o.reserved(len(payload)) == &payload[0]
+	if !inPlace && len(o.arena)+need > cap(o.arena) {
 		o.Flush()
 	}
 	start := len(o.arena)
 	o.arena = o.arena[:start+need]
 	b := o.arena[start : start+need : start+need]
 	Encode(b, l.kind, flow, len(payload))
-	copy(b[HeaderLen:], payload)
+	if !inPlace {
+		copy(b[HeaderLen:], payload)
+	}
 	path := flow % uint32(len(f.conns))
 	if t := f.tap.Load(); t != nil {
 		(*t)(true, l.origin, netip.AddrPortFrom(f.local.Addr(), f.local.Port()+uint16(path)), p.addr, b)
@@ -143,6 +146,28 @@ func (o *Outbox) send(l *Link, flow uint32, payload []byte) {
 	if len(q.dgrams) == outboxMax {
 		o.Flush()
 	}
+}
+
+// reserve returns room for an n-byte payload after the queued datagrams,
+// flushing first if the arena is too full; nil if n is too big.
+func (o *Outbox) reserve(n int) []byte {
+	if n <= 0 || n > MaxPayload {
+		return nil
+	}
+	if len(o.arena)+HeaderLen+n > cap(o.arena) {
+		o.Flush()
+	}
+	start := len(o.arena) + HeaderLen
+	return o.arena[start : start+n : start+n]
+}
+
+// reserved is where a payload of n bytes reserve returned starts (nil if
+// none fits).
+func (o *Outbox) reserved(n int) *byte {
+	if start := len(o.arena) + HeaderLen; start+n <= cap(o.arena) {
+		return &o.arena[:start+1][start]
+	}
+	return nil
 }
 
 // Flush hands every queued datagram to the kernel: one sendmmsg per path

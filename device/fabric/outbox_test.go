@@ -255,3 +255,36 @@ func (n *stoppedNode) run(t *testing.T) {
 		<-done
 	})
 }
+
+func TestOutboxTakesAPayloadBuiltInItsRoom(t *testing.T) {
+	a, b := newNode(t, Options{}), newNode(t, Options{})
+	mesh(t, a, b)
+	b.fab.Handle(KindFalcon, b.in)
+	ob := a.fab.NewOutbox()
+	l := ob.Link(b.fab.LocalAddr(), KindFalcon)
+	if r := a.fab.Link(b.fab.LocalAddr(), KindFalcon).Reserve(10); r != nil {
+		t.Errorf("a link without an outbox lent room")
+	}
+	for i := range 3 {
+		room := l.Reserve(1000)
+		if len(room) != 1000 {
+			t.Fatalf("room of %d bytes, want 1000", len(room))
+		}
+		copy(room, falconPayload(i, 1000))
+		l.Send(room, 1)
+		copy(room, falconPayload(99, 1000)) // queued in place: this is what goes
+	}
+	l.Send(falconPayload(3, 10), 1) // an ordinary send after them
+	ob.Flush()
+	for i := range 3 {
+		if got := b.in.next(t, "in-place datagram").b; !bytes.Equal(got, falconPayload(99, 1000)) {
+			t.Fatalf("datagram %d: % x..., want the room's last contents", i, got[:8])
+		}
+	}
+	if got := b.in.next(t, "copied datagram").b; !bytes.Equal(got, falconPayload(3, 10)) {
+		t.Fatalf("copied datagram: % x", got)
+	}
+	if l.Reserve(MaxPayload+1) != nil || l.Reserve(0) != nil {
+		t.Errorf("room lent for a payload out of range")
+	}
+}
