@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -38,6 +39,11 @@ func BenchmarkFabricDatagrams(b *testing.B) { benchFabricSizes(b, Options{}) }
 // BenchmarkFabricDatagramsNoOffload is BenchmarkFabricDatagrams with UDP
 // GSO and GRO off: sendmmsg and recvmmsg batches of single datagrams.
 func BenchmarkFabricDatagramsNoOffload(b *testing.B) { benchFabricSizes(b, Options{NoOffload: true}) }
+
+// BenchmarkFabricDatagramsPaths2 is BenchmarkFabricDatagrams over two
+// paths: two sockets and read goroutines per fabric port, the packets
+// alternating between them.
+func BenchmarkFabricDatagramsPaths2(b *testing.B) { benchFabricSizes(b, Options{Paths: 2}) }
 
 func benchFabricSizes(b *testing.B, opts Options) {
 	for _, sealed := range []bool{false, true} {
@@ -160,7 +166,12 @@ func benchFabric(b *testing.B, opts Options, size int, sealed bool) {
 	// buffer of its own, and opens it there if sealed.
 	own := make([]byte, 0, HeaderLen+MaxPayload)
 	var badOpen atomic.Int64
+	var mu sync.Mutex // with several paths, several read goroutines receive
 	r := newBenchRig(b, opts, func(payload []byte) {
+		if opts.Paths > 1 {
+			mu.Lock()
+			defer mu.Unlock()
+		}
 		d := append(own[:0], payload...)
 		if rxSA != nil {
 			if _, _, drop := rxSA.Open(d); drop != 0 {
