@@ -15,6 +15,10 @@ import (
 const (
 	outboxMax   = 64
 	outboxArena = 256 << 10
+	// outboxFlushBytes: an outbox holding this many bytes flushes at
+	// once (one UDP GSO send's worth), so the first datagram of a burst
+	// does not wait for a whole burst of sealing and transport work.
+	outboxFlushBytes = 64 << 10
 	// txStall bounds how long a flush waits for a full socket send
 	// buffer to drain before it drops what is left (tx_stall_drop).
 	txStall = 100 * time.Millisecond
@@ -27,11 +31,12 @@ const (
 
 // Outbox gathers the datagrams one goroutine sends (a port's: every
 // Falcon connection it has to other daemons) and hands them to the
-// kernel a burst at a time, one sendmmsg per path — each run of
-// datagrams of one size to one peer as one UDP GSO send — at Flush — the
-// fabric's side of a port's end of a burst of work (port.OnIdle) — or
-// when it is full. Each datagram is copied, header first, to the outbox's
-// arena when it is sent, so the caller may reuse its buffer at once, as
+// kernel a burst at a time, one sendmmsg per path, each run of datagrams
+// of one size to one peer as one UDP GSO send: at Flush (the fabric's
+// side of a port's end of a burst of work, port.OnIdle), or once it holds
+// outboxMax datagrams or outboxFlushBytes. Each datagram is copied,
+// header first, to the outbox's arena when it is sent (or built there in
+// place, Link.Reserve), so the caller may reuse its buffer at once, as
 // with Link.Send. An Outbox is owned by one goroutine; Links from it must
 // only be used there. With an egress impairment on, datagrams bypass the
 // outbox (the impairment sends them one at a time).
@@ -143,7 +148,7 @@ func (o *Outbox) send(l *Link, flow uint32, payload []byte) {
 	q.dgrams = append(q.dgrams, b)
 	q.peers = append(q.peers, p)
 	o.n++
-	if len(q.dgrams) == outboxMax {
+	if len(q.dgrams) == outboxMax || len(o.arena) >= outboxFlushBytes {
 		o.Flush()
 	}
 }

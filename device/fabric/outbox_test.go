@@ -81,12 +81,12 @@ func TestOutboxFlushesWhenFull(t *testing.T) {
 	if got := ob.Queued(); got != 0 {
 		t.Errorf("queued %d after %d sends, want 0 (a full outbox flushes)", got, outboxMax)
 	}
-	// 20 datagrams of 16 KiB do not fit the arena at once.
+	// 20 datagrams of 16 KiB are more bytes than an outbox holds.
 	for i := range 20 {
 		l.Send(falconPayload(i, 16<<10), 1)
 	}
-	if got := ob.Queued(); got >= 20 {
-		t.Errorf("queued %d of 16 KiB: the arena (%d bytes) should have flushed", got, outboxArena)
+	if got := ob.Queued(); got*(HeaderLen+16<<10) >= outboxFlushBytes {
+		t.Errorf("queued %d of 16 KiB: the outbox should have flushed at %d bytes", got, outboxFlushBytes)
 	}
 	ob.Flush()
 	for i := range outboxMax + 20 {
