@@ -38,8 +38,9 @@ const (
 // header first, to the outbox's arena when it is sent (or built there in
 // place, Link.Reserve), so the caller may reuse its buffer at once, as
 // with Link.Send. An Outbox is owned by one goroutine; Links from it must
-// only be used there. With an egress impairment on, datagrams bypass the
-// outbox (the impairment sends them one at a time).
+// only be used there. The loss impairment drops datagrams as they are
+// queued; with reordering on, datagrams bypass the outbox (the impairment
+// sends them one at a time, holding some back).
 type Outbox struct {
 	f     *Fabric
 	paths []outPath
@@ -122,7 +123,8 @@ func (o *Outbox) send(l *Link, flow uint32, payload []byte) {
 		f.c.TxTooBig.Inc()
 		return
 	}
-	if f.imp.Load() != nil {
+	im := f.imp.Load()
+	if im != nil && im.cfg.ReorderPercent > 0 {
 		_ = f.sendPeer(p, l.kind, flow, payload, l.origin)
 		return
 	}
@@ -144,6 +146,10 @@ func (o *Outbox) send(l *Link, flow uint32, payload []byte) {
 	}
 	p.c.TxDatagrams.Inc()
 	p.c.TxBytes.Add(uint64(len(b)))
+	if im != nil && im.lose(f) {
+		o.arena = o.arena[:start]
+		return
+	}
 	q := &o.paths[path]
 	q.dgrams = append(q.dgrams, b)
 	q.peers = append(q.peers, p)

@@ -288,3 +288,38 @@ func TestOutboxTakesAPayloadBuiltInItsRoom(t *testing.T) {
 		t.Errorf("room lent for a payload out of range")
 	}
 }
+
+// The loss impairment drops the same datagrams from an outbox as from
+// single sends with the same seed, and the rest still go in batches.
+func TestOutboxLosesWhatTheImpairmentDrops(t *testing.T) {
+	im := Impairment{LossPercent: 30, Seed: 42}
+	single := newImpairRig(t, im)
+	single.send(seqRange(100)...)
+	want := single.recv(t, 100-int(single.f.c.TxImpairDrop.Load()))
+
+	r := newImpairRig(t, im)
+	ob := r.f.NewOutbox()
+	l := ob.Link(r.raw.LocalAddr().(*net.UDPAddr).AddrPort(), KindFalcon)
+	for _, s := range seqRange(100) {
+		var p [4]byte
+		binary.BigEndian.PutUint32(p[:], s)
+		l.Send(p[:], 0)
+	}
+	ob.Flush()
+	drops := r.f.c.TxImpairDrop.Load()
+	got := r.recv(t, 100-int(drops))
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("outbox delivered %v,\nsingle sends %v", got, want)
+	}
+	if r.f.c.TxBatches.Load() == 0 {
+		t.Errorf("no batch sent under loss alone")
+	}
+}
+
+func seqRange(n uint32) []uint32 {
+	s := make([]uint32, n)
+	for i := range s {
+		s[i] = uint32(i)
+	}
+	return s
+}
