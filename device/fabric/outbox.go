@@ -45,7 +45,8 @@ type Outbox struct {
 	f     *Fabric
 	paths []outPath
 	arena []byte
-	n     int // datagrams queued over all paths
+	n     int   // datagrams queued over all paths
+	order []int // paths in flush order (Flush)
 
 	// The flush in progress (write is the raw conn's callback, bound once
 	// so a flush does not allocate).
@@ -67,6 +68,7 @@ type outPath struct {
 	ctrl   []gsoCtrl
 	runs   []uint16
 	nmsgs  int
+	last   int // the outbox's count of datagrams when this path's last was queued
 }
 
 // gsoCtrl is a UDP_SEGMENT control message: the segment size of a GSO
@@ -79,7 +81,7 @@ type gsoCtrl struct {
 
 // NewOutbox returns an empty outbox for one sending goroutine.
 func (f *Fabric) NewOutbox() *Outbox {
-	o := &Outbox{f: f, paths: make([]outPath, len(f.conns)), arena: make([]byte, 0, outboxArena)}
+	o := &Outbox{f: f, paths: make([]outPath, len(f.conns)), arena: make([]byte, 0, outboxArena), order: make([]int, 0, len(f.conns))}
 	for i := range o.paths {
 		q := &o.paths[i]
 		q.dgrams = make([][]byte, 0, outboxMax)
@@ -153,6 +155,7 @@ func (o *Outbox) send(l *Link, flow uint32, payload []byte) {
 	q := &o.paths[path]
 	q.dgrams = append(q.dgrams, b)
 	q.peers = append(q.peers, p)
+	q.last = o.n
 	o.n++
 	if len(q.dgrams) == outboxMax || len(o.arena) >= outboxFlushBytes {
 		o.Flush()
@@ -190,11 +193,8 @@ func (o *Outbox) Flush() {
 		return
 	}
 	f := o.f
-	for i := range o.paths {
+	for _, i := range o.pathOrder() {
 		q := &o.paths[i]
-		if len(q.dgrams) == 0 {
-			continue
-		}
 		if f.closed.Load() {
 			f.c.TxError.Add(uint64(len(q.dgrams)))
 		} else {
@@ -206,6 +206,27 @@ func (o *Outbox) Flush() {
 	}
 	o.arena = o.arena[:0]
 	o.n = 0
+}
+
+// pathOrder lists the paths with queued datagrams in the order of their
+// last datagram, the order Flush sends them in: the datagram queued last
+// leaves last, so an endpoint's per-flow ACKs (one per path) arrive
+// before the one on the latest packet's flow, as they would one by one,
+// and each still acknowledges something and times its flow.
+func (o *Outbox) pathOrder() []int {
+	order := o.order[:0]
+	for i := range o.paths {
+		if len(o.paths[i].dgrams) > 0 {
+			order = append(order, i)
+		}
+	}
+	for j := 1; j < len(order); j++ {
+		for k := j; k > 0 && o.paths[order[k]].last < o.paths[order[k-1]].last; k-- {
+			order[k], order[k-1] = order[k-1], order[k]
+		}
+	}
+	o.order = order
+	return order
 }
 
 func (o *Outbox) flushPath(i int, q *outPath) {

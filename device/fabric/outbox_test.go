@@ -323,3 +323,30 @@ func seqRange(n uint32) []uint32 {
 	}
 	return s
 }
+
+// With several paths, the path whose datagram was queued last is flushed
+// last (each path is one socket: its datagrams go together).
+func TestOutboxFlushesThePathOfTheLastDatagramLast(t *testing.T) {
+	a, b := newNode(t, Options{Paths: 4}), newNode(t, Options{Paths: 4})
+	mesh(t, a, b)
+	b.fab.Handle(KindFalcon, b.in)
+	ob := a.fab.NewOutbox()
+	l := ob.Link(b.fab.LocalAddr(), KindFalcon)
+	for _, flow := range []uint32{0, 1, 2, 3, 1, 2} { // per-flow ACKs, then the latest's
+		l.Send([]byte{byte(flow)}, flow)
+	}
+	if got := fmt.Sprint(ob.pathOrder()); got != "[0 3 1 2]" {
+		t.Errorf("flush order %s, want [0 3 1 2]", got)
+	}
+	ob.Flush()
+	for i := range 6 {
+		b.in.next(t, fmt.Sprintf("datagram %d", i))
+	}
+	if n := testing.AllocsPerRun(20, func() {
+		l.Send([]byte{1}, 1)
+		l.Send([]byte{0}, 0)
+		ob.Flush()
+	}); n != 0 {
+		t.Errorf("%v allocations per flush over two paths", n)
+	}
+}
