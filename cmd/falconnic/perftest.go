@@ -235,6 +235,9 @@ func (p *rdmaPair) startDaemons() ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
+		if err := os.MkdirAll(p.o.dir, 0o755); err != nil {
+			return nil, err
+		}
 		key, err := fabricKeyFile(p.o.dir, p.o.insecure)
 		if err != nil {
 			return nil, err

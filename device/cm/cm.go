@@ -87,6 +87,24 @@ type Net interface {
 	FalconLink(peer netip.AddrPort) falcon.Link
 }
 
+// BatchNet is a Net that can carry a port's Falcon packets a burst at a
+// time: each NIC's agent takes one FalconBatch for its port and flushes it
+// at the end of each burst of the port's work (port.OnIdle).
+type BatchNet interface {
+	Net
+	// FalconBatch returns a batch owned by one port's goroutine.
+	FalconBatch() FalconBatch
+}
+
+// FalconBatch gathers the Falcon packets its links send until Flush.
+type FalconBatch interface {
+	// Link is the link carrying Falcon packets to the daemon at peer
+	// through the batch.
+	Link(peer netip.AddrPort) falcon.Link
+	// Flush sends what the batch holds.
+	Flush()
+}
+
 // Counters count the connection manager's work and drops, for every
 // protocol.
 type Counters struct {
@@ -353,6 +371,9 @@ type Agent struct {
 	// due is the earliest REQ retry (NextDeadline), has whether any.
 	due clock.Time
 	has bool
+	// batch carries the port's Falcon packets to other daemons when the
+	// Net batches (BatchNet); made on the port's goroutine at first use.
+	batch FalconBatch
 }
 
 // cmKey names one connection of a NIC: its protocol and peer NIC.
@@ -616,7 +637,7 @@ func (a *Agent) install(key cmKey, c *cmConn, cfg falcon.ConnConfig, r cmRoute, 
 		}
 		cfg.Peer = tx
 	case a.cm.net != nil:
-		cfg.Peer = a.cm.net.FalconLink(r.addr)
+		cfg.Peer = a.falconLink(r.addr)
 	}
 	if h := a.cm.LinkHook; h != nil && cfg.Peer != nil {
 		if s, ok := cfg.Peer.(*sealLink); ok {
@@ -652,6 +673,21 @@ func (a *Agent) install(key cmKey, c *cmConn, cfg falcon.ConnConfig, r cmRoute, 
 	c.rx, c.tx, c.addr, c.halfOpen = rx, tx, r.addr, false
 	c.rekey, c.txGen = rekeyState{}, 0
 	return true
+}
+
+// falconLink is the link for a connection's Falcon packets to the daemon
+// at addr: through the port's batch if the Net batches (on the port's
+// goroutine).
+func (a *Agent) falconLink(addr netip.AddrPort) falcon.Link {
+	bn, ok := a.cm.net.(BatchNet)
+	if !ok {
+		return a.cm.net.FalconLink(addr)
+	}
+	if a.batch == nil {
+		a.batch = bn.FalconBatch()
+		a.port.OnIdle(a.batch.Flush)
+	}
+	return a.batch.Link(addr)
 }
 
 // down closes c's connection after telling its protocol.

@@ -29,6 +29,9 @@ type cmWorld struct {
 	queue   []cmInFlight
 	daemons map[netip.AddrPort]*cmDaemon
 	ports   []*port.Port
+	// batching: daemons added from now on carry Falcon packets in
+	// batches (BatchNet, cmBatchNet).
+	batching bool
 }
 
 type cmInFlight struct {
@@ -85,7 +88,11 @@ func cmMAC(b byte) [6]byte { return [6]byte{0x52, 0x54, 0, 0, 0, b} }
 // daemon adds a daemon at 192.0.2.n with NICs of the given MAC bytes.
 func (w *cmWorld) daemon(n byte, macs ...byte) *cmDaemon {
 	d := &cmDaemon{w: w, addr: netip.AddrPortFrom(netip.AddrFrom4([4]byte{192, 0, 2, n}), 4791), nics: map[byte]*cmNIC{}}
-	d.cm = New(d)
+	if w.batching {
+		d.cm = New(cmBatchNet{d})
+	} else {
+		d.cm = New(d)
+	}
 	w.daemons[d.addr] = d
 	for _, b := range macs {
 		nic := &cmNIC{mac: cmMAC(b), port: port.New(w.clk, nil), conns: map[[6]byte]*falcon.Conn{}}

@@ -35,3 +35,12 @@ func (c onFabric) Send(dst netip.AddrPort, msg []byte) error {
 func (c onFabric) FalconLink(peer netip.AddrPort) falcon.Link {
 	return c.f.Link(peer, fabric.KindFalcon)
 }
+
+// FalconBatch implements BatchNet: a fabric outbox, sent with sendmmsg
+// (and UDP GSO where the kernel offers it) at each Flush.
+func (c onFabric) FalconBatch() FalconBatch { return fabricBatch{c.f.NewOutbox()} }
+
+type fabricBatch struct{ ob *fabric.Outbox }
+
+func (b fabricBatch) Link(peer netip.AddrPort) falcon.Link { return b.ob.Link(peer, fabric.KindFalcon) }
+func (b fabricBatch) Flush()                               { b.ob.Flush() }

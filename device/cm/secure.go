@@ -235,15 +235,27 @@ func (l *sealLink) Send(frame []byte, flow uint32) {
 	if !ok {
 		return
 	}
-	if need := len(pkt) + psp.Overhead; cap(l.buf) < need {
-		l.buf = make([]byte, 0, need+need/4)
+	need := len(pkt) + psp.Overhead
+	dst := l.buf
+	if r, ok := l.inner.(reserver); ok {
+		dst = r.Reserve(need) // sealed straight into the fabric's outbox
 	}
-	out, err := l.tx.Seal(l.buf[:0], pkt, uint32(iv))
+	if cap(dst) < need {
+		if cap(l.buf) < need {
+			l.buf = make([]byte, 0, need+need/4)
+		}
+		dst = l.buf
+	}
+	out, err := l.tx.Seal(dst[:0], pkt, uint32(iv))
 	if err != nil {
 		return // counted by the SA
 	}
 	l.inner.Send(out, flow)
 }
+
+// reserver is a link that lends room for a payload built in place
+// (fabric.Link.Reserve).
+type reserver interface{ Reserve(n int) []byte }
 
 // newSealLink returns the link of a sealed connection to the daemon at
 // addr that seals with the SA the peer offered.
@@ -253,7 +265,7 @@ func (a *Agent) newSealLink(addr netip.AddrPort, sa *cmauth.SA) (*sealLink, erro
 		return nil, err
 	}
 	a.logKey(KeyTx, sa)
-	return &sealLink{inner: a.cm.net.FalconLink(addr), tx: tx, sa: *sa}, nil
+	return &sealLink{inner: a.falconLink(addr), tx: tx, sa: *sa}, nil
 }
 
 // REKEY retry policy: a REKEY unanswered by a REKEY_ACK is resent after

@@ -52,6 +52,10 @@ type Options struct {
 	Impair Impairment
 	// Logger receives fabric events; default slog.Default().
 	Logger *slog.Logger
+	// NoOffload turns UDP GSO and GRO off: every datagram is its own
+	// send and receive in the kernel (batched by sendmmsg and recvmmsg
+	// still). Default: on where the kernel offers them.
+	NoOffload bool
 }
 
 // Receiver takes datagrams of one kind from the fabric. from is the
@@ -81,6 +85,9 @@ type Fabric struct {
 	opts  Options
 	log   *slog.Logger
 	conns []*net.UDPConn // conns[i] sends path i; conns[0] is Listen
+	raw   []rawConn      // raw[i] is conns[i]'s, for sendmmsg and recvmmsg
+	v6    bool           // the sockets are IPv6 (peers' IPv4 addresses are v4-mapped)
+	gso   atomic.Bool    // the kernel takes UDP GSO sends (UDP_SEGMENT)
 	local netip.AddrPort
 
 	peerMu sync.Mutex // serialises AddPeer
@@ -121,6 +128,14 @@ type Counters struct {
 	TxError         stats.Counter
 	TxImpairDrop    stats.Counter
 	TxImpairReorder stats.Counter
+	TxBatches       stats.Counter
+	TxShort         stats.Counter
+	TxAgain         stats.Counter
+	TxStallDrop     stats.Counter
+	TxGSO           stats.Counter
+	TxGSOOff        stats.Counter
+	RxBatches       stats.Counter
+	RxGRO           stats.Counter
 	macCounters
 }
 
@@ -143,6 +158,8 @@ func (f *Fabric) SetTap(t Tap) {
 // fabricPeer is one other daemon.
 type fabricPeer struct {
 	addr   netip.AddrPort
+	sa     rawSockaddr // addr for sendmmsg
+	saLen  uint32      // 0: addr cannot be reached from the fabric's sockets
 	c      peerCounters
 	heard  atomic.Bool  // a valid datagram has arrived from this peer
 	lastRx atomic.Int64 // clock.Time of the latest valid datagram
@@ -209,7 +226,15 @@ func New(opts Options) (*Fabric, error) {
 	if err != nil {
 		return nil, err
 	}
+	if f.raw, err = rawConns(f.conns); err != nil {
+		f.Close()
+		return nil, err
+	}
 	f.local = f.conns[0].LocalAddr().(*net.UDPAddr).AddrPort()
+	f.v6 = !f.local.Addr().Is4()
+	if !opts.NoOffload {
+		f.gso.Store(setOffload(f.raw))
+	}
 	f.local = netip.AddrPortFrom(f.local.Addr().Unmap(), f.local.Port())
 	for _, p := range opts.Peers {
 		if err := f.AddPeer(p); err != nil {
@@ -237,6 +262,14 @@ func (f *Fabric) counterSet() stats.Set {
 		{Name: "tx_error", Help: "socket write errors", Counter: &c.TxError},
 		{Name: "tx_impair_drop", Help: "datagrams dropped on purpose by the loss impairment", Counter: &c.TxImpairDrop},
 		{Name: "tx_impair_reorder", Help: "datagrams held back by the reorder impairment", Counter: &c.TxImpairReorder},
+		{Name: "tx_batches", Help: "sendmmsg calls that sent at least one datagram (Outbox)", Counter: &c.TxBatches},
+		{Name: "tx_short", Help: "datagrams the kernel sent only part of", Counter: &c.TxShort},
+		{Name: "tx_again", Help: "sends that found the socket's send buffer full (EAGAIN)", Counter: &c.TxAgain},
+		{Name: "tx_stall_drop", Help: "datagrams dropped: the socket's send buffer stayed full for the stall bound", Counter: &c.TxStallDrop},
+		{Name: "tx_gso", Help: "UDP GSO sends (several datagrams of one size to one peer in one send)", Counter: &c.TxGSO},
+		{Name: "tx_gso_off", Help: "times the kernel refused a UDP GSO send and GSO was turned off", Counter: &c.TxGSOOff},
+		{Name: "rx_gro", Help: "coalesced receives (UDP GRO) split into their datagrams", Counter: &c.RxGRO},
+		{Name: "rx_batches", Help: "recvmmsg calls that returned datagrams", Counter: &c.RxBatches},
 	}
 	for i := range f.drops {
 		set = append(set, stats.Desc{Name: fabricDrops[i].name, Help: fabricDrops[i].help, Counter: &f.drops[i]})
@@ -323,6 +356,7 @@ func (f *Fabric) AddPeer(addr netip.AddrPort) error {
 		}
 	}
 	p := &fabricPeer{addr: addr}
+	p.saLen = putSockaddr(&p.sa, addr, f.v6)
 	next := &peerSet{
 		list:   append(append([]*fabricPeer(nil), old.list...), p),
 		byAddr: make(map[netip.AddrPort]*fabricPeer, len(old.byAddr)+1),
@@ -399,11 +433,12 @@ func (f *Fabric) Impairment() Impairment {
 // sockets. It returns nil after a normal shutdown.
 func (f *Fabric) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
-	for _, c := range f.conns {
+	for i, c := range f.conns {
 		wg.Add(1)
+		r := newRxRing()
 		go func() {
 			defer wg.Done()
-			f.readLoop(c)
+			f.readLoop(c, f.raw[i], r)
 		}()
 	}
 	stop := context.AfterFunc(ctx, func() { f.Close() })
@@ -424,29 +459,6 @@ func (f *Fabric) Close() error {
 		}
 	})
 	return nil
-}
-
-func (f *Fabric) readLoop(c *net.UDPConn) {
-	local := c.LocalAddr().(*net.UDPAddr).AddrPort()
-	local = netip.AddrPortFrom(local.Addr().Unmap(), local.Port())
-	buf := make([]byte, 65536)
-	for {
-		n, src, err := c.ReadFromUDPAddrPort(buf)
-		if err != nil {
-			if f.closed.Load() || errors.Is(err, net.ErrClosed) {
-				return
-			}
-			f.c.RxReadError.Inc()
-			if n := f.c.RxReadError.Load(); n&(n-1) == 0 { // 1st, 2nd, 4th, 8th...: never a log flood
-				f.log.Warn("fabric read", "err", err, "errors", n)
-			}
-			continue
-		}
-		if t := f.tap.Load(); t != nil {
-			(*t)(false, [6]byte{}, local, netip.AddrPortFrom(src.Addr().Unmap(), src.Port()), buf[:n])
-		}
-		f.receive(src, buf[:n])
-	}
 }
 
 // receive handles one datagram from src.

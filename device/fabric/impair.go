@@ -82,6 +82,19 @@ func (im *impairer) roll(pct float64) bool {
 	return pct > 0 && im.rng.Float64()*100 < pct
 }
 
+// lose reports whether the loss impairment drops the next datagram
+// (counted), as send would (an outbox's datagrams, which it batches when
+// there is no reordering).
+func (im *impairer) lose(f *Fabric) bool {
+	im.mu.Lock()
+	defer im.mu.Unlock()
+	if im.roll(im.cfg.LossPercent) {
+		f.c.TxImpairDrop.Inc()
+		return true
+	}
+	return false
+}
+
 // send writes b (which the caller reuses) to dst, unless the impairment
 // drops it or holds it back.
 func (im *impairer) send(f *Fabric, conn *net.UDPConn, dst netip.AddrPort, b []byte) error {

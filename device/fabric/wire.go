@@ -132,6 +132,8 @@ const (
 	dropUnknownPeer
 	dropNoReceiver
 	dropControl
+	dropTruncated
+	dropBadSource
 	numFabricDrops
 )
 
@@ -148,6 +150,8 @@ var fabricDrops = [numFabricDrops]struct{ name, help string }{
 	dropUnknownPeer: {"rx_unknown_peer", "datagrams dropped: sender is not a configured peer"},
 	dropNoReceiver:  {"rx_no_receiver", "datagrams dropped: no receiver registered for the kind"},
 	dropControl:     {"rx_control", "Ethernet frames dropped: control-channel EtherType never crosses the fabric"},
+	dropTruncated:   {"rx_truncated", "datagrams dropped: longer than the receive buffer (cut short by the socket)"},
+	dropBadSource:   {"rx_bad_source", "datagrams dropped: the socket reported a source address that is not IPv4 or IPv6"},
 }
 
 // Decode checks datagram b strictly and returns its header and
