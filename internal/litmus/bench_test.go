@@ -24,7 +24,7 @@ func benchTest(b *testing.B, test Test) {
 		b.Run(name, func(b *testing.B) {
 			p := newPage(b, uint64(b.N))
 			b.ResetTimer()
-			res := playBoth(b, p, test, uint64(b.N), plain)
+			res := playBoth(b, p, test, uint64(b.N), plain, 0)
 			b.StopTimer()
 			perM := 1e6 / float64(b.N)
 			b.ReportMetric(float64(res[Guest].Violations+res[Host].Violations)*perM, "violations/Mround")

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
-	"runtime"
-	"sync"
 	"testing"
 	"time"
 
@@ -147,28 +145,8 @@ func TestLockExcludesOnRealHardware(t *testing.T) {
 	}
 	p := newPage(t, rounds)
 	p.Attach()
-	deadline := clock.Real.Now() + 5*time.Minute // a hang guard, not a timing assertion
-	var wg sync.WaitGroup
-	var res [2]Result
-	var errs [2]error
+	res := playBoth(t, p, Peterson, rounds, false, 64)
 	for _, s := range []Side{Guest, Host} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			runtime.LockOSThread()
-			defer runtime.UnlockOSThread()
-			o := Options{Clock: clock.Real, Deadline: deadline, Spread: 64}
-			if s == Guest {
-				o.Rounds, o.Spread = rounds, 0
-			}
-			res[s], errs[s] = Play(p, s, o)
-		}()
-	}
-	wg.Wait()
-	for _, s := range []Side{Guest, Host} {
-		if errs[s] != nil {
-			t.Fatalf("%s: %v", s, errs[s])
-		}
 		if res[s].Violations != 0 {
 			t.Errorf("%s: %d violations in %d rounds", s, res[s].Violations, res[s].Rounds)
 		}

@@ -11,8 +11,9 @@ import (
 )
 
 // playBoth plays test t on p with the guest's rounds, each side on its own
-// OS thread; guestPlain stores the guest's words without a barrier.
-func playBoth(t testing.TB, p *Page, test Test, rounds uint64, guestPlain bool) [2]Result {
+// OS thread; guestPlain stores the guest's words without a barrier, and
+// the host pauses up to hostSpread spins between rounds.
+func playBoth(t testing.TB, p *Page, test Test, rounds uint64, guestPlain bool, hostSpread uint64) [2]Result {
 	deadline := clock.Real.Now() + 5*time.Minute // a hang guard, not a timing assertion
 	var wg sync.WaitGroup
 	var res [2]Result
@@ -23,9 +24,9 @@ func playBoth(t testing.TB, p *Page, test Test, rounds uint64, guestPlain bool) 
 			defer wg.Done()
 			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
-			o := Options{Clock: clock.Real, Deadline: deadline}
+			o := Options{Clock: clock.Real, Deadline: deadline, Spread: hostSpread}
 			if s == Guest {
-				o.Rounds, o.Plain = rounds, guestPlain
+				o.Rounds, o.Plain, o.Spread = rounds, guestPlain, 0
 			}
 			res[s], errs[s] = test.Play(p, s, o)
 		}()
@@ -47,7 +48,7 @@ func TestStoreBufferingNeverBothOldOnRealHardware(t *testing.T) {
 		rounds = 10_000
 	}
 	p := newPage(t, rounds)
-	res := playBoth(t, p, StoreBuffering, rounds, false)
+	res := playBoth(t, p, StoreBuffering, rounds, false, 0)
 	if res[Host].Violations != 0 {
 		t.Errorf("%d of %d rounds with both sides loading an old value", res[Host].Violations, rounds)
 	}
