@@ -35,6 +35,12 @@ var GuestModules = []string{
 	// (falconnic bench nvmf compares the two).
 	"nvme_tcp",
 	"nvmet_tcp",
+	// NFSv4 over RDMA (falconnic nfs): the server (nfsd; rpcrdma holds
+	// svcrdma too) and the client (nfsv4 registers the version the nfs4
+	// filesystem type needs; rpcrdma the "rdma" transport).
+	"rpcrdma",
+	"nfsd",
+	"nfsv4",
 	// tc's clsact qdisc, matchall filter and mirred action: the driver's
 	// adversarial test reflects a forged control frame from eth0's egress
 	// into its ingress (tests/driver_adversarial_test.go).

@@ -29,7 +29,7 @@ var URootCommands = []string{
 }
 
 // GuestCommands are the falconnic guest programs, by package path.
-var GuestCommands = []string{"falconnic/guest/uinit", "falconnic/guest/agent", "falconnic/guest/xfer", "falconnic/guest/litmus", "falconnic/guest/rawframe"}
+var GuestCommands = []string{"falconnic/guest/uinit", "falconnic/guest/agent", "falconnic/guest/xfer", "falconnic/guest/litmus", "falconnic/guest/rawframe", "falconnic/guest/nfsrdma"}
 
 // guestModule is the module path the guest programs are built under.
 // u-root's busybox builder takes import paths without a dot in the first

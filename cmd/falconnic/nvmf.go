@@ -220,7 +220,7 @@ func nvmfKernelLogs(ctx context.Context, p *rdmaPair, stderr io.Writer) {
 	for _, v := range []*qemu.VM{p.a, p.b} {
 		out, err := guestStep(ctx, v, nvmfSetupLimit, io.Discard, "sh", "-c",
 			"dmesg | tail -n 150; cat /sys/class/infiniband/falcon0/counters")
-		fmt.Fprintf(stderr, "nvmf: --- %s kernel log (%v):\n%s\n", v.Name, err, out)
+		fmt.Fprintf(stderr, "%s: --- %s kernel log (%v):\n%s\n", p.o.prefix(), v.Name, err, out)
 	}
 }
 
