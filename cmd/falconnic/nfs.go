@@ -117,6 +117,44 @@ func (st nfsMountStats) isRDMA() bool {
 	return strings.Contains(st.opts, "proto=rdma") && len(f) > 1 && f[1] == "rdma"
 }
 
+// nfsXprtRDMA are the counters of an xprt: rdma line that show how the
+// data moved (net/sunrpc/xprtrdma/transport.c xprt_rdma_print_stats:
+// after "rdma", port, bind, connect, connect time, idle, sends, recvs,
+// bad xids, req_u, bklog_u, then xprtrdma's own).
+type nfsXprtRDMA struct {
+	sends, recvs uint64
+	// readChunks are requests whose payload the server pulled with RDMA
+	// READ (NFS WRITE); writeChunks and replyChunks are replies the server
+	// pushed with RDMA WRITE (NFS READ, long replies).
+	readChunks, writeChunks, replyChunks uint64
+	// rdmaRequest is the bytes registered for chunks; rdmaReply the bytes
+	// that arrived in write chunks.
+	rdmaRequest, rdmaReply uint64
+}
+
+// rdmaCounters parses the xprt line's RDMA counters.
+func (st nfsMountStats) rdmaCounters() (nfsXprtRDMA, error) {
+	f := strings.Fields(st.xprt)
+	if len(f) < 17 || f[1] != "rdma" {
+		return nfsXprtRDMA{}, fmt.Errorf("not an xprtrdma statistics line: %q", st.xprt)
+	}
+	var v [17]uint64
+	for _, i := range []int{7, 8, 12, 13, 14, 15, 16} {
+		n, err := strconv.ParseUint(f[i], 10, 64)
+		if err != nil {
+			return nfsXprtRDMA{}, fmt.Errorf("xprt field %d: %w", i, err)
+		}
+		v[i] = n
+	}
+	return nfsXprtRDMA{sends: v[7], recvs: v[8], readChunks: v[12], writeChunks: v[13], replyChunks: v[14],
+		rdmaRequest: v[15], rdmaReply: v[16]}, nil
+}
+
+func (x nfsXprtRDMA) String() string {
+	return fmt.Sprintf("%d sends, %d recvs, %d read chunks, %d write chunks, %d reply chunks, %d bytes registered, %d bytes RDMA-written by the server",
+		x.sends, x.recvs, x.readChunks, x.writeChunks, x.replyChunks, x.rdmaRequest, x.rdmaReply)
+}
+
 // transferLimit is a guest deadline for moving mib MiB.
 func transferLimit(mib int) time.Duration {
 	return nfsSetupLimit + time.Duration(float64(mib)*1.048576/nfsMBpsFloor*float64(time.Second))
@@ -276,6 +314,20 @@ func nfsRun(ctx context.Context, p *rdmaPair, mib int, start time.Time, stdout, 
 			return ctx.Err()
 		}
 	}
+	// The same write into A's RAM: how fast A's CPU makes and hashes the
+	// data, the ceiling of the NFS rate in a TCG guest.
+	out, err = guestStep(ctx, p.a, transferLimit(mib), stderr, "nfsrdma", "write", "-mib", strconv.Itoa(mib), "/tmp/nfs-local")
+	if err != nil {
+		return fmt.Errorf("local write (A): %w", err)
+	}
+	local, err := parseNFSResult(out)
+	if err != nil {
+		return fmt.Errorf("local write (A): %w", err)
+	}
+	if _, err := guestStep(ctx, p.a, nfsSetupLimit, stderr, "rm", "/tmp/nfs-local"); err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "nfs: A's local baseline: the same write into its RAM runs at %.2f MB/s\n", local.mbps)
 	file := nfsMountDir + "/" + nfsFile
 	out, err = guestStep(ctx, p.a, transferLimit(mib), stderr, "nfsrdma", "write", "-mib", strconv.Itoa(mib), file)
 	if err != nil {
@@ -286,6 +338,10 @@ func nfsRun(ctx context.Context, p *rdmaPair, mib int, start time.Time, stdout, 
 		return fmt.Errorf("write (A): %w", err)
 	}
 	fmt.Fprintf(stderr, "nfs: A wrote %d bytes in %.2fs (%.2f MB/s, fsync included), sha256 %s\n", w.bytes, w.seconds, w.mbps, w.sum)
+	wx, err := nfsRDMAStats(ctx, p, stderr, "write")
+	if err != nil {
+		return err
+	}
 	if _, err := guestStep(ctx, p.a, nfsSetupLimit, stderr, "umount", nfsMountDir); err != nil {
 		return fmt.Errorf("umount (A): %w", err)
 	}
@@ -301,15 +357,10 @@ func nfsRun(ctx context.Context, p *rdmaPair, mib int, start time.Time, stdout, 
 		return fmt.Errorf("read (A): %w", err)
 	}
 	fmt.Fprintf(stderr, "nfs: A read it back after remounting in %.2fs (%.2f MB/s), sha256 %s\n", r.seconds, r.mbps, r.sum)
-	ms, err := guestStep(ctx, p.a, nfsSetupLimit, stderr, "cat", "/proc/self/mountstats")
+	rx, err := nfsRDMAStats(ctx, p, stderr, "read")
 	if err != nil {
-		return fmt.Errorf("mountstats (A): %w", err)
+		return err
 	}
-	st, err := parseNFSMountStats(ms, nfsMountDir)
-	if err != nil {
-		return fmt.Errorf("mountstats (A): %w\n%s", err, ms)
-	}
-	fmt.Fprintf(stderr, "nfs: A mountstats %s\nnfs: A mountstats %s\n", st.opts, st.xprt)
 	out, err = guestStep(ctx, p.b, transferLimit(mib), stderr, "nfsrdma", "read", nfsExportDir+"/"+nfsFile)
 	if err != nil {
 		return fmt.Errorf("read (B): %w", err)
@@ -333,10 +384,35 @@ func nfsRun(ctx context.Context, p *rdmaPair, mib int, start time.Time, stdout, 
 		return fmt.Errorf("sizes differ: wrote %d, A read %d, B read %d, want %d", w.bytes, r.bytes, s.bytes, want)
 	case r.sum != w.sum || s.sum != w.sum:
 		return fmt.Errorf("SHA-256 differs: wrote %s, A read %s, B read %s", w.sum, r.sum, s.sum)
-	case !st.isRDMA():
-		return fmt.Errorf("A's mount is not NFS over RDMA: %s / %s", st.opts, st.xprt)
+	case wx.readChunks == 0 || wx.rdmaRequest < uint64(want):
+		return fmt.Errorf("the write did not move its data in RDMA read chunks: %v", wx)
+	case rx.writeChunks == 0 || rx.rdmaReply < uint64(want):
+		return fmt.Errorf("the read did not move its data in RDMA write chunks: %v", rx)
 	}
 	fmt.Fprintf(stdout, "nfs: PASS %d MiB over NFSv4.2/RDMA: write %.2f MB/s (%.2fs), read %.2f MB/s (%.2fs), sha256 %s; %.1fs in all\n",
 		mib, w.mbps, w.seconds, r.mbps, r.seconds, w.sum, time.Since(start).Seconds())
 	return nil
+}
+
+// nfsRDMAStats reads A's mountstats for the NFS mount, prints its options
+// and transport counters, and fails unless it is an RDMA mount.
+func nfsRDMAStats(ctx context.Context, p *rdmaPair, stderr io.Writer, phase string) (nfsXprtRDMA, error) {
+	ms, err := guestStep(ctx, p.a, nfsSetupLimit, stderr, "cat", "/proc/self/mountstats")
+	if err != nil {
+		return nfsXprtRDMA{}, fmt.Errorf("mountstats (A): %w", err)
+	}
+	st, err := parseNFSMountStats(ms, nfsMountDir)
+	if err != nil {
+		return nfsXprtRDMA{}, fmt.Errorf("mountstats (A): %w\n%s", err, ms)
+	}
+	fmt.Fprintf(stderr, "nfs: A mountstats after the %s: %s\nnfs: A mountstats after the %s: %s\n", phase, st.opts, phase, st.xprt)
+	if !st.isRDMA() {
+		return nfsXprtRDMA{}, fmt.Errorf("A's mount is not NFS over RDMA: %s / %s", st.opts, st.xprt)
+	}
+	x, err := st.rdmaCounters()
+	if err != nil {
+		return x, fmt.Errorf("mountstats (A): %w", err)
+	}
+	fmt.Fprintf(stderr, "nfs: xprtrdma after the %s: %v\n", phase, x)
+	return x, nil
 }

@@ -29,7 +29,7 @@ const nfsMountStatsRDMA = `device rootfs mounted on / with fstype rootfs
 device 10.0.0.2:/ mounted on /mnt/nfs with fstype nfs4 statvers=1.1
 	opts:	rw,vers=4.2,rsize=1048576,wsize=1048576,namlen=255,acregmin=3,proto=rdma,port=20049,timeo=600,retrans=2,sec=sys,clientaddr=10.0.0.1
 	age:	3
-	xprt:	rdma 0 0 1 0 0 10 10 0 10 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0
+	xprt:	rdma 0 0 1 0 0 10 10 0 10 0 4 5 6 7 8 0 0 0 0 0 0 0 0 0 0 0 0
 device 10.0.0.3:/ mounted on /mnt/other with fstype nfs4 statvers=1.1
 	opts:	rw,vers=4.2,proto=tcp
 	xprt:	tcp 0 0 1 0 0 10 10 0 10 0 0 0 0
@@ -43,12 +43,22 @@ func TestParseNFSMountStats(t *testing.T) {
 	if !st.isRDMA() {
 		t.Fatalf("not RDMA: %+v", st)
 	}
+	x, err := st.rdmaCounters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (nfsXprtRDMA{sends: 10, recvs: 10, readChunks: 4, writeChunks: 5, replyChunks: 6, rdmaRequest: 7, rdmaReply: 8}); x != want {
+		t.Fatalf("counters %+v, want %+v", x, want)
+	}
 	st, err = parseNFSMountStats(nfsMountStatsRDMA, "/mnt/other")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if st.isRDMA() {
 		t.Fatalf("a TCP mount counts as RDMA: %+v", st)
+	}
+	if _, err := st.rdmaCounters(); err == nil {
+		t.Fatal("a TCP transport line parsed as xprtrdma's")
 	}
 	if _, err := parseNFSMountStats(nfsMountStatsRDMA, "/mnt"); err == nil {
 		t.Fatal("found a mount on /mnt")
@@ -80,8 +90,13 @@ func FuzzParseNFSOutput(f *testing.F) {
 	f.Add("device x mounted on /mnt/nfs \n xprt:\n opts:")
 	f.Fuzz(func(t *testing.T, s string) {
 		parseNFSResult(s)
-		if st, err := parseNFSMountStats(s, "/mnt/nfs"); err == nil && st.isRDMA() && !strings.Contains(s, "proto=rdma") {
+		st, err := parseNFSMountStats(s, "/mnt/nfs")
+		if err != nil {
+			return
+		}
+		if st.isRDMA() && !strings.Contains(s, "proto=rdma") {
 			t.Fatalf("RDMA without proto=rdma: %+v", st)
 		}
+		st.rdmaCounters()
 	})
 }
