@@ -378,6 +378,10 @@ func nfsRun(ctx context.Context, p *rdmaPair, mib int, start time.Time, stdout, 
 	if d := counterDeltas(before, after, 8); len(d) > 0 {
 		fmt.Fprintf(stderr, "nfs: daemon Falcon counters, busiest: %s\n", strings.Join(d, ", "))
 	}
+	if d := counterDeltas(retxCounters(before), retxCounters(after), 8); len(d) > 0 {
+		fmt.Fprintf(stderr, "nfs: daemon Falcon counters, resends: %s\n", strings.Join(d, ", "))
+	}
+	fmt.Fprintf(stderr, "nfs: daemon CPU %.1fs over the whole run\n", p.daemonCPU())
 
 	want := int64(mib) << 20
 	switch {
@@ -419,4 +423,15 @@ func nfsRDMAStats(ctx context.Context, p *rdmaPair, stderr io.Writer, phase stri
 	}
 	fmt.Fprintf(stderr, "nfs: xprtrdma after the %s: %v\n", phase, x)
 	return x, nil
+}
+
+// retxCounters are the counters of m about resends (a lossy fabric's).
+func retxCounters(m map[string]uint64) map[string]uint64 {
+	r := map[string]uint64{}
+	for k, v := range m {
+		if strings.Contains(k, "retx") {
+			r[k] = v
+		}
+	}
+	return r
 }
