@@ -1,6 +1,9 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -99,4 +102,31 @@ func FuzzParseNFSOutput(f *testing.F) {
 		}
 		st.rdmaCounters()
 	})
+}
+
+func TestNFSUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"--daemons", "3"},
+		{"--loss", "1"},
+		{"--daemons", "2", "--loss", "100"},
+		{"--mib", "0"},
+		{"--mib", "257"},
+		{"extra"},
+	} {
+		var out bytes.Buffer
+		err := runNFS(context.Background(), args, &out, &out)
+		if !errors.Is(err, errUsage) {
+			t.Errorf("nfs %v: %v, want a usage error", args, err)
+		}
+	}
+}
+
+// An image without the NFS modules is refused before any guest boots.
+func TestNFSRefusesAnImageWithoutNFSModules(t *testing.T) {
+	cache := fakeImage(t, "kernel/drivers/nvme/host/nvme-rdma.ko", "kernel/net/sunrpc/xprtrdma/rpcrdma.ko")
+	var out bytes.Buffer
+	err := runNFS(context.Background(), []string{"--cache", cache}, &out, &out)
+	if err == nil || !strings.Contains(err.Error(), "nfsd, nfsv4") {
+		t.Fatalf("image without nfsd and nfsv4: %v", err)
+	}
 }
