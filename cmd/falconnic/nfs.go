@@ -330,6 +330,7 @@ func nfsRun(ctx context.Context, p *rdmaPair, mib int, start time.Time, stdout, 
 	}
 	fmt.Fprintf(stderr, "nfs: A's local baseline: the same write into its RAM runs at %.2f MB/s\n", local.mbps)
 	file := nfsMountDir + "/" + nfsFile
+	cpu0 := p.daemonCPU()
 	out, err = guestStep(ctx, p.a, transferLimit(mib), stderr, "nfsrdma", "write", "-mib", strconv.Itoa(mib), file)
 	if err != nil {
 		return fmt.Errorf("write (A): %w", err)
@@ -358,6 +359,7 @@ func nfsRun(ctx context.Context, p *rdmaPair, mib int, start time.Time, stdout, 
 		return fmt.Errorf("read (A): %w", err)
 	}
 	fmt.Fprintf(stderr, "nfs: A read it back after remounting in %.2fs (%.2f MB/s), sha256 %s\n", r.seconds, r.mbps, r.sum)
+	cpuXfer := p.daemonCPU() - cpu0
 	rx, err := nfsRDMAStats(ctx, p, stderr, "read")
 	if err != nil {
 		return err
@@ -381,7 +383,8 @@ func nfsRun(ctx context.Context, p *rdmaPair, mib int, start time.Time, stdout, 
 	if d := counterDeltas(retxCounters(before), retxCounters(after), 8); len(d) > 0 {
 		fmt.Fprintf(stderr, "nfs: daemon Falcon counters, resends: %s\n", strings.Join(d, ", "))
 	}
-	fmt.Fprintf(stderr, "nfs: daemon CPU %.1fs over the whole run\n", p.daemonCPU())
+	fmt.Fprintf(stderr, "nfs: daemon CPU %.2fs from the write to the end of the read back (%.1f ms per MiB moved), %.2fs over the whole run\n",
+		cpuXfer, cpuXfer*1000/float64(2*mib), p.daemonCPU())
 
 	want := int64(mib) << 20
 	switch {
