@@ -376,6 +376,13 @@ func nfsRun(ctx context.Context, p *rdmaPair, mib int, start time.Time, stdout, 
 	if _, err := guestStep(ctx, p.a, nfsSetupLimit, stderr, "umount", nfsMountDir); err != nil {
 		return fmt.Errorf("umount (A): %w", err)
 	}
+	for _, v := range []*qemu.VM{p.b, p.a} {
+		out, err := guestStep(ctx, v, nfsSetupLimit, stderr, "sh", "-c",
+			"dmesg | grep -iE 'nfs|rpc|svcrdma|grace|cache' | tail -n 20; true")
+		if err == nil && strings.TrimSpace(out) != "" {
+			fmt.Fprintf(stderr, "nfs: %s kernel log (NFS/RPC lines):\n%s", v.Name, out)
+		}
+	}
 	after := p.daemonCounters(ctx)
 	if d := counterDeltas(before, after, 8); len(d) > 0 {
 		fmt.Fprintf(stderr, "nfs: daemon Falcon counters, busiest: %s\n", strings.Join(d, ", "))
