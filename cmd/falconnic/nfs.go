@@ -379,7 +379,7 @@ func nfsRun(ctx context.Context, p *rdmaPair, mib int, start time.Time, stdout, 
 	for _, v := range []*qemu.VM{p.b, p.a} {
 		out, err := guestStep(ctx, v, nfsSetupLimit, stderr, "sh", "-c",
 			// u-root's grep takes Go regular expressions and has no -E.
-			"dmesg | grep -i 'nfs|rpc|svcrdma|grace|cache' | tail -n 20; true")
+			"dmesg | grep -i 'nfs|rpc|svcrdma' | tail -n 20; true")
 		if err == nil && strings.TrimSpace(out) != "" {
 			fmt.Fprintf(stderr, "nfs: %s kernel log (NFS/RPC lines):\n%s", v.Name, out)
 		}
