@@ -78,3 +78,24 @@ func TestARunFailsWhenThePingpongServerReportsBadData(t *testing.T) {
 		t.Fatal("a server reporting invalid data passed")
 	}
 }
+
+// A client that reached no listener is retried; other failures are not.
+func TestNotListeningMatchesTheNoListenerReports(t *testing.T) {
+	for _, c := range []struct {
+		out  string
+		want bool
+	}{
+		{"Couldn't connect to 10.0.0.2:18515", true},
+		{"Unexpected CM event bl blka 8 (RDMA_CM_EVENT_REJECTED)", true},
+		// ib_send_lat -R -c UD against a server not listening yet: the
+		// SIDR REP's status 1, IB_SIDR_UNSUPPORTED (seen in CI).
+		{"RDMA CM event error:\nEvent: RDMA_CM_EVENT_UNREACHABLE; error: 1.\n\nERRNO: Operation not supported.", true},
+		{"Event: RDMA_CM_EVENT_UNREACHABLE; error: -110.", false}, // a timeout: no retry
+		{"Event: RDMA_CM_EVENT_UNREACHABLE; error: 12.", false},
+		{"Failed to modify QP to RTR", false},
+	} {
+		if got := notListening(c.out); got != c.want {
+			t.Errorf("notListening(%q) = %v, want %v", c.out, got, c.want)
+		}
+	}
+}

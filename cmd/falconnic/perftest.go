@@ -424,8 +424,11 @@ func notListening(out string) bool {
 }
 
 // cmRejected is how perftest -R and rping report RDMA_CM_EVENT_REJECTED
-// (8): the server's rdma_cm does not listen on the port yet.
-var cmRejected = regexp.MustCompile(`Unexpected CM event bl blka 8\b|RDMA_CM_EVENT_REJECTED`)
+// (8), and perftest -R -c UD an RDMA_CM_EVENT_UNREACHABLE with SIDR
+// status 1 (IB_SIDR_UNSUPPORTED: the kernel CM found no listener for the
+// service ID, drivers/infiniband/core/cm.c): either way the server's
+// rdma_cm does not listen on the port yet.
+var cmRejected = regexp.MustCompile(`Unexpected CM event bl blka 8\b|RDMA_CM_EVENT_REJECTED|RDMA_CM_EVENT_UNREACHABLE; error: 1\b`)
 
 // perftestResult is one client/server run.
 type perftestResult struct {
