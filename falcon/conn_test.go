@@ -550,3 +550,46 @@ func TestPLBRepath(t *testing.T) {
 		t.Error("repath not counted")
 	}
 }
+
+// With TLPProbes > 1 a probe that is lost is followed by another a PTO
+// later, which repairs the tail before the RTO; by default one probe goes
+// out and the RTO resends the rest.
+func TestTLPProbesRepeatAfterLostProbe(t *testing.T) {
+	for _, tc := range []struct {
+		probes        uint8
+		wantTLP, wRTO uint64
+	}{{0, 1, 1}, {1, 1, 1}, {3, 2, 0}} {
+		s := newScript(t, ConnConfig{SCID: 1, DCID: 2, TLP: true, TLPProbes: tc.probes,
+			InitRTO: 300 * time.Microsecond, MinRTO: 300 * time.Microsecond})
+		s.ub.onReq = func(c *Conn, r *Request) { c.AckPush(r.RSN) }
+		s.ca.Push(1, nil)
+		s.deliver(0)
+		s.wait(10 * time.Microsecond) // an RTT sample: PTO = 50 µs
+		s.deliver(0)
+		s.flushAll()
+		lost := 0
+		s.autoLose = func(dir, desc string) bool { // the push and the first probe
+			if dir == "A→B" && lost < 2 {
+				lost++
+				return true
+			}
+			return false
+		}
+		s.ca.Push(2, nil)
+		for range 8 { // 200 µs: past two PTOs, before the RTO
+			s.wait(25 * time.Microsecond)
+			s.flushAll()
+		}
+		tlp := s.ca.Stats.RetxTLP.Load()
+		done := len(s.ua.cpls)
+		s.wait(400 * time.Microsecond)
+		s.settle()
+		if tlp != tc.wantTLP || s.ca.Stats.RetxRTO.Load() != tc.wRTO || len(s.ua.cpls) != 2 {
+			t.Errorf("TLPProbes %d: %d probes, %d RTOs, %d completions; want %d, %d, 2", tc.probes, tlp,
+				s.ca.Stats.RetxRTO.Load(), len(s.ua.cpls), tc.wantTLP, tc.wRTO)
+		}
+		if tc.wRTO == 0 && done != 2 {
+			t.Errorf("TLPProbes %d: %d completions before the RTO, want 2", tc.probes, done)
+		}
+	}
+}
