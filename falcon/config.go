@@ -106,6 +106,12 @@ type ConnConfig struct {
 	// duplicate and draws the ACK the sender lacks. RerouteOnProbe probes
 	// up to maxRerouteProbes times whatever this says.
 	TLPProbes uint8
+	// GateInFlight lets fcwnd bound the packets in flight — sent and not
+	// acknowledged — rather than the PSN distance from the window's base
+	// (Rev 0.9 §9.1.2, the default); the distance stays within the
+	// receiver's window. A hole then holds only its own packet of the
+	// window while it is repaired, not every packet after it.
+	GateInFlight bool
 	// AckHoles has the receiver acknowledge at once a packet that arrives
 	// beyond a hole in its window or fills one, rather than at the
 	// coalescing count or timer: the sender's early retransmission (OOO

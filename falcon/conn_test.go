@@ -593,3 +593,43 @@ func TestTLPProbesRepeatAfterLostProbe(t *testing.T) {
 		}
 	}
 }
+
+// With GateInFlight a lost packet holds one packet of fcwnd while it is
+// repaired: once an EACK reports the packets after it received, new ones
+// go out. The default gate [S §9.1.2] holds PSN base + fcwnd until the
+// hole is filled.
+func TestGateInFlightHoleHoldsOnePacket(t *testing.T) {
+	for _, tc := range []struct {
+		inFlight bool
+		want     int // data packets A sends after the EACK
+	}{{false, 0}, {true, 3}} {
+		s := newScript(t, ConnConfig{SCID: 1, DCID: 2, Ordered: true, InitFcwnd: 4 * rue.One,
+			InitRTO: time.Millisecond, MinRTO: time.Millisecond, GateInFlight: tc.inFlight})
+		s.ub.onReq = func(c *Conn, r *Request) { c.AckPush(r.RSN) }
+		for i := range 8 {
+			s.ca.Push(uint64(i), []byte{byte(i)})
+		}
+		if len(s.q) != 4 {
+			t.Fatalf("in flight %v: %d packets before any ACK, want 4 (fcwnd)", tc.inFlight, len(s.q))
+		}
+		s.lose(0)
+		for range 3 {
+			s.deliver(0)
+		}
+		s.wait(10 * time.Microsecond) // B's coalescing timer: an EACK with a hole
+		if len(s.q) != 1 || !strings.HasPrefix(s.line(s.q[0], false), "B→A EACK") {
+			t.Fatalf("in flight %v: queue after the timer %d frames, want B's EACK", tc.inFlight, len(s.q))
+		}
+		s.deliver(0)
+		sent := 0
+		for _, f := range s.q {
+			if strings.HasPrefix(s.line(f, false), "A→B PushData") {
+				sent++
+			}
+		}
+		if sent != tc.want || s.ca.Stats.RetxEarly.Load()+s.ca.Stats.RetxRTO.Load() != 0 {
+			t.Errorf("in flight %v: %d new packets after the EACK, want %d (retransmissions %d)", tc.inFlight, sent, tc.want,
+				s.ca.Stats.RetxEarly.Load()+s.ca.Stats.RetxRTO.Load())
+		}
+	}
+}

@@ -165,7 +165,7 @@ func lossRun(cfg LossConfig, op OpKind, mode Recovery, drop, reorder float64) (L
 	pc := PairConfig{AB: mc(seed), BA: mc(seed + 1), ULPA: ua, ULPB: ub,
 		Conn: falcon.ConnConfig{SCID: 1, DCID: 2, Ordered: true, GoBackN: mode == GoBackN, MTU: cfg.Size,
 			InitRTO: 200 * time.Microsecond, MinRTO: 50 * time.Microsecond, MaxRetries: 64,
-			RACK: mode == RACKTLP, TLP: mode == RACKTLP, TLPProbes: lossTLPProbes, AckHoles: mode == RACKTLP && cfg.AckHoles, InitFcwnd: cfg.InitFcwnd}}
+			RACK: mode == RACKTLP, TLP: mode == RACKTLP, TLPProbes: lossTLPProbes, GateInFlight: cfg.GateInFlight, AckHoles: mode == RACKTLP && cfg.AckHoles, InitFcwnd: cfg.InitFcwnd}}
 	if cfg.RUE != nil {
 		pc.RUEA, pc.RUEB = cfg.RUE(0), cfg.RUE(1)
 	}
