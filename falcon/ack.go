@@ -258,7 +258,7 @@ func (c *Conn) mergeBitmap(i int, base wire.PSN, b *wire.Bitmap, ack bool, now t
 				c.acked(i, psn, s, now)
 			}
 		} else {
-			s.Received = true
+			w.MarkReceived(s)
 		}
 	}
 }
@@ -304,7 +304,8 @@ var nackHandlers = map[wire.NackCode]func(*Conn, wire.Nack, int, wire.PSN, *pdl.
 // nackResource: the receiver had no room; retransmit after an RTO (the RUE
 // heard about it and may cut ncwnd).
 func (c *Conn) nackResource(n wire.Nack, i int, psn wire.PSN, s *pdl.TxSlot, now time.Duration) {
-	s.Refused, s.Retries, s.Received = true, 0, false // the NACK proves the path works: no backoff
+	c.tx[i].ClearReceived(s)
+	s.Refused, s.Retries = true, 0 // the NACK proves the path works: no backoff
 	s.Deadline = now + c.rto
 	c.armRTO(s.Deadline)
 }
@@ -312,7 +313,8 @@ func (c *Conn) nackResource(n wire.Nack, i int, psn wire.PSN, s *pdl.TxSlot, now
 // nackRNR: the target ULP was not ready; resend after max(RTO, RNR timeout).
 func (c *Conn) nackRNR(n wire.Nack, i int, psn wire.PSN, s *pdl.TxSlot, now time.Duration) {
 	c.Stats.RNRWaits.Inc()
-	s.Refused, s.Retries, s.Received = true, 0, false
+	c.tx[i].ClearReceived(s)
+	s.Refused, s.Retries = true, 0
 	d := max(c.rto, n.RNRTimeout())
 	s.Deadline = now + d
 	c.armRTO(s.Deadline)

@@ -99,6 +99,19 @@ type ConnConfig struct {
 	OOODistance        uint32        // early retransmit distance (default 3)
 	EarlyRetxCap       uint8         // per packet (default 16)
 	RACK, TLP          bool          // Gen3 extensions (default off)
+	// TLPProbes is how many tail-loss probes go out a PTO apart while no
+	// ACK arrives (default 1: one probe, then the RTO, digest §5.7). More
+	// cover a lost probe, or the lost ACK of one, at the PTO's pace rather
+	// than the RTO's: a probe the receiver already holds costs it one
+	// duplicate and draws the ACK the sender lacks. RerouteOnProbe probes
+	// up to maxRerouteProbes times whatever this says.
+	TLPProbes uint8
+	// GateInFlight lets fcwnd bound the packets in flight — sent and not
+	// acknowledged — rather than the PSN distance from the window's base
+	// (Rev 0.9 §9.1.2, the default); the distance stays within the
+	// receiver's window. A hole then holds only its own packet of the
+	// window while it is repaired, not every packet after it.
+	GateInFlight bool
 	// AckHoles has the receiver acknowledge at once a packet that arrives
 	// beyond a hole in its window or fills one, rather than at the
 	// coalescing count or timer: the sender's early retransmission (OOO

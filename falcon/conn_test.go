@@ -550,3 +550,86 @@ func TestPLBRepath(t *testing.T) {
 		t.Error("repath not counted")
 	}
 }
+
+// With TLPProbes > 1 a probe that is lost is followed by another a PTO
+// later, which repairs the tail before the RTO; by default one probe goes
+// out and the RTO resends the rest.
+func TestTLPProbesRepeatAfterLostProbe(t *testing.T) {
+	for _, tc := range []struct {
+		probes        uint8
+		wantTLP, wRTO uint64
+	}{{0, 1, 1}, {1, 1, 1}, {3, 2, 0}} {
+		s := newScript(t, ConnConfig{SCID: 1, DCID: 2, TLP: true, TLPProbes: tc.probes,
+			InitRTO: 300 * time.Microsecond, MinRTO: 300 * time.Microsecond})
+		s.ub.onReq = func(c *Conn, r *Request) { c.AckPush(r.RSN) }
+		s.ca.Push(1, nil)
+		s.deliver(0)
+		s.wait(10 * time.Microsecond) // an RTT sample: PTO = 50 µs
+		s.deliver(0)
+		s.flushAll()
+		lost := 0
+		s.autoLose = func(dir, desc string) bool { // the push and the first probe
+			if dir == "A→B" && lost < 2 {
+				lost++
+				return true
+			}
+			return false
+		}
+		s.ca.Push(2, nil)
+		for range 8 { // 200 µs: past two PTOs, before the RTO
+			s.wait(25 * time.Microsecond)
+			s.flushAll()
+		}
+		tlp := s.ca.Stats.RetxTLP.Load()
+		done := len(s.ua.cpls)
+		s.wait(400 * time.Microsecond)
+		s.settle()
+		if tlp != tc.wantTLP || s.ca.Stats.RetxRTO.Load() != tc.wRTO || len(s.ua.cpls) != 2 {
+			t.Errorf("TLPProbes %d: %d probes, %d RTOs, %d completions; want %d, %d, 2", tc.probes, tlp,
+				s.ca.Stats.RetxRTO.Load(), len(s.ua.cpls), tc.wantTLP, tc.wRTO)
+		}
+		if tc.wRTO == 0 && done != 2 {
+			t.Errorf("TLPProbes %d: %d completions before the RTO, want 2", tc.probes, done)
+		}
+	}
+}
+
+// With GateInFlight a lost packet holds one packet of fcwnd while it is
+// repaired: once an EACK reports the packets after it received, new ones
+// go out. The default gate [S §9.1.2] holds PSN base + fcwnd until the
+// hole is filled.
+func TestGateInFlightHoleHoldsOnePacket(t *testing.T) {
+	for _, tc := range []struct {
+		inFlight bool
+		want     int // data packets A sends after the EACK
+	}{{false, 0}, {true, 3}} {
+		s := newScript(t, ConnConfig{SCID: 1, DCID: 2, Ordered: true, InitFcwnd: 4 * rue.One,
+			InitRTO: time.Millisecond, MinRTO: time.Millisecond, GateInFlight: tc.inFlight})
+		s.ub.onReq = func(c *Conn, r *Request) { c.AckPush(r.RSN) }
+		for i := range 8 {
+			s.ca.Push(uint64(i), []byte{byte(i)})
+		}
+		if len(s.q) != 4 {
+			t.Fatalf("in flight %v: %d packets before any ACK, want 4 (fcwnd)", tc.inFlight, len(s.q))
+		}
+		s.lose(0)
+		for range 3 {
+			s.deliver(0)
+		}
+		s.wait(10 * time.Microsecond) // B's coalescing timer: an EACK with a hole
+		if len(s.q) != 1 || !strings.HasPrefix(s.line(s.q[0], false), "B→A EACK") {
+			t.Fatalf("in flight %v: queue after the timer %d frames, want B's EACK", tc.inFlight, len(s.q))
+		}
+		s.deliver(0)
+		sent := 0
+		for _, f := range s.q {
+			if strings.HasPrefix(s.line(f, false), "A→B PushData") {
+				sent++
+			}
+		}
+		if sent != tc.want || s.ca.Stats.RetxEarly.Load()+s.ca.Stats.RetxRTO.Load() != 0 {
+			t.Errorf("in flight %v: %d new packets after the EACK, want %d (retransmissions %d)", tc.inFlight, sent, tc.want,
+				s.ca.Stats.RetxEarly.Load()+s.ca.Stats.RetxRTO.Load())
+		}
+	}
+}

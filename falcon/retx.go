@@ -251,13 +251,21 @@ func (c *Conn) pto() time.Duration {
 // rest.
 const maxRerouteProbes = 4
 
-// tlpProbe retransmits the oldest unreceived packet, once until an ACK
-// re-arms the probe — or, when probes reroute, up to maxRerouteProbes
-// times a PTO apart, each on a new path.
+// maxProbes is how many probes go out without an ACK in between.
+func (c *Conn) maxProbes() uint8 {
+	if c.cfg.RerouteOnProbe {
+		return maxRerouteProbes
+	}
+	return max(c.cfg.TLPProbes, 1)
+}
+
+// tlpProbe retransmits the oldest unreceived packet, up to maxProbes times
+// a PTO apart until an ACK re-arms the probe; when probes reroute, each
+// goes out on a new path.
 func (c *Conn) tlpProbe(now time.Duration) {
 	c.tlpFired = true
 	c.tlpProbes++
-	if c.cfg.RerouteOnProbe && c.tlpProbes < maxRerouteProbes {
+	if c.tlpProbes < c.maxProbes() {
 		c.tlpAt, c.tlpArmed = now+c.pto(), true
 	}
 	for i := range c.tx {

@@ -58,7 +58,8 @@ func (c *Conn) gate(i int, request bool, now time.Duration) bool {
 			c.paceArmed = true
 			return false
 		}
-	} else if out >= min(c.fcwnd.Int(), rxWindowSize[i]) {
+	} else if out >= min(c.fcwnd.Int(), rxWindowSize[i]) &&
+		(!c.cfg.GateInFlight || out >= rxWindowSize[i] || w.InFlight() >= c.fcwnd.Int()) {
 		return false
 	}
 	if request && uint32(w.ORC) >= c.ncwnd {

@@ -70,7 +70,7 @@ func benchLoss(fs *flag.FlagSet) func(c sim.Common) (sim.Doc, []svgplot.Chart, s
 			"link": map[string]any{"gbps": *gbps, "delay": delay.String(), "reorder_hold": "10µs"},
 			"size": *size, "count": *count, "connection": "one, ordered, initiator table kept full",
 			"ratio": "goodput over the same op and mode without impairment", "seed": c.Seed,
-			"firmware": c.FirmwareDesc, "swift_base_target": target, "ack_holes": c.AckHoles,
+			"firmware": c.FirmwareDesc, "swift_base_target": target, "ack_holes": c.AckHoles, "gate_inflight": c.GateInFlight,
 		}, Points: points(pts)}
 		find := func(op string, m sim.Recovery, drop, reorder float64) (float64, bool) {
 			for _, p := range pts {

@@ -70,6 +70,9 @@ type TxWindow struct {
 	// ORC counts outstanding new requests (Push Data, Pull Request) for the
 	// ncwnd gate; ORRC those that were retransmitted [S §9.1.2].
 	ORC, ORRC int
+	// landed counts the slots in [base, next) the peer acknowledged or
+	// reported received; the rest are in flight.
+	landed uint32
 }
 
 // Init sets the initial PSN and the ring size (rounded up to a power of two,
@@ -80,7 +83,7 @@ func (w *TxWindow) Init(base wire.PSN, size uint32) {
 		n <<= 1
 	}
 	w.base, w.next, w.mask = base, base, n-1
-	w.ORC, w.ORRC = 0, 0
+	w.ORC, w.ORRC, w.landed = 0, 0, 0
 	if uint32(len(w.slots)) != n {
 		w.slots = make([]TxSlot, n)
 	} else {
@@ -111,6 +114,32 @@ func (w *TxWindow) Cap() uint32 { return w.mask + 1 }
 
 // Outstanding returns Next − Base.
 func (w *TxWindow) Outstanding() uint32 { return uint32(w.next.Sub(w.base)) }
+
+// InFlight returns the outstanding packets the peer has neither
+// acknowledged nor reported received.
+func (w *TxWindow) InFlight() uint32 { return w.Outstanding() - w.landed }
+
+// MarkReceived records that the peer's EACK data-rx bitmap shows an
+// outstanding slot (received, its ULP acknowledgement pending).
+func (w *TxWindow) MarkReceived(s *TxSlot) {
+	if s.Received || s.State == SlotAcked || s.State == SlotFree {
+		return
+	}
+	s.Received = true
+	w.landed++
+}
+
+// ClearReceived forgets that the peer held a slot (it refused it after
+// all: a resource or RNR NACK), so the slot is in flight again.
+func (w *TxWindow) ClearReceived(s *TxSlot) {
+	if !s.Received {
+		return
+	}
+	s.Received = false
+	if s.State != SlotAcked && s.State != SlotFree {
+		w.landed--
+	}
+}
 
 // Full reports whether the ring has no free slot.
 func (w *TxWindow) Full() bool { return w.Outstanding() > w.mask }
@@ -146,6 +175,9 @@ func (w *TxWindow) MarkAcked(s *TxSlot) bool {
 			w.ORRC--
 		}
 	}
+	if !s.Received {
+		w.landed++
+	}
 	s.State = SlotAcked
 	return true
 }
@@ -160,6 +192,7 @@ func (w *TxWindow) Advance() uint32 {
 			break
 		}
 		s.State = SlotFree
+		w.landed--
 		w.base = w.base.Add(1)
 		n++
 	}

@@ -83,3 +83,37 @@ func TestRTT(t *testing.T) {
 }
 
 var _ = wire.PSN(0)
+
+// InFlight counts the outstanding slots the peer neither acknowledged nor
+// reported received, across out-of-order acks, receipts, a refusal and
+// the base's advance over the wrap.
+func TestTxWindowInFlight(t *testing.T) {
+	var w TxWindow
+	w.Init(0xfffffffe, 8)
+	for i := 0; i < 6; i++ {
+		w.Alloc()
+	}
+	steps := []struct {
+		do   func()
+		want uint32
+	}{
+		{func() {}, 6},
+		{func() { w.MarkReceived(w.Slot(1)) }, 5},
+		{func() { w.MarkReceived(w.Slot(1)) }, 5},                                            // again: counted once
+		{func() { w.MarkAcked(w.Slot(1)) }, 5},                                               // received, then acked: still landed once
+		{func() { w.MarkAcked(w.Slot(2)) }, 4},                                               // acked beyond the hole
+		{func() { w.MarkReceived(w.Slot(2)) }, 4},                                            // acked slots are not received again
+		{func() { w.MarkReceived(w.Slot(3)); w.ClearReceived(w.Slot(3)) }, 4},                // refused: in flight again
+		{func() { w.MarkAcked(w.Slot(0xfffffffe)); w.Advance() }, 3},                         // base moves one
+		{func() { w.MarkAcked(w.Slot(0xffffffff)); w.MarkAcked(w.Slot(0)); w.Advance() }, 1}, // over 1 and 2 too
+	}
+	for i, st := range steps {
+		st.do()
+		if got := w.InFlight(); got != st.want {
+			t.Fatalf("step %d: in flight %d, want %d (outstanding %d)", i, got, st.want, w.Outstanding())
+		}
+	}
+	if w.Base() != 3 || w.Outstanding() != 1 {
+		t.Errorf("base %d outstanding %d, want 3 and 1", w.Base(), w.Outstanding())
+	}
+}

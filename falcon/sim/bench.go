@@ -80,6 +80,9 @@ type Common struct {
 	// AckHoles (with RACKTLP) has receivers acknowledge a packet beyond a
 	// hole, or filling one, at once.
 	AckHoles bool
+	// GateInFlight has fcwnd bound the packets in flight rather than the
+	// PSN distance from the window's base (falcon.ConnConfig.GateInFlight).
+	GateInFlight bool
 	// AckPerConn turns per-flow ACKs off (falcon.ConnConfig.AckPerConn).
 	AckPerConn bool
 	// Reroute turns on protective reroute on every connection.
@@ -107,6 +110,7 @@ func (c Common) Conn() falcon.ConnConfig {
 	cc.InitFcwnd = c.InitFcwnd
 	cc.RACK, cc.TLP, cc.AckHoles = c.RACKTLP, c.RACKTLP, c.RACKTLP && c.AckHoles
 	cc.AckPerConn = c.AckPerConn
+	cc.GateInFlight = c.GateInFlight
 	cc.ProtectiveReroute, cc.RerouteOnProbe = c.Reroute, c.Reroute && c.RerouteOnProbe
 	cc.PathPolicy = c.Policy
 	return cc

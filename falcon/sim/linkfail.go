@@ -75,22 +75,28 @@ type LinkFailConfig struct {
 
 // LinkFailPoint is one (mode, flows) run.
 type LinkFailPoint struct {
-	Mode        string            `json:"mode"`
-	Flows       int               `json:"flows"`
-	PreGbps     float64           `json:"pre_failure_gbps"`
-	MinGbps     float64           `json:"min_after_gbps"`
-	PostGbps    float64           `json:"last_ms_gbps"`
-	RecoverUs   float64           `json:"recover_90pct_us"` // -1: never within the run
-	Recovered   bool              `json:"recovered"`
-	Stalled     int               `json:"stalled_connections"`
-	Dead        int               `json:"dead_connections"`
-	Connections int               `json:"connections"`
-	RetxRTO     uint64            `json:"retx_rto"`
-	Drops       map[string]uint64 `json:"drops"`
-	Series      []float64         `json:"goodput_gbps_series"`
-	BinUs       float64           `json:"bin_us"`
-	Events      uint64            `json:"packet_events"`
-	WallS       float64           `json:"wall_s"`
+	Mode      string  `json:"mode"`
+	Flows     int     `json:"flows"`
+	PreGbps   float64 `json:"pre_failure_gbps"`
+	MinGbps   float64 `json:"min_after_gbps"`
+	PostGbps  float64 `json:"last_ms_gbps"`
+	RecoverUs float64 `json:"recover_90pct_us"` // -1: never within the run
+	// RecoverFwdUs is the end of the first bin after the failure from
+	// which the goodput averaged over the next Smooth bins is at 90 % of
+	// the pre-failure mean (-1: never): the trailing average of RecoverUs
+	// keeps a deep dip in its window for Smooth bins after the goodput is
+	// back, so it reads at least Smooth bins whatever the transport does.
+	RecoverFwdUs float64           `json:"recover_90pct_fwd_us"`
+	Recovered    bool              `json:"recovered"`
+	Stalled      int               `json:"stalled_connections"`
+	Dead         int               `json:"dead_connections"`
+	Connections  int               `json:"connections"`
+	RetxRTO      uint64            `json:"retx_rto"`
+	Drops        map[string]uint64 `json:"drops"`
+	Series       []float64         `json:"goodput_gbps_series"`
+	BinUs        float64           `json:"bin_us"`
+	Events       uint64            `json:"packet_events"`
+	WallS        float64           `json:"wall_s"`
 }
 
 // RunLinkFail runs one point per mode and flow count.
@@ -176,6 +182,14 @@ func linkFailRun(cfg LinkFailConfig, mode string, flows int) (LinkFailPoint, err
 			break
 		}
 	}
+	p.RecoverFwdUs = -1
+	first := 0
+	for first < len(g.Gbps) && t0+time.Duration(first+1)*cfg.Bin <= failAt {
+		first++
+	}
+	if i := recoveredFrom(g.Gbps, first, 0.9*pre, k); i >= 0 {
+		p.RecoverFwdUs = us(t0 + time.Duration(i+1)*cfg.Bin - failAt)
+	}
 	switch {
 	case !dipped:
 		p.Recovered, p.RecoverUs = true, 0
@@ -200,4 +214,22 @@ func linkFailRun(cfg LinkFailConfig, mode string, flows int) (LinkFailPoint, err
 	p.Events = s.Fabric.Events
 	p.WallS = round(time.Since(wall).Seconds(), 3)
 	return p, nil
+}
+
+// recoveredFrom returns the first bin i ≥ first whose goodput, and the
+// mean of bins [i, i+k), reach level; -1 if none does.
+func recoveredFrom(gbps []float64, first int, level float64, k int) int {
+	for i := first; i+k <= len(gbps); i++ {
+		if gbps[i] < level {
+			continue
+		}
+		var sum float64
+		for _, v := range gbps[i : i+k] {
+			sum += v
+		}
+		if sum/float64(k) >= level {
+			return i
+		}
+	}
+	return -1
 }

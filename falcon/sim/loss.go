@@ -19,6 +19,11 @@ const (
 	GoBackN Recovery = "go-back-n"    // RoCE-like baseline
 )
 
+// lossTLPProbes is how many tail-loss probes go out a PTO apart without
+// an ACK: at 5 % loss a probe or its ACK is lost one time in ten, and with
+// one probe the connection then waits for the RTO.
+const lossTLPProbes = 4
+
 // lossSeed offsets the link seeds from the bench seed.
 const lossSeed = 1
 
@@ -160,7 +165,7 @@ func lossRun(cfg LossConfig, op OpKind, mode Recovery, drop, reorder float64) (L
 	pc := PairConfig{AB: mc(seed), BA: mc(seed + 1), ULPA: ua, ULPB: ub,
 		Conn: falcon.ConnConfig{SCID: 1, DCID: 2, Ordered: true, GoBackN: mode == GoBackN, MTU: cfg.Size,
 			InitRTO: 200 * time.Microsecond, MinRTO: 50 * time.Microsecond, MaxRetries: 64,
-			RACK: mode == RACKTLP, TLP: mode == RACKTLP, AckHoles: mode == RACKTLP && cfg.AckHoles, InitFcwnd: cfg.InitFcwnd}}
+			RACK: mode == RACKTLP, TLP: mode == RACKTLP, TLPProbes: lossTLPProbes, GateInFlight: cfg.GateInFlight, AckHoles: mode == RACKTLP && cfg.AckHoles, InitFcwnd: cfg.InitFcwnd}}
 	if cfg.RUE != nil {
 		pc.RUEA, pc.RUEB = cfg.RUE(0), cfg.RUE(1)
 	}

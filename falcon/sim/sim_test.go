@@ -169,3 +169,26 @@ func BenchmarkSimIncast(b *testing.B) {
 	b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
 	b.ReportMetric(float64(pkts)/b.Elapsed().Seconds(), "data-pkts/s")
 }
+
+// recoveredFrom finds the first bin back at the level whose next k bins
+// average at it too: a lone good bin amid a dip does not count, and the
+// dip itself is not held in the window.
+func TestRecoveredFrom(t *testing.T) {
+	g := []float64{100, 40, 95, 30, 95, 100, 90, 95, 100, 100}
+	for _, tc := range []struct {
+		first, k, want int
+	}{
+		{1, 1, 2},   // the lone 95 at once
+		{1, 3, 4},   // 95, 30, 95 averages 73: from bin 4
+		{1, 5, 4},   // 95 100 90 95 100
+		{5, 5, 5},   // already back
+		{1, 20, -1}, // past the series
+	} {
+		if got := recoveredFrom(g, tc.first, 90, tc.k); got != tc.want {
+			t.Errorf("first %d k %d: bin %d, want %d", tc.first, tc.k, got, tc.want)
+		}
+	}
+	if got := recoveredFrom([]float64{10, 20, 30}, 0, 90, 1); got != -1 {
+		t.Errorf("never back: bin %d, want -1", got)
+	}
+}
