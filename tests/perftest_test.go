@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -73,6 +74,29 @@ var badData = regexp.MustCompile(`(?i)invalid data in page`)
 // test.
 func clientServer(t *testing.T, a, b *vm, bIP string, argv ...string) string {
 	t.Helper()
+	for try := 1; ; try++ {
+		out, failure := tryClientServer(a, b, bIP, argv...)
+		if failure == "" {
+			return out
+		}
+		// perftest measures the CPU's frequency itself (TSC against
+		// gettimeofday) and exits when its samples disagree; a TCG vCPU
+		// that the loaded host deschedules spoils them. That is the
+		// benchmark's calibration, not the NIC: run it again, at most twice.
+		if !perftestCalibration.MatchString(failure) || try == 3 {
+			t.Fatal(failure)
+		}
+		t.Logf("%s: perftest's CPU-frequency calibration failed (a loaded host), again", strings.Join(argv, " "))
+	}
+}
+
+// perftestCalibration is perftest's message when its CPU-frequency samples
+// disagree.
+var perftestCalibration = regexp.MustCompile(`Correlation coefficient r\^2: [0-9.e-]+ < 0\.9`)
+
+// tryClientServer runs argv as server in b and client in a (to bIP); it
+// returns the client's output, or a description of the failure.
+func tryClientServer(a, b *vm, bIP string, argv ...string) (string, string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	type result struct {
@@ -114,9 +138,9 @@ func clientServer(t *testing.T, a, b *vm, bIP string, argv ...string) string {
 		}
 	}
 	if err != nil || server.err != nil || badData.MatchString(server.out+out) {
-		t.Fatalf("%s: client (A): %v\n%s\nserver (B): %v\n%s", strings.Join(argv, " "), err, out, server.err, server.out)
+		return out, fmt.Sprintf("%s: client (A): %v\n%s\nserver (B): %v\n%s", strings.Join(argv, " "), err, out, server.err, server.out)
 	}
-	return out
+	return out, ""
 }
 
 // checkPerftest checks a run's output by the program's kind and logs the
