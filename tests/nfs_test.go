@@ -1,8 +1,6 @@
 package tests
 
 import (
-	"context"
-	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
@@ -24,38 +22,14 @@ var nfsPass = regexp.MustCompile(`nfs: PASS (\d+) MiB over NFSv4\.2/RDMA: write 
 // datagrams each way.
 func TestNFSOverRDMAWriteRemountChecksum(t *testing.T) {
 	requireE2E(t)
-	cases := []struct {
-		name  string
-		flags []string
-	}{{"one daemon", nil}}
-	if mode == "full" {
-		cases = append(cases, struct {
-			name  string
-			flags []string
-		}{"two daemons 1% loss", []string{"--daemons", "2", "--loss", "1"}})
-	}
-	for _, c := range cases {
+	for _, c := range pairCases() {
 		t.Run(strings.ReplaceAll(c.name, " ", "_"), func(t *testing.T) {
-			guestImage(t)
-			bin := falconnic(t)
-			args := append(append([]string{"nfs"}, c.flags...), "--mib", "16")
-			ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
-			defer cancel()
-			cmd := exec.CommandContext(ctx, bin, args...)
-			cmd.Dir = ".."
-			var stdout, stderr syncBuffer
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			start := time.Now()
-			err := cmd.Run()
-			t.Logf("falconnic %s: %.1fs\n%s", strings.Join(args, " "), time.Since(start).Seconds(), stderr.String())
-			if err != nil {
-				t.Fatalf("falconnic nfs: %v\n%s", err, stdout.String())
-			}
-			m := nfsPass.FindStringSubmatch(stdout.String())
+			stdout, stderr := pairCommand(t, 6*time.Minute, append(append([]string{"nfs"}, c.flags...), "--mib", "16"))
+			m := nfsPass.FindStringSubmatch(stdout)
 			if m == nil || m[1] != "16" {
-				t.Fatalf("no PASS line for 16 MiB:\n%s", stdout.String())
+				t.Fatalf("no PASS line for 16 MiB:\n%s", stdout)
 			}
-			if !strings.Contains(stderr.String(), "proto=rdma") {
+			if !strings.Contains(stderr, "proto=rdma") {
 				t.Fatalf("A's mountstats do not show proto=rdma")
 			}
 			t.Log(strings.TrimSpace(m[0]))

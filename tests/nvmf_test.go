@@ -25,26 +25,50 @@ var nvmfVerifyJob = []string{"--name=verify", "--rw=randwrite", "--bs=4k", "--io
 // fioIssued is fio's count of I/Os issued: reads, writes, trims, syncs.
 var fioIssued = regexp.MustCompile(`issued rwts: total=(\d+),(\d+),`)
 
-// nvmfCommand runs `falconnic nvmf FLAGS -- FIO ARGS` within limit and
-// returns fio's output.
+// nvmfCommand runs falconnic nvmf with flags and fio's arguments, failing
+// the test if it fails; it returns nvmf's standard output.
 func nvmfCommand(t *testing.T, limit time.Duration, flags []string, fio ...string) string {
+	t.Helper()
+	stdout, _ := pairCommand(t, limit, append(append(append([]string{"nvmf"}, flags...), "--"), fio...))
+	return stdout
+}
+
+// pairCommand runs `falconnic ARGS` (a guest-pair command: perftest, nvmf,
+// nfs) from the repository's root within limit, logging its standard
+// error, and fails the test if it fails; it returns both outputs.
+func pairCommand(t *testing.T, limit time.Duration, args []string) (stdout, stderr string) {
 	t.Helper()
 	guestImage(t)
 	bin := falconnic(t)
-	args := append(append(append([]string{"nvmf"}, flags...), "--"), fio...)
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Dir = ".."
-	var stdout, stderr syncBuffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	var out, errOut syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
 	start := time.Now()
 	err := cmd.Run()
-	t.Logf("falconnic %s: %.1fs\n%s", strings.Join(args, " "), time.Since(start).Seconds(), stderr.String())
+	t.Logf("falconnic %s: %.1fs\n%s", strings.Join(args, " "), time.Since(start).Seconds(), errOut.String())
 	if err != nil {
-		t.Fatalf("falconnic nvmf: %v\n%s", err, stdout.String())
+		t.Fatalf("falconnic %s: %v\n%s", args[0], err, out.String())
 	}
-	return stdout.String()
+	return out.String(), errOut.String()
+}
+
+// pairCases are the fabrics a guest-pair command is tested over: one
+// daemon (CI), and in full mode two daemons whose fabric drops 1 % of the
+// datagrams each way.
+func pairCases() []pairCase {
+	cases := []pairCase{{"one daemon", nil}}
+	if mode == "full" {
+		cases = append(cases, pairCase{"two daemons 1% loss", []string{"--daemons", "2", "--loss", "1"}})
+	}
+	return cases
+}
+
+type pairCase struct {
+	name  string
+	flags []string
 }
 
 // checkVerified checks that fio's one job ended without error and wrote
@@ -69,17 +93,7 @@ func checkVerified(t *testing.T, out string, blocks int) {
 // the datagrams each way.
 func TestNVMfOverRDMAFioVerify(t *testing.T) {
 	requireE2E(t)
-	cases := []struct {
-		name  string
-		flags []string
-	}{{"one daemon", nil}}
-	if mode == "full" {
-		cases = append(cases, struct {
-			name  string
-			flags []string
-		}{"two daemons 1% loss", []string{"--daemons", "2", "--loss", "1"}})
-	}
-	for _, c := range cases {
+	for _, c := range pairCases() {
 		t.Run(strings.ReplaceAll(c.name, " ", "_"), func(t *testing.T) {
 			checkVerified(t, nvmfCommand(t, 4*time.Minute, c.flags, nvmfVerifyJob...), 4096) // 16 MiB
 		})

@@ -3,7 +3,6 @@ package tests
 import (
 	"context"
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -239,37 +238,24 @@ func TestPerftestBetweenTwoGuestsOnOneDaemon(t *testing.T) {
 	}
 }
 
-// perftestCommand runs `falconnic perftest FLAGS -- PROGRAMS` and returns
-// its standard output (the clients' outputs in order).
 // sealedFabric is perftest's report of a daemon whose fabric sealed and
 // opened datagrams and refused none.
 var sealedFabric = regexp.MustCompile(`fabric psp: [1-9][0-9]* datagrams sealed, [1-9][0-9]* opened, 0 refused`)
 
+// perftestCommand runs `falconnic perftest FLAGS -- PROGRAMS` and returns
+// its standard output (the clients' outputs in order).
 func perftestCommand(t *testing.T, flags []string, progs ...[]string) string {
 	t.Helper()
-	guestImage(t)
-	bin := falconnic(t)
 	args := append([]string{"perftest"}, flags...)
 	for _, p := range progs {
 		args = append(append(args, "--"), p...)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Dir = ".."
-	var stdout, stderr syncBuffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	start := time.Now()
-	err := cmd.Run()
-	t.Logf("falconnic %s: %.1fs\n%s", strings.Join(args, " "), time.Since(start).Seconds(), stderr.String())
-	if err != nil {
-		t.Fatalf("falconnic perftest: %v\n%s", err, stdout.String())
-	}
+	stdout, stderr := pairCommand(t, 15*time.Minute, args)
 	if i := slices.Index(flags, "--daemons"); i >= 0 && i+1 < len(flags) && flags[i+1] == "2" &&
-		!slices.Contains(flags, "--insecure") && !sealedFabric.MatchString(stderr.String()) {
-		t.Errorf("two daemons' fabric did not carry sealed datagrams:\n%s", stderr.String())
+		!slices.Contains(flags, "--insecure") && !sealedFabric.MatchString(stderr) {
+		t.Errorf("two daemons' fabric did not carry sealed datagrams:\n%s", stderr)
 	}
-	return stdout.String()
+	return stdout
 }
 
 // One command over two daemons whose fabric drops 1 % of the datagrams

@@ -236,14 +236,8 @@ func runNFS(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
 	}
-	if *daemons != 1 && *daemons != 2 {
-		return fmt.Errorf("%w: --daemons must be 1 or 2", errUsage)
-	}
-	if *loss < 0 || *loss >= 100 {
-		return fmt.Errorf("%w: --loss must be in [0, 100)", errUsage)
-	}
-	if *loss > 0 && *daemons == 1 {
-		return fmt.Errorf("%w: --loss needs --daemons 2: with one daemon there is no fabric to impair", errUsage)
+	if err := checkPairFabric(*daemons, *loss); err != nil {
+		return err
 	}
 	if *mib < 1 || *mib > 256 {
 		return fmt.Errorf("%w: --mib must be 1 to 256 (the file lives in B's 1 GiB of RAM)", errUsage)

@@ -246,14 +246,8 @@ func runNVMf(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if len(fioArgs) > 0 && fioArgs[0] == "--" {
 		fioArgs = fioArgs[1:]
 	}
-	if *daemons != 1 && *daemons != 2 {
-		return fmt.Errorf("%w: --daemons must be 1 or 2", errUsage)
-	}
-	if *loss < 0 || *loss >= 100 {
-		return fmt.Errorf("%w: --loss must be in [0, 100)", errUsage)
-	}
-	if *loss > 0 && *daemons == 1 {
-		return fmt.Errorf("%w: --loss needs --daemons 2: with one daemon there is no fabric to impair", errUsage)
+	if err := checkPairFabric(*daemons, *loss); err != nil {
+		return err
 	}
 	if *restartAfter < 0 {
 		return fmt.Errorf("%w: --restart-after must not be negative", errUsage)

@@ -575,14 +575,8 @@ func runPerftest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if len(progs) == 0 {
 		return fmt.Errorf("%w: falconnic perftest [FLAGS] -- PROGRAM ARGS... (e.g. -- ib_write_bw -s 65536)", errUsage)
 	}
-	if *daemons != 1 && *daemons != 2 {
-		return fmt.Errorf("%w: --daemons must be 1 or 2", errUsage)
-	}
-	if *loss < 0 || *loss >= 100 {
-		return fmt.Errorf("%w: --loss must be in [0, 100)", errUsage)
-	}
-	if *loss > 0 && *daemons == 1 {
-		return fmt.Errorf("%w: --loss needs --daemons 2: with one daemon there is no fabric to impair", errUsage)
+	if err := checkPairFabric(*daemons, *loss); err != nil {
+		return err
 	}
 	bin, err := os.Executable()
 	if err != nil {
@@ -624,6 +618,21 @@ func runPerftest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		<-ctx.Done()
 	}
 	return errors.Join(failed...)
+}
+
+// checkPairFabric checks a guest pair's --daemons and --loss flags
+// (perftest, nvmf, nfs).
+func checkPairFabric(daemons int, loss float64) error {
+	if daemons != 1 && daemons != 2 {
+		return fmt.Errorf("%w: --daemons must be 1 or 2", errUsage)
+	}
+	if loss < 0 || loss >= 100 {
+		return fmt.Errorf("%w: --loss must be in [0, 100)", errUsage)
+	}
+	if loss > 0 && daemons == 1 {
+		return fmt.Errorf("%w: --loss needs --daemons 2: with one daemon there is no fabric to impair", errUsage)
+	}
+	return nil
 }
 
 // pairWorkDir is a guest pair's work directory: state if given (created if
