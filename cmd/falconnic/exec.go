@@ -50,8 +50,16 @@ func execLimit(argv []string) time.Duration {
 	if len(argv) == 0 || argv[0] != "fio" {
 		return defaultExecLimit
 	}
-	var run, ramp time.Duration
-	timeBased := false
+	run, ramp, timeBased := fioTimes(argv)
+	if !timeBased || run <= 0 {
+		// fio ends when its size is done; --runtime is only a cap.
+		return max(defaultExecLimit, run+ramp+execMargin)
+	}
+	return run + ramp + execMargin
+}
+
+// fioTimes reads fio's --runtime, --ramp_time and --time_based.
+func fioTimes(argv []string) (run, ramp time.Duration, timeBased bool) {
 	for _, a := range argv[1:] {
 		k, v, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
 		switch k {
@@ -63,11 +71,31 @@ func execLimit(argv []string) time.Duration {
 			timeBased = true
 		}
 	}
-	if !timeBased || run <= 0 {
-		// fio ends when its size is done; --runtime is only a cap.
-		return max(defaultExecLimit, run+ramp+execMargin)
+	return run, ramp, timeBased
+}
+
+// errGuestClock is the cause of a timed command that ended sooner, by the
+// host's clock, than it ran by the guest's.
+var errGuestClock = errors.New("the guest's clock runs fast")
+
+// checkGuestClock compares a time-based fio run's length by the guest's
+// clock (its run and ramp time) with wall, the host's time for the whole
+// exec: a guest whose clock runs fast (a TSC miscalibrated at boot on a
+// loaded TCG host: seen once at ≥ 1.9×) reports rates over too few
+// seconds, so its figures would be inflated. Slack of 10 % covers the
+// clocks' granularity; a slow guest clock cannot be told from a slow exec
+// and passes.
+func checkGuestClock(argv []string, wall time.Duration) error {
+	if len(argv) == 0 || argv[0] != "fio" {
+		return nil
 	}
-	return run + ramp + execMargin
+	run, ramp, timeBased := fioTimes(argv)
+	guest := run + ramp
+	if !timeBased || run <= 0 || wall >= guest*9/10 {
+		return nil
+	}
+	return fmt.Errorf("%w: fio ran %v by the guest's clock in %v of the host's (%.2f×): its figures would be inflated",
+		errGuestClock, guest, wall.Round(time.Millisecond), guest.Seconds()/wall.Seconds())
 }
 
 // fioDuration reads a fio time value: seconds by default, or with an
@@ -130,7 +158,9 @@ func execSpecIn(ctx context.Context, vm *qemu.VM, argv []string, sp execSpec, st
 			vm.Name, strings.Join(argv, " "), limit, stallReport(ctx, vm, sp.diag))
 		stop(errStall)
 	})
+	t0 := time.Now()
 	x, err := c.Run(xctx, agentproto.Exec{Argv: argv}, sp.stdin, stdout, stderr)
+	wall := time.Since(t0)
 	if timer.Stop() {
 		reported.Done()
 	} else {
@@ -146,6 +176,9 @@ func execSpecIn(ctx context.Context, vm *qemu.VM, argv []string, sp execSpec, st
 			msg = ": " + x.Message
 		}
 		return &guestExit{code: int(x.Code), err: fmt.Errorf("vm %s: %s exited with status %d%s", vm.Name, argv[0], x.Code, msg)}
+	}
+	if err := checkGuestClock(argv, wall); err != nil {
+		return fmt.Errorf("vm %s: %w", vm.Name, err)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"testing"
 	"time"
 )
@@ -23,6 +24,31 @@ func TestExecLimit(t *testing.T) {
 	} {
 		if got := execLimit(c.argv); got != c.want {
 			t.Errorf("execLimit(%q) = %v, want %v", c.argv, got, c.want)
+		}
+	}
+}
+
+// TestCheckGuestClock fails a time-based fio run that the host saw end
+// sooner than the guest's clock says it ran, and passes everything else.
+func TestCheckGuestClock(t *testing.T) {
+	timed := []string{"fio", "--runtime=10", "--time_based", "--ramp_time=1"}
+	for _, c := range []struct {
+		argv []string
+		wall time.Duration
+		fast bool
+	}{
+		{timed, 11500 * time.Millisecond, false},
+		{timed, 10 * time.Second, false}, // within the 10 % slack
+		{timed, 9800 * time.Millisecond, true},
+		{timed, 5800 * time.Millisecond, true},                // the 1.9× guest seen once
+		{timed, time.Minute, false},                           // a slow exec, or a slow guest clock: not told apart
+		{[]string{"fio", "--runtime=10"}, time.Second, false}, // size-bound: may end early
+		{[]string{"sleep", "10"}, time.Second, false},
+		{nil, 0, false},
+	} {
+		err := checkGuestClock(c.argv, c.wall)
+		if fast := errors.Is(err, errGuestClock); fast != c.fast {
+			t.Errorf("checkGuestClock(%q, %v) = %v, want fast %v", c.argv, c.wall, err, c.fast)
 		}
 	}
 }
