@@ -44,11 +44,14 @@ type SwiftConfig struct {
 	RTOScalar                 float64       // RTO = RTOScalar × srtt + IPG (default 2)
 	MinRTO                    time.Duration // default 250 µs
 	RetxLimit                 uint8         // an RTO retransmission this often pins fcwnd at the floor (default 3)
-	// RTOOnlyCuts cuts fcwnd only for RTO retransmissions: losses found
-	// early (OOO distance, RACK, TLP) are repaired without a window cut,
-	// as delay, not loss, is Swift's congestion signal.
-	RTOOnlyCuts bool
-	Delay       DelaySelect // default DelayFabric
+	// EarlyRetxCuts cuts fcwnd for retransmissions found early (OOO
+	// distance, RACK, TLP) as for RTOs. Off by default: delay, not loss,
+	// is Swift's congestion signal, and Isekai's Falcon posts RETX events
+	// to the RUE for timeouts only (gen1/rate_update_engine.cc:
+	// PacketEarlyRetransmitted does nothing), so a lossy path keeps its
+	// window while the early repairs go on.
+	EarlyRetxCuts bool
+	Delay         DelaySelect // default DelayFabric
 	// PLB turns protective load balancing on (default off): a flow is
 	// congested when its delay exceeds PLBScale × target (default 1.01), a
 	// round when PLBFrac of its packets were (default 0.5); PLBRounds
@@ -130,7 +133,7 @@ type SwiftCounters struct {
 	Events, Samples, NoSample        uint64 // events; with a delay sample; ACK/NACK without one
 	Increases, Decreases, HeldByMark uint64 // fcwnd steps; decreases skipped as within an RTT of the last
 	RetxCuts, RetxFloor              uint64 // fcwnd cut by a retransmission; pinned at the floor by the retry limit
-	RetxIgnored                      uint64 // early, RACK and TLP retransmissions left alone (RTOOnlyCuts)
+	RetxIgnored                      uint64 // early, RACK and TLP retransmissions left alone (EarlyRetxCuts off)
 	AtFloor, Paced                   uint64 // responses with fcwnd at its floor; below one (an inter-packet gap)
 	NcwndUp, NcwndDown, NcwndNack    uint64 // ncwnd steps by rx-buffer level; cuts by a resource NACK
 	PLBRounds, PLBCongested, Repaths uint64 // PLB rounds ended, of them congested; path changes asked for
@@ -299,7 +302,7 @@ func (s *Swift) Handle(ev *rue.Event) (rue.Response, bool) {
 			s.plb(&r, acked, d > c.PLBScale*target, min(ev.Fcwnd.Float(), float64(ev.Ncwnd)))
 		}
 	case rue.EventRetx:
-		if ev.RetxReason != rue.RetxRTO && c.RTOOnlyCuts {
+		if ev.RetxReason != rue.RetxRTO && !c.EarlyRetxCuts {
 			s.Stats.RetxIgnored++
 			break
 		}

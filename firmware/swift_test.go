@@ -176,10 +176,10 @@ func TestSwiftFabricDelayExcludesHold(t *testing.T) {
 	}
 }
 
-// A retransmission cuts by max_mdf (once per RTT); the retry limit on RTO
-// pins the window at the floor.
+// With EarlyRetxCuts, any retransmission cuts by max_mdf (once per RTT);
+// the retry limit on RTO pins the window at the floor.
 func TestSwiftRetransmitCuts(t *testing.T) {
-	f := newFlow(t, SwiftConfig{BaseTarget: 10 * time.Microsecond, FSRange: -1})
+	f := newFlow(t, SwiftConfig{BaseTarget: 10 * time.Microsecond, FSRange: -1, EarlyRetxCuts: true})
 	f.advance(100)
 	f.ack(5, 0, 1, 0) // srtt 5 µs, window 33-ish
 	w := f.ev.Fcwnd.Float()
@@ -467,10 +467,10 @@ func TestSwiftNcwndSlowReceiver(t *testing.T) {
 	t.Logf("ncwnd min %d now %d, completed %d, %+v", minN, p.CA.Ncwnd(), ua.done, s.Stats)
 }
 
-// With RTOOnlyCuts, losses repaired early leave the window alone; an RTO
-// still cuts it.
-func TestSwiftRTOOnlyCuts(t *testing.T) {
-	f := newFlow(t, SwiftConfig{BaseTarget: 10 * time.Microsecond, FSRange: -1, RTOOnlyCuts: true})
+// By default, losses repaired early leave the window alone; an RTO still
+// cuts it.
+func TestSwiftEarlyRetxLeaveTheWindow(t *testing.T) {
+	f := newFlow(t, SwiftConfig{BaseTarget: 10 * time.Microsecond, FSRange: -1})
 	f.advance(100)
 	f.ack(5, 0, 1, 0)
 	w := f.ev.Fcwnd

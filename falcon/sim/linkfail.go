@@ -81,11 +81,13 @@ type LinkFailPoint struct {
 	MinGbps   float64 `json:"min_after_gbps"`
 	PostGbps  float64 `json:"last_ms_gbps"`
 	RecoverUs float64 `json:"recover_90pct_us"` // -1: never within the run
-	// RecoverFwdUs is the end of the first bin after the failure from
-	// which the goodput averaged over the next Smooth bins is at 90 % of
-	// the pre-failure mean (-1: never): the trailing average of RecoverUs
-	// keeps a deep dip in its window for Smooth bins after the goodput is
-	// back, so it reads at least Smooth bins whatever the transport does.
+	// RecoverFwdUs is the end of the first bin, after the first one that
+	// fell below 90 % of the pre-failure mean, that is back at 90 % and
+	// from which the goodput averaged over the next Smooth bins is too
+	// (0: no bin fell; -1: never back). The goal judges it: the trailing
+	// average of RecoverUs keeps a deep dip in its window for Smooth bins
+	// after the goodput is back, so it reads at least Smooth bins whatever
+	// the transport does.
 	RecoverFwdUs float64           `json:"recover_90pct_fwd_us"`
 	Recovered    bool              `json:"recovered"`
 	Stalled      int               `json:"stalled_connections"`
@@ -182,13 +184,20 @@ func linkFailRun(cfg LinkFailConfig, mode string, flows int) (LinkFailPoint, err
 			break
 		}
 	}
-	p.RecoverFwdUs = -1
+	// The forward figure looks for recovery from the first bin after the
+	// failure that fell below 90 % (a good bin before the dip is not a
+	// recovery); 0 when none fell.
 	first := 0
 	for first < len(g.Gbps) && t0+time.Duration(first+1)*cfg.Bin <= failAt {
 		first++
 	}
-	if i := recoveredFrom(g.Gbps, first, 0.9*pre, k); i >= 0 {
-		p.RecoverFwdUs = us(t0 + time.Duration(i+1)*cfg.Bin - failAt)
+	first = firstBelow(g.Gbps, first, 0.9*pre)
+	p.RecoverFwdUs = 0
+	if first < len(g.Gbps) {
+		p.RecoverFwdUs = -1
+		if i := recoveredFrom(g.Gbps, first, 0.9*pre, k); i >= 0 {
+			p.RecoverFwdUs = us(t0 + time.Duration(i+1)*cfg.Bin - failAt)
+		}
 	}
 	switch {
 	case !dipped:
@@ -214,6 +223,15 @@ func linkFailRun(cfg LinkFailConfig, mode string, flows int) (LinkFailPoint, err
 	p.Events = s.Fabric.Events
 	p.WallS = round(time.Since(wall).Seconds(), 3)
 	return p, nil
+}
+
+// firstBelow returns the first bin i ≥ from whose goodput is below level
+// (len(gbps) if none is).
+func firstBelow(gbps []float64, from int, level float64) int {
+	for from < len(gbps) && gbps[from] >= level {
+		from++
+	}
+	return from
 }
 
 // recoveredFrom returns the first bin i ≥ first whose goodput, and the

@@ -191,4 +191,19 @@ func TestRecoveredFrom(t *testing.T) {
 	if got := recoveredFrom([]float64{10, 20, 30}, 0, 90, 1); got != -1 {
 		t.Errorf("never back: bin %d, want -1", got)
 	}
+	// A good bin before the dip is not a recovery: the search starts at
+	// the first bin below the level.
+	g = []float64{100, 95, 60, 100, 100, 100, 100, 100}
+	if got := recoveredFrom(g, 0, 90, 5); got != 0 {
+		t.Errorf("from the failure: bin %d, want 0 (the mean of 100 95 60 100 100 is 91)", got)
+	}
+	if got := recoveredFrom(g, firstBelow(g, 0, 90), 90, 5); got != 3 {
+		t.Errorf("from the dip: bin %d, want 3", got)
+	}
+	if got := firstBelow(g, 0, 90); got != 2 {
+		t.Errorf("firstBelow = %d, want 2", got)
+	}
+	if got := firstBelow([]float64{95, 100}, 0, 90); got != 2 {
+		t.Errorf("firstBelow with no dip = %d, want len 2", got)
+	}
 }
