@@ -39,7 +39,8 @@ func swiftRUE(int) rue.Engine {
 // Swift's defaults (base, hop, fs: durations; ai, beta, mdf, sub, min:
 // numbers; level: the target rx-buffer level; plb, earlycuts (rtoonly,
 // its former inverse): 0 or 1;
-// reqalpha: the connections' request alpha scale, RM-8).
+// reqalpha: the connections' request alpha scale, RM-8; delay: fabric,
+// forward or reverse).
 func parseSwift(s string) (firmware.SwiftConfig, error) {
 	cfg := firmware.SwiftConfig{MinRTO: benchMinRTO}
 	if s == "" {
@@ -80,6 +81,17 @@ func parseSwift(s string) (firmware.SwiftConfig, error) {
 			cfg.EarlyRetxCuts = v == "1"
 		case "rtoonly": // the former name, inverted
 			cfg.EarlyRetxCuts = v == "0"
+		case "delay": // the delay signal: fabric (default), forward or reverse (synchronised clocks: the simulator's)
+			switch v {
+			case "fabric":
+				cfg.Delay = firmware.DelayFabric
+			case "forward":
+				cfg.Delay = firmware.DelayForward
+			case "reverse":
+				cfg.Delay = firmware.DelayReverse
+			default:
+				err = fmt.Errorf("%q: fabric, forward or reverse", v)
+			}
 		case "reqalpha":
 			num(&cfg.ReqAlpha)
 		default:
@@ -118,7 +130,7 @@ func runSimBench(name string, def simBench, args []string, stdout, stderr io.Wri
 	check := fs.Bool("check", false, "exit 1 when a goal is not met")
 	plot := fs.String("plot", "", "write the figure to this .svg file")
 	fw := fs.String("firmware", "swift", "congestion control of every NIC: swift or fixed")
-	swiftSet := fs.String("swift", "", "Swift settings over its defaults: base=7us,hop=2us,fs=20us,ai=1,beta=0.8,mdf=0.5,sub=0,min=0.01,level=15,plb=0,earlycuts=0,reqalpha=0")
+	swiftSet := fs.String("swift", "", "Swift settings over its defaults: base=7us,hop=2us,fs=20us,ai=1,beta=0.8,mdf=0.5,sub=0,min=0.01,level=15,plb=0,earlycuts=0,reqalpha=0,delay=fabric")
 	rackTLP := fs.Bool("rack-tlp", true, "RACK and tail-loss probes on every connection (false: RTO and early retransmission only)")
 	ackPerConn := fs.Bool("ack-per-conn", false, "one ACK per coalescing round on the latest packet's label, not one per flow (the behaviour before per-flow ACKs)")
 	gateInFlight := fs.Bool("gate-inflight", false, "fcwnd bounds the packets in flight (sent, neither acknowledged nor reported received), not the PSN distance from the window's base (Rev 0.9 §9.1.2)")

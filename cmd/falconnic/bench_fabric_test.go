@@ -10,6 +10,9 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
+
+	"falconnic/firmware"
 )
 
 // fabricBenches are the benches on the emulated fabric (and bench loss).
@@ -102,4 +105,27 @@ func simulated(t *testing.T, b []byte) string {
 	strip(v)
 	out, _ := json.Marshal(v)
 	return string(out)
+}
+
+// TestParseSwift reads --swift's settings over the defaults and refuses
+// unknown keys and values.
+func TestParseSwift(t *testing.T) {
+	cfg, err := parseSwift("base=9us,earlycuts=1,delay=forward,plb=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.BaseTarget != 9*time.Microsecond || !cfg.EarlyRetxCuts || cfg.Delay != firmware.DelayForward || !cfg.PLB {
+		t.Errorf("parsed %+v", cfg)
+	}
+	if cfg, _ := parseSwift("rtoonly=0"); !cfg.EarlyRetxCuts {
+		t.Error("rtoonly=0 (the former name) should turn early cuts on")
+	}
+	if cfg, _ := parseSwift(""); cfg.EarlyRetxCuts || cfg.Delay != 0 {
+		t.Errorf("defaults: %+v", cfg)
+	}
+	for _, bad := range []string{"delay=rtt", "nokey=1", "base", "base=x"} {
+		if _, err := parseSwift(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
 }
