@@ -15,7 +15,7 @@ func benchIncast(fs *flag.FlagSet) func(c sim.Common) (sim.Doc, []svgplot.Chart,
 	qps := fs.String("qps", "1,10,100,1000", "comma-separated QPs per sender, one point each")
 	size := fs.Int("size", 1<<20, "bytes per write")
 	window := fs.Duration("window", 0, "measurement window (0: 2.6 × the ideal op latency, at least 10 ms; --short-window beyond --max-window)")
-	maxWindow := fs.Duration("max-window", 150*time.Millisecond, "longest automatic window")
+	maxWindow := fs.Duration("max-window", 1200*time.Millisecond, "longest automatic window (the default judges every goal at 5 × 1000 QPs, whose ideal op takes 419 ms: a few minutes of one core)")
 	shortWindow := fs.Duration("short-window", 30*time.Millisecond, "window of points whose latency --max-window cannot judge (rate goals only)")
 	return func(c sim.Common) (sim.Doc, []svgplot.Chart, string, error) {
 		if c.Quick {
