@@ -12,8 +12,10 @@
 // Swift is Falcon's congestion control [S §10.3]: per connection flow, a
 // delay-based AIMD on the fabric window (additive increase below a target
 // delay, a multiplicative decrease at most once per RTT above it, guarded by
-// the 24-bit fabric marker), cuts on retransmissions (max_mdf, the floor
-// after RetxLimit RTOs), pacing below one packet, and an AIMD on the NIC
+// the 24-bit fabric marker), cuts on RTO retransmissions (max_mdf, the
+// floor after RetxLimit RTOs; early, RACK and TLP repairs leave the window
+// alone unless EarlyRetxCuts, as in Isekai, where only timeouts reach the
+// RUE), pacing below one packet, and an AIMD on the NIC
 // window from the receiver's rx-buffer level. With PLB on, persistent
 // congestion on a flow asks the datapath for a new path (RandomizePath).
 // Swift keeps no per-connection state of its own: everything round-trips
