@@ -20,6 +20,7 @@ import (
 	crand "crypto/rand"
 	"encoding/binary"
 	"errors"
+	"runtime"
 	"strconv"
 	"sync"
 	"time"
@@ -47,6 +48,7 @@ type Port struct {
 	ulps  [16]falcon.ULP
 	ctl   func(frame []byte) // the control-channel handler (SetControl)
 	timed []ulpTimers
+	polls []ulpPoller   // ULPs whose deadlines may be polls (spin)
 	idle  []func()      // run at the end of each burst of work (OnIdle)
 	cur   *framebuf.Buf // the pooled frame being handled, unless a ULP kept it (KeepFrame)
 	kept  int           // frames ULPs kept and have not released
@@ -221,13 +223,36 @@ type ulpTimers interface {
 	OnTimer(now time.Duration)
 }
 
+// ulpPoller is a ULP with timers that polls guest memory at them (the
+// verbs engine's doorbell polling): while Polling reports true, the port's
+// goroutine on the real clock spins for its deadlines instead of sleeping
+// (spin).
+type ulpPoller interface {
+	Polling() bool
+}
+
 // SetULP attaches u for connections of protocol proto (and drives its
 // timers if it has any). Call before Run.
 func (p *Port) SetULP(proto wire.ProtocolType, u falcon.ULP) {
 	p.ulps[proto&15] = u
 	if t, ok := u.(ulpTimers); ok {
 		p.timed = append(p.timed, t)
+		if q, ok := u.(ulpPoller); ok {
+			p.polls = append(p.polls, q)
+		}
 	}
+}
+
+// polling reports whether a ULP of a port p's goroutine runs is polling.
+func (p *Port) polling() bool {
+	for _, q := range p.core {
+		for _, u := range q.polls {
+			if u.Polling() {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // OnIdle runs fn on the port's goroutine at the end of each burst of
@@ -393,8 +418,19 @@ func (p *Port) Run(ctx context.Context) {
 	// 1 % of the daemon's CPU when done every burst).
 	const none = time.Duration(-1)
 	armed := none
+	spins := p.clk == clock.Real
 	for {
 		at, ok := p.coreDeadline()
+		if ok && spins && p.polling() {
+			if armed != none {
+				wake.arm(time.Hour) // a wake-up for a deadline spun past would count as late
+				armed = none
+			}
+			if !p.spin(ctx, at) {
+				return
+			}
+			continue
+		}
 		if !ok {
 			at = none
 		}
@@ -419,6 +455,33 @@ func (p *Port) Run(ctx context.Context) {
 			armed = none // fired: the next pass arms it again
 		}
 		p.drainThenPass()
+	}
+}
+
+// spin runs the port's goroutine without sleeping until work comes or the
+// deadline at passes, then handles both as a wake-up would. It reports
+// false when ctx ended. A ULP polls guest memory at its deadlines (a
+// doorbell-polling window, bounded by the ULP): Go's timers sleep at least
+// a millisecond when the process is otherwise idle (the runtime's netpoll
+// waits in whole milliseconds), far longer than a poll interval. Between
+// checks the goroutine yields, so the goroutines of the daemon's other
+// ports and functions run on the same thread.
+func (p *Port) spin(ctx context.Context, at time.Duration) bool {
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case w := <-p.work:
+			w.p.handle(w)
+			p.drainThenPass()
+			return true
+		default:
+		}
+		if p.clk.Now() >= at {
+			p.drainThenPass()
+			return true
+		}
+		runtime.Gosched()
 	}
 }
 
