@@ -507,3 +507,57 @@ func BenchmarkPollIdle(b *testing.B) {
 		b.Fatalf("polling %v polls %d", e.Polling(), e.Stats.Polls.Load())
 	}
 }
+
+// FuzzPollGuestScribbles drives a polling NIC with a guest that posts,
+// rings, and writes whatever it likes into its SQ's producer index and
+// polling flag, interleaved with the NIC's polls, the transport and state
+// changes: the engine must never panic, and it stops polling once nothing
+// is pending.
+func FuzzPollGuestScribbles(f *testing.F) {
+	f.Add([]byte{0, 3, 2, 0, 0, 0, 0, 0, 3, 5, 6})
+	f.Add([]byte{0, 1, 0xef, 0xbe, 0xad, 0xde, 3, 40, 4, 6, 0})
+	f.Add([]byte{0, 2, 7, 0, 0, 0, 3, 200, 0, 5, 1, 6})
+	f.Add([]byte{0, 0, 0, 3, 1, 3, 250, 3, 250, 6})
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		pw := newPollWorld(t, true)
+		next := func() byte {
+			if len(ops) == 0 {
+				return 0
+			}
+			b := ops[0]
+			ops = ops[1:]
+			return b
+		}
+		for steps := 0; len(ops) > 0 && steps < 64; steps++ {
+			switch next() % 7 {
+			case 0:
+				if !pw.qa.sq.full() {
+					pw.post(uint64(steps))
+				}
+			case 1:
+				pw.qa.sq.setU32(ringProducerOff, uint32(next())|uint32(next())<<8|uint32(next())<<16|uint32(next())<<24)
+			case 2:
+				pw.qa.sq.setU32(SQPollFlagOff, uint32(next())|uint32(next())<<8|uint32(next())<<16|uint32(next())<<24)
+			case 3:
+				now := pw.p.Clock.Now() + time.Duration(next())*time.Microsecond
+				pw.p.Clock.Set(now)
+				if at, ok := pw.a.NextDeadline(); ok && at <= now {
+					pw.a.OnTimer(now)
+				}
+			case 4:
+				pw.a.KickSQ(16)
+			case 5:
+				st := []QPState{QPSErr, QPSReset, QPSSQD, QPSRTS}[next()%4]
+				_ = pw.a.ModifyQP(16, QPAttr{Mask: AttrState, State: st})
+			case 6:
+				pw.run(nil)
+				pw.qa.scq.poll()
+			}
+		}
+		pw.run(nil)
+		pw.qa.scq.poll()
+		if pw.a.Polling() {
+			t.Fatal("still polling when nothing is pending")
+		}
+	})
+}
