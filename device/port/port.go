@@ -23,6 +23,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"falconnic/falcon"
@@ -100,6 +101,10 @@ type Counters struct {
 	// goroutine can handle the ACK: these explain retx_rto on links that
 	// never lose a packet.
 	TimerLate, TimerLateMaxUs stats.Counter
+	// SpinDenied counts the times a polling ULP's port slept on its
+	// timer instead of spinning: other goroutines held every spinning
+	// place (spinners).
+	SpinDenied stats.Counter
 }
 
 // Set lists the counters with help text.
@@ -114,6 +119,7 @@ func (c *Counters) Set() stats.Set {
 		{Name: "port_ctl_no_handler", Help: "control-channel frames dropped: no function handles them", Counter: &c.CtlNoHandler},
 		{Name: "port_timer_late", Help: "timer wakes 1 ms or more past their deadline (the host did not run the port's goroutine)", Counter: &c.TimerLate},
 		{Name: "port_timer_late_max_us", Help: "the latest timer wake, µs past its deadline", Counter: &c.TimerLateMaxUs},
+		{Name: "port_spin_denied", Help: "waits for a polling ULP's deadline slept on the timer, not spun: GOMAXPROCS-1 goroutines already spin (one P stays for the network poller)", Counter: &c.SpinDenied},
 	}
 }
 
@@ -419,17 +425,23 @@ func (p *Port) Run(ctx context.Context) {
 	const none = time.Duration(-1)
 	armed := none
 	spins := p.clk == clock.Real
+	maxSpinners := int32(runtime.GOMAXPROCS(0) - 1)
 	for {
 		at, ok := p.coreDeadline()
 		if ok && spins && p.polling() {
-			if armed != none {
-				wake.arm(time.Hour) // a wake-up for a deadline spun past would count as late
-				armed = none
+			if takeSpin(maxSpinners) {
+				if armed != none {
+					wake.arm(time.Hour) // a wake-up for a deadline spun past would count as late
+					armed = none
+				}
+				run := p.spin(ctx, at)
+				spinners.Add(-1)
+				if !run {
+					return
+				}
+				continue
 			}
-			if !p.spin(ctx, at) {
-				return
-			}
-			continue
+			p.Stats.SpinDenied.Inc()
 		}
 		if !ok {
 			at = none
@@ -482,6 +494,29 @@ func (p *Port) spin(ctx context.Context, at time.Duration) bool {
 			return true
 		}
 		runtime.Gosched()
+	}
+}
+
+// spinners counts the goroutines of the daemon spinning for a polling ULP
+// (spin). A goroutine that keeps itself runnable keeps its P from the
+// runtime's network poller, which the scheduler consults only when a P
+// runs out of goroutines: with every P spinning, a guest's kick, a fabric
+// datagram or an io_uring completion would wait for sysmon's poll, up to
+// 10 ms. So at most GOMAXPROCS-1 goroutines spin; a port that finds no
+// room sleeps on its timer as without polling (port_spin_denied), and its
+// polls, running late, switch the ULP's polling off.
+var spinners atomic.Int32
+
+// takeSpin takes one of max spinning places.
+func takeSpin(max int32) bool {
+	for {
+		n := spinners.Load()
+		if n >= max {
+			return false
+		}
+		if spinners.CompareAndSwap(n, n+1) {
+			return true
+		}
 	}
 }
 

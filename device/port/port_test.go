@@ -3,6 +3,7 @@ package port
 import (
 	"bytes"
 	"context"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -351,7 +352,7 @@ func TestPortSpinsForAPollingULP(t *testing.T) {
 	q := &poller{every: time.Microsecond, left: 200, done: make(chan struct{})}
 	p.SetULP(7, q)
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	defer func() { cancel(); <-p.Stopped() }()
 	go p.Run(ctx)
 	p.Call(func(*falcon.Endpoint) { q.at = p.Clock().Now() })
 	ran := false
@@ -368,5 +369,26 @@ func TestPortSpinsForAPollingULP(t *testing.T) {
 	p.Call(func(*falcon.Endpoint) { early, polling = q.early, p.polling() })
 	if early != 0 || polling {
 		t.Fatalf("%d polls before their deadline; still polling %v", early, polling)
+	}
+}
+
+// TestPortOnOneProcessorDoesNotSpin: with GOMAXPROCS 1 a spinning
+// goroutine would keep the only P from the network poller, so the port
+// sleeps on its timer for a polling ULP too, and counts it.
+func TestPortOnOneProcessorDoesNotSpin(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	p := New(nil, nil)
+	q := &poller{every: time.Microsecond, left: 3, done: make(chan struct{})}
+	p.SetULP(7, q)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer func() { cancel(); <-p.Stopped() }()
+	go p.Run(ctx)
+	select {
+	case <-q.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the polls did not all run")
+	}
+	if p.Stats.SpinDenied.Load() == 0 || spinners.Load() != 0 {
+		t.Fatalf("spin denied %d, spinners %d", p.Stats.SpinDenied.Load(), spinners.Load())
 	}
 }
