@@ -5,6 +5,7 @@ import (
 
 	"falconnic/device/cm"
 	"falconnic/device/port"
+	"falconnic/device/rdmauapi"
 	"falconnic/falcon"
 	"falconnic/falcon/wire"
 	"falconnic/internal/stats"
@@ -65,7 +66,10 @@ type Func struct {
 	open     bool
 	conns    map[verbs.MAC]*falcon.Conn
 	out      []byte
-	Stats    Counters
+	// replyBody is the reply body a handler fills (a local array would
+	// escape through the handler table: 1.5 KiB allocated per frame).
+	replyBody [rdmauapi.MaxBody]byte
+	Stats     Counters
 }
 
 // New builds the RDMA function of the NIC with MAC mac and
