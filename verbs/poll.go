@@ -272,8 +272,8 @@ func (e *Engine) clearFlag(qp *QP) bool {
 func (e *Engine) sqEmpty(qp *QP, took bool) bool {
 	p := &qp.poll
 	now := e.now()
-	if took {
-		p.emptyAt, p.seen = now, true
+	if took || !p.open {
+		p.emptyAt, p.seen = now, true // a stalled drain went empty when it resumed
 	}
 	if e.pollActive(now) && p.win > 0 {
 		if !p.open {

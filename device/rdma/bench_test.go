@@ -1,6 +1,7 @@
 package rdma
 
 import (
+	"context"
 	"encoding/binary"
 	"runtime"
 	"sync/atomic"
@@ -10,6 +11,7 @@ import (
 	"unsafe"
 
 	"falconnic/device/cm"
+	"falconnic/device/port"
 	"falconnic/device/rdmauapi"
 	"falconnic/verbs"
 )
@@ -26,7 +28,25 @@ type benchPair struct {
 
 func newBenchPair(t *testing.T, n int) *benchPair {
 	mgr := cm.NewOnFabric(nil)
-	p := &benchPair{a: newVM(t, 0xa, mgr), b: newVM(t, 0xb, mgr)}
+	return newBenchPairOf(t, n, newVM(t, 0xa, mgr), newVM(t, 0xb, mgr))
+}
+
+// newBenchPairOneCore is newBenchPair with both NICs' ports run by one
+// goroutine (port.Port.Adopt), as one core of a NIC runs several engines.
+func newBenchPairOneCore(t *testing.T, n int) *benchPair {
+	mgr := cm.NewOnFabric(nil)
+	pa, pb := port.New(nil, nil), port.New(nil, nil)
+	a, b := newVMOn(t, 0xa, mgr, pa), newVMOn(t, 0xb, mgr, pb)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go pa.Run(ctx)
+	pa.Adopt(pb)
+	go pb.Run(ctx)
+	return newBenchPairOf(t, n, a, b)
+}
+
+func newBenchPairOf(t *testing.T, n int, a, b *vm) *benchPair {
+	p := &benchPair{a: a, b: b}
 	p.qa, p.qb = p.a.setupRC(16), p.b.setupRC(17)
 	p.a.connect(16, p.b.mac, 17)
 	p.b.connect(17, p.a.mac, 16)
@@ -111,20 +131,26 @@ func BenchmarkRDMAWrite64K(b *testing.B) {
 // frames per post and the process's CPU time per round trip.
 func BenchmarkRDMAPingPong8B(b *testing.B) {
 	for _, c := range []struct {
-		name string
-		poll PollConfig
+		name    string
+		poll    PollConfig
+		oneCore bool
 	}{
-		{"polling=off", PollConfig{}},
-		{"polling=on", PollConfig{On: true}},
-		{"polling=on,late=1s", PollConfig{On: true, Late: time.Second}},
+		{"polling=off", PollConfig{}, false},
+		{"polling=on", PollConfig{On: true}, false},
+		{"polling=on,late=1s", PollConfig{On: true, Late: time.Second}, false},
+		{"polling=off,one-core", PollConfig{}, true},
+		{"polling=on,one-core", PollConfig{On: true}, true},
 	} {
-		b.Run(c.name, func(b *testing.B) { pingPong8B(b, c.poll) })
+		b.Run(c.name, func(b *testing.B) { pingPong8B(b, c.poll, c.oneCore) })
 	}
 }
 
-func pingPong8B(b *testing.B, poll PollConfig) {
+func pingPong8B(b *testing.B, poll PollConfig, oneCore bool) {
 	t := &testing.T{}
 	p := newBenchPair(t, 8)
+	if oneCore {
+		p = newBenchPairOneCore(t, 8)
+	}
 	for _, v := range []*vm{p.a, p.b} {
 		v.r.Call(func(r *Func) { r.SetPolling(poll) })
 	}
