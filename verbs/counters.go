@@ -33,7 +33,7 @@ type Counters struct {
 	PollWindowsExtended                    stats.Counter
 	PollFlagSets, PollFlagClears           stats.Counter
 	PollRecheckFound                       stats.Counter
-	PollStarvedOff, PollIdleOff            stats.Counter
+	PollLate, PollStarvedOff, PollIdleOff  stats.Counter
 	PollDoorbellFlagSet                    stats.Counter
 	PollFlagForeign, PollRingErr           stats.Counter
 }
@@ -96,7 +96,8 @@ func (c *Counters) Set() stats.Set {
 		{Name: "poll_flag_sets", Help: "doorbell polling: stores of 1 to an SQ's polling flag before draining", Counter: &c.PollFlagSets},
 		{Name: "poll_flag_clears", Help: "doorbell polling: stores of 0 to an SQ's polling flag, each followed by a re-read of the producer index", Counter: &c.PollFlagClears},
 		{Name: "poll_recheck_found", Help: "doorbell polling: re-reads after clearing the flag that found a post (the race with the driver, caught)", Counter: &c.PollRecheckFound},
-		{Name: "poll_starved_off", Help: "doorbell polling: switched off for a back-off because a poll ran late (the daemon is short of CPU)", Counter: &c.PollStarvedOff},
+		{Name: "poll_late", Help: "doorbell polling: polls that ran more than the late threshold (50 µs) after they were due", Counter: &c.PollLate},
+		{Name: "poll_starved_off", Help: "doorbell polling: switched off for a back-off after 3 late polls within 10 ms (the daemon is short of CPU)", Counter: &c.PollStarvedOff},
 		{Name: "poll_idle_off", Help: "doorbell polling: SQ windows switched off after 16 windows in a row without a post", Counter: &c.PollIdleOff},
 		{Name: "poll_doorbell_flag_set", Help: "doorbell polling: DB_SQ frames received while the SQ's flag was set (the driver raced the store, or ignores the flag)", Counter: &c.PollDoorbellFlagSet},
 		{Name: "poll_flag_foreign", Help: "doorbell polling: flag word found holding another value than the NIC stored (the guest wrote it)", Counter: &c.PollFlagForeign},

@@ -37,8 +37,9 @@ import "time"
 // pollIdleWindows of those in a row switch the SQ's window off (counted)
 // until a doorbell shows posts closer than the cap again. A poll that runs
 // more than PollConfig.Late after it was due means the owner of the engine
-// did not get the CPU: polling stops for a back-off (10 ms, doubling up to
-// 1 s; counted) and every open window closes.
+// did not get the CPU (counted); pollLateBurst of those within
+// pollLateSpan mean it is starved of it: polling stops for a back-off
+// (10 ms, doubling up to 1 s; counted) and every open window closes.
 //
 // The engine polls in OnTimer at NextDeadline, on the goroutine that owns
 // it; Polling tells that owner the deadlines are polls (device/port spins
@@ -66,6 +67,8 @@ const (
 	MaxPollWindowCap = 10 * time.Millisecond
 
 	pollIdleWindows = 16 // windows in a row without a post switch an SQ's window off
+	pollLateBurst   = 3  // late polls within pollLateSpan that switch polling off
+	pollLateSpan    = 10 * time.Millisecond
 	pollBackoffMin  = 10 * time.Millisecond
 	pollBackoffMax  = time.Second
 )
@@ -119,6 +122,8 @@ type pollState struct {
 	scan    []*QP         // OnTimer's copy of polled
 	off     time.Duration // starved: no polling before then
 	backoff time.Duration // the next starvation's back-off
+	late    int           // late polls since lateAt
+	lateAt  time.Duration // the first of them
 }
 
 // SetPolling configures doorbell polling (off by default). It needs the
@@ -167,7 +172,7 @@ func (e *Engine) OnTimer(now time.Duration) {
 		if !qp.poll.open || now < qp.poll.next {
 			continue
 		}
-		if now-qp.poll.next > ps.cfg.Late {
+		if now-qp.poll.next > ps.cfg.Late && e.late(now) {
 			e.starved(now)
 			break
 		}
@@ -346,6 +351,23 @@ func (e *Engine) pollSQ(qp *QP, now time.Duration) {
 		e.Stats.PollRecheckFound.Inc()
 		e.pump(qp)
 	}
+}
+
+// late counts a poll that ran late and reports whether polling is starved:
+// pollLateBurst of them within pollLateSpan (one alone is a preemption
+// the host need not repeat soon).
+func (e *Engine) late(now time.Duration) bool {
+	ps := &e.poll
+	e.Stats.PollLate.Inc()
+	if ps.late == 0 || now-ps.lateAt > pollLateSpan {
+		ps.late, ps.lateAt = 0, now
+	}
+	ps.late++
+	if ps.late < pollLateBurst {
+		return false
+	}
+	ps.late = 0
+	return true
 }
 
 // starved stops polling for a back-off: the engine's owner ran a poll

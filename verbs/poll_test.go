@@ -375,29 +375,39 @@ func TestPollSQDResumesOnRTS(t *testing.T) {
 
 func TestPollStarvedSwitchesOff(t *testing.T) {
 	pw := newPollWorld(t, true)
-	pw.post(1)
-	at, ok := pw.a.NextDeadline()
-	if !ok {
-		t.Fatal("no poll scheduled")
+	// The owner runs polls far too late: one or two are a preemption, the
+	// third within 10 ms is starvation.
+	latePoll := func(id uint64) {
+		pw.post(id)
+		at, ok := pw.a.NextDeadline()
+		if !ok {
+			t.Fatal("no poll scheduled")
+		}
+		late := at + DefaultPollLate + time.Microsecond
+		pw.p.Clock.Set(late)
+		pw.a.OnTimer(late)
 	}
-	// The owner runs the poll far too late.
-	late := at + DefaultPollLate + time.Microsecond
-	pw.p.Clock.Set(late)
-	pw.a.OnTimer(late)
+	latePoll(1)
+	latePoll(2)
+	if pw.a.Stats.PollLate.Load() != 2 || pw.a.Stats.PollStarvedOff.Load() != 0 {
+		t.Fatalf("late %d starved %d", pw.a.Stats.PollLate.Load(), pw.a.Stats.PollStarvedOff.Load())
+	}
+	latePoll(3)
 	if pw.a.Stats.PollStarvedOff.Load() != 1 || pw.a.Polling() || pw.flag() != 0 {
 		t.Fatalf("starved %d polling %v flag %d", pw.a.Stats.PollStarvedOff.Load(), pw.a.Polling(), pw.flag())
 	}
 	pw.run(nil)
-	sets := pw.a.Stats.PollFlagSets.Load()
-	pw.post(2) // the driver rings; the NIC does not set the flag
+	pw.checkWCs(3)
+	sets, rang := pw.a.Stats.PollFlagSets.Load(), pw.rang
+	pw.post(4) // the driver rings; the NIC does not set the flag
 	pw.run(nil)
-	pw.checkWCs(2)
-	if pw.rang != 2 || pw.a.Stats.PollFlagSets.Load() != sets {
-		t.Fatalf("while off: rang %d flag sets %d→%d", pw.rang, sets, pw.a.Stats.PollFlagSets.Load())
+	pw.checkWCs(1)
+	if pw.rang != rang+1 || pw.a.Stats.PollFlagSets.Load() != sets {
+		t.Fatalf("while off: rang %d→%d flag sets %d→%d", rang, pw.rang, sets, pw.a.Stats.PollFlagSets.Load())
 	}
 	// After the back-off it polls again.
 	pw.p.Clock.Advance(pollBackoffMin)
-	pw.post(3)
+	pw.post(5)
 	if pw.flag() != 1 {
 		t.Fatal("polling did not come back")
 	}
