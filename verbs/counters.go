@@ -100,7 +100,7 @@ func (c *Counters) Set() stats.Set {
 		{Name: "poll_starved_off", Help: "doorbell polling: switched off for a back-off after 3 late polls within 10 ms (the daemon is short of CPU)", Counter: &c.PollStarvedOff},
 		{Name: "poll_idle_off", Help: "doorbell polling: SQ windows switched off after 16 windows in a row without a post", Counter: &c.PollIdleOff},
 		{Name: "poll_doorbell_flag_set", Help: "doorbell polling: DB_SQ frames received while the SQ's flag was set (the driver raced the store, or ignores the flag)", Counter: &c.PollDoorbellFlagSet},
-		{Name: "poll_flag_foreign", Help: "doorbell polling: flag word found holding another value than the NIC stored (the guest wrote it)", Counter: &c.PollFlagForeign},
+		{Name: "poll_flag_foreign", Help: "doorbell polling: flag word found holding another value than the NIC stored (the guest wrote it, or a NIC before a restart left it set: cleared at CREATE_QP)", Counter: &c.PollFlagForeign},
 		{Name: "poll_ring_err", Help: "doorbell polling: flag word or producer index not accessible in guest memory", Counter: &c.PollRingErr},
 	}
 }

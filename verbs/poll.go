@@ -192,12 +192,26 @@ func (e *Engine) now() time.Duration {
 // pollActive reports whether SQs may be polled now.
 func (e *Engine) pollActive(now time.Duration) bool { return e.poll.cfg.On && now >= e.poll.off }
 
-// initPoll sets up a new QP's polling state.
+// initPoll sets up a new QP's polling state. A flag word that is not 0
+// is stored 0 whether or not the engine polls: the driver re-creates a
+// lost kernel QP over its old rings (a NIC that restarted), and a 1 left
+// by the NIC before would silence its doorbells for good.
 func (e *Engine) initPoll(qp *QP) {
 	qp.poll = sqPoll{win: e.poll.cfg.withDefaults().initWindow()}
 	// The ring header lies in the ring's first page (RingHdrSize).
 	qp.poll.flagGPA, _ = qp.sq.reg.wordGPA(SQPollFlagOff)
 	qp.poll.prodGPA, _ = qp.sq.reg.wordGPA(ringProducerOff)
+	var w [4]byte
+	if e.cfg.Mem.Read(qp.poll.flagGPA, w[:]) != nil || le.Uint32(w[:]) == 0 {
+		return
+	}
+	e.Stats.PollFlagForeign.Inc()
+	if am, ok := e.cfg.Mem.(AtomicMemory); ok {
+		_, _ = am.Swap32(qp.poll.flagGPA, 0)
+	} else {
+		clear(w[:])
+		_ = e.cfg.Mem.Write(qp.poll.flagGPA, w[:])
+	}
 }
 
 // doorbell notes a DB_SQ for qp before it is pumped: one that comes while

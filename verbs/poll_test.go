@@ -571,3 +571,30 @@ func FuzzPollGuestScribbles(f *testing.F) {
 		}
 	})
 }
+
+// A kernel QP the driver re-creates over its old rings after the NIC
+// restarted finds the flag as the old NIC left it: CREATE_QP stores 0, so
+// the driver rings again, whether or not the new NIC polls.
+func TestPollCreateQPClearsAStaleFlag(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		g := newGuest(t, 1<<20)
+		e := New(Config{Mem: g.mem, Clock: clock.NewManual(time.Second)})
+		g.e = e
+		e.SetPolling(PollConfig{On: on})
+		if err := e.CreatePD(1); err != nil {
+			t.Fatal(err)
+		}
+		q := g.makeQP(16, 1, QPTypeRC, 0)
+		if err := e.DestroyQP(16); err != nil { // the QP is lost with the NIC
+			t.Fatal(err)
+		}
+		q.sq.setU32(SQPollFlagOff, 1) // the old NIC was draining it
+		spec := QPSpec{H: 16, PD: 1, SendCQ: 161, RecvCQ: 162, Type: QPTypeRC, SQ: q.sq.spec, RQ: q.rq.spec}
+		if err := e.CreateQP(spec); err != nil {
+			t.Fatal(err)
+		}
+		if q.sq.u32(SQPollFlagOff) != 0 || e.Stats.PollFlagForeign.Load() != 1 {
+			t.Fatalf("polling %v: flag %d after CREATE_QP, foreign %d", on, q.sq.u32(SQPollFlagOff), e.Stats.PollFlagForeign.Load())
+		}
+	}
+}
