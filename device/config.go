@@ -137,6 +137,8 @@ type NICSpec struct {
 	// IPs are the guest's addresses on this NIC (config_gids.go): given,
 	// its UD sends may carry only the GIDs of its MAC and of these.
 	IPs []string `json:"ips,omitempty"`
+	// RDMA tunes the NIC's RDMA function (nil: defaults; config_rdma.go).
+	RDMA *RDMASpec `json:"rdma,omitempty"`
 }
 
 // SwitchSpec tunes the in-daemon switch.
@@ -280,6 +282,11 @@ func (cfg *Config) check() error {
 		}
 		if _, err := n.ips(); err != nil {
 			return fmt.Errorf("nic %s: %w", n.Name, err)
+		}
+		if n.RDMA != nil {
+			if err := n.RDMA.check(); err != nil {
+				return fmt.Errorf("nic %s: %w", n.Name, err)
+			}
 		}
 	}
 	if err := cfg.checkVsock(names, sockets); err != nil {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"falconnic/device/rdma"
 )
 
 func TestLoadExampleConfig(t *testing.T) {
@@ -41,6 +43,27 @@ func TestParseConfigDefaults(t *testing.T) {
 	}
 }
 
+func TestParseConfigRDMA(t *testing.T) {
+	for _, c := range []struct {
+		rdma string
+		want rdma.PollConfig
+	}{
+		{``, rdma.PollConfig{}},
+		{`,"rdma":{}`, rdma.PollConfig{}},
+		{`,"rdma":{"doorbell_polling":"off","poll_window_cap":"50us"}`, rdma.PollConfig{WindowCap: 50 * time.Microsecond}},
+		{`,"rdma":{"doorbell_polling":"on"}`, rdma.PollConfig{On: true}},
+		{`,"rdma":{"doorbell_polling":"on","poll_window_cap":"1ms"}`, rdma.PollConfig{On: true, WindowCap: time.Millisecond}},
+	} {
+		cfg, err := ParseConfig([]byte(`{"nics":[{"name":"a","socket":"/s","mac":"52:54:00:AA:BB:CC"` + c.rdma + `}]}`))
+		if err != nil {
+			t.Fatalf("%s: %v", c.rdma, err)
+		}
+		if got := cfg.NICs[0].pollConfig(); got != c.want {
+			t.Errorf("%s: %+v, want %+v", c.rdma, got, c.want)
+		}
+	}
+}
+
 func TestParseConfigRejects(t *testing.T) {
 	nic := `{"name":"a","socket":"/s","mac":"52:54:00:00:00:01"}`
 	for _, c := range []struct {
@@ -58,6 +81,9 @@ func TestParseConfigRejects(t *testing.T) {
 		{"bad mac", `{"nics":[{"name":"a","socket":"/s","mac":"52:54:00"}]}`, "mac"},
 		{"multicast mac", `{"nics":[{"name":"a","socket":"/s","mac":"01:00:5e:00:00:01"}]}`, "unicast"},
 		{"zero mac", `{"nics":[{"name":"a","socket":"/s","mac":"00:00:00:00:00:00"}]}`, "unicast"},
+		{"doorbell polling", `{"nics":[{"name":"a","socket":"/s","mac":"52:54:00:00:00:01","rdma":{"doorbell_polling":"yes"}}]}`, "doorbell_polling"},
+		{"poll window cap", `{"nics":[{"name":"a","socket":"/s","mac":"52:54:00:00:00:01","rdma":{"poll_window_cap":"1s"}}]}`, "poll_window_cap"},
+		{"poll window cap unit", `{"nics":[{"name":"a","socket":"/s","mac":"52:54:00:00:00:01","rdma":{"poll_window_cap":200}}]}`, "duration"},
 		{"eui64", `{"nics":[{"name":"a","socket":"/s","mac":"02:00:5e:10:00:00:00:01"}]}`, "48-bit"},
 		{"queue pairs", `{"nics":[{"name":"a","socket":"/s","mac":"52:54:00:00:00:01","queue_pairs":17}]}`, "queue_pairs"},
 		{"mac age", `{"nics":[],"switch":{"mac_age":"soon"}}`, "duration"},

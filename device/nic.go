@@ -74,6 +74,7 @@ func (d *Daemon) newNIC(spec NICSpec, newEth func(NICSpec, l2.Sink) (DaemonNIC, 
 		if ips, _ := spec.ips(); ips != nil {
 			n.rdma.SetGuestAddrs(ips)
 		}
+		n.rdma.SetPolling(spec.pollConfig())
 		v.Attach("rdma", n.rdma)
 	}
 	return n, nil

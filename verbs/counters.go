@@ -27,6 +27,15 @@ type Counters struct {
 	LocalInv, LocalInvErr             stats.Counter
 	RxRemoteInv, RxRemoteInvErr       stats.Counter
 	CQArmWordContended                stats.Counter
+	// Doorbell polling (poll.go).
+	Polls, PollFound                       stats.Counter
+	PollWindowsStarted, PollWindowsExpired stats.Counter
+	PollWindowsExtended                    stats.Counter
+	PollFlagSets, PollFlagClears           stats.Counter
+	PollRecheckFound                       stats.Counter
+	PollLate, PollStarvedOff, PollIdleOff  stats.Counter
+	PollDoorbellFlagSet                    stats.Counter
+	PollFlagForeign, PollRingErr           stats.Counter
 }
 
 // Set lists the counters with help text.
@@ -79,5 +88,19 @@ func (c *Counters) Set() stats.Set {
 		{Name: "rx_remote_inv", Help: "MRs invalidated by a peer's SEND_WITH_INV", Counter: &c.RxRemoteInv},
 		{Name: "rx_remote_inv_err", Help: "SEND_WITH_INV naming no fast-registration MR of the QP's PD", Counter: &c.RxRemoteInvErr},
 		{Name: "cq_arm_word_contended", Help: "CQ arm word kept changing under the NIC; the event was sent anyway", Counter: &c.CQArmWordContended},
+		{Name: "poll_polls", Help: "doorbell polling: reads of an SQ's producer index in a polling window", Counter: &c.Polls},
+		{Name: "poll_found", Help: "doorbell polling: polls that found posted WQEs (each a DB_SQ frame the driver did not send)", Counter: &c.PollFound},
+		{Name: "poll_windows_started", Help: "doorbell polling: windows opened when a drain found the SQ empty", Counter: &c.PollWindowsStarted},
+		{Name: "poll_windows_expired", Help: "doorbell polling: windows that ended without a post (the window shrinks)", Counter: &c.PollWindowsExpired},
+		{Name: "poll_windows_extended", Help: "doorbell polling: windows renewed by a post a poll found (the window grows)", Counter: &c.PollWindowsExtended},
+		{Name: "poll_flag_sets", Help: "doorbell polling: stores of 1 to an SQ's polling flag before draining", Counter: &c.PollFlagSets},
+		{Name: "poll_flag_clears", Help: "doorbell polling: stores of 0 to an SQ's polling flag, each followed by a re-read of the producer index", Counter: &c.PollFlagClears},
+		{Name: "poll_recheck_found", Help: "doorbell polling: re-reads after clearing the flag that found a post (the race with the driver, caught)", Counter: &c.PollRecheckFound},
+		{Name: "poll_late", Help: "doorbell polling: polls that ran more than the late threshold (50 µs) after they were due", Counter: &c.PollLate},
+		{Name: "poll_starved_off", Help: "doorbell polling: switched off for a back-off after 3 late polls within 10 ms (the daemon is short of CPU)", Counter: &c.PollStarvedOff},
+		{Name: "poll_idle_off", Help: "doorbell polling: SQ windows switched off after 16 windows in a row without a post", Counter: &c.PollIdleOff},
+		{Name: "poll_doorbell_flag_set", Help: "doorbell polling: DB_SQ frames received while the SQ's flag was set (the driver raced the store, or ignores the flag)", Counter: &c.PollDoorbellFlagSet},
+		{Name: "poll_flag_foreign", Help: "doorbell polling: flag word found holding another value than the NIC stored (the guest wrote it, or a NIC before a restart left it set: cleared at CREATE_QP)", Counter: &c.PollFlagForeign},
+		{Name: "poll_ring_err", Help: "doorbell polling: flag word or producer index not accessible in guest memory", Counter: &c.PollRingErr},
 	}
 }

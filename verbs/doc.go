@@ -88,6 +88,11 @@
 //   - A CQ may be armed through a word in its ring header (CQArmWordOff)
 //     instead of ARM_CQ requests, so that the guest kernel can arm from
 //     softirq context without waiting for the NIC.
+//   - Doorbell polling (poll.go, off unless SetPolling turns it on): the
+//     engine sets an SQ ring's polling flag (SQPollFlagOff) while it drains
+//     the SQ and for an adaptive window after, polling the producer index in
+//     OnTimer, so the driver sends no DB_SQ; it clears the flag with a full
+//     barrier and reads the producer index again, never losing a post.
 //   - Fences are implicit: an ordered connection completes in order.
 //   - Each READ segment is its own pull, so every response is a
 //     ReadResponseOnly; the requester places segments in RSN order.

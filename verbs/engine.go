@@ -2,6 +2,7 @@ package verbs
 
 import (
 	"falconnic/falcon"
+	"falconnic/internal/clock"
 )
 
 // Access flags, the IB_ACCESS_* values.
@@ -99,6 +100,9 @@ type Config struct {
 	// PMTUCap caps the path MTU (the Falcon connection's MTU minus headers
 	// must hold it; default 4096).
 	PMTUCap int
+	// Clock is the time doorbell polling runs on (poll.go); nil: no
+	// polling.
+	Clock clock.Clock
 }
 
 // Engine is one NIC's RDMA verbs engine: its object tables, the requester
@@ -130,6 +134,7 @@ type Engine struct {
 	sge     [SGESize]byte
 	word    [8]byte
 	pbl     pblScratch // fast registrations' page-list reads
+	poll    pollState
 	Stats   Counters
 }
 
@@ -183,6 +188,8 @@ func New(cfg Config) *Engine {
 	e := &Engine{cfg: cfg, pkt: make([]byte, 0, 64<<10), scratch: make([]byte, 64<<10)}
 	e.dma = &MR{LKey: DMALKey, Len: ^uint64(0), Access: AccessLocalWrite, reg: region{dma: true, size: ^uint64(0)},
 		state: MRValid}
+	e.poll.cfg = PollConfig{}.withDefaults()
+	e.poll.backoff = pollBackoffMin
 	e.init()
 	return e
 }
@@ -261,6 +268,10 @@ func (e *Engine) Reset() int {
 	n := e.Objects()
 	e.Stats.Reclaimed.Add(uint64(n))
 	e.mtt = 0
+	// The QPs go without a store to their flag words: the guest memory
+	// may no longer be the driver's.
+	clear(e.poll.polled)
+	e.poll.polled = e.poll.polled[:0]
 	e.init()
 	return n
 }

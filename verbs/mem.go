@@ -19,12 +19,17 @@ type Memory interface {
 }
 
 // AtomicMemory is a Memory whose 32-bit words the guest may update
-// concurrently with the NIC (the CQ arm word): CompareAndSwap32 is a
-// sequentially consistent compare-and-swap of the aligned word at gpa (a
-// full barrier on both sides of it). device implements it over the shared
-// guest RAM; without it the engine reads and writes the word.
+// concurrently with the NIC (the CQ arm word, an SQ's polling flag and
+// producer index): each method is a sequentially consistent atomic access
+// to the aligned word at gpa (a full barrier on both sides of the swaps).
+// device implements it over the shared guest RAM; without it the engine
+// reads and writes the CQ arm word and does not poll doorbells.
 type AtomicMemory interface {
 	CompareAndSwap32(gpa uint64, old, new uint32) (bool, error)
+	// Swap32 stores new and returns the word it replaced.
+	Swap32(gpa uint64, new uint32) (uint32, error)
+	// Load32 reads the word.
+	Load32(gpa uint64) (uint32, error)
 }
 
 // PageShift is the page size of page lists (FALCONNIC_PAGE_SHIFT).
@@ -224,6 +229,26 @@ func (m *FlatMemory) CompareAndSwap32(gpa uint64, old, new uint32) (bool, error)
 	}
 	le.PutUint32(w, new)
 	return true, nil
+}
+
+// Swap32 stores new in the aligned word at gpa and returns the old value
+// (a plain read and write, as CompareAndSwap32).
+func (m *FlatMemory) Swap32(gpa uint64, new uint32) (uint32, error) {
+	if gpa%4 != 0 || !m.Check(gpa, 4) {
+		return 0, ErrBadGPA
+	}
+	w := m.B[gpa-m.Base : gpa-m.Base+4]
+	old := le.Uint32(w)
+	le.PutUint32(w, new)
+	return old, nil
+}
+
+// Load32 reads the aligned word at gpa.
+func (m *FlatMemory) Load32(gpa uint64) (uint32, error) {
+	if gpa%4 != 0 || !m.Check(gpa, 4) {
+		return 0, ErrBadGPA
+	}
+	return le.Uint32(m.B[gpa-m.Base:]), nil
 }
 
 // Write copies b into guest memory.

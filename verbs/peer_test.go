@@ -259,6 +259,12 @@ type wqe struct {
 }
 
 func (q *qpEnds) postSend(w wqe) {
+	q.putSend(w)
+	q.g.e.KickSQ(q.qpn)
+}
+
+// putSend writes a send WQE and publishes it without a doorbell.
+func (q *qpEnds) putSend(w wqe) {
 	q.sq.post(func(b []byte) {
 		s := SendWQE(b)
 		s.SetWRID(w.id)
@@ -302,7 +308,6 @@ func (q *qpEnds) postSend(w wqe) {
 		s.SetNumSGE(uint32(len(w.sges)))
 		s.SetLength(uint32(total))
 	})
-	q.g.e.KickSQ(q.qpn)
 }
 
 func (q *qpEnds) postRecv(id uint64, sges ...buf) {

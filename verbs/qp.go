@@ -186,6 +186,7 @@ type QP struct {
 	rnrActive     bool
 	conn          *falcon.Conn
 	lastWQEEvSent bool
+	poll          sqPoll // doorbell polling (poll.go)
 }
 
 // opsWindow bounds the send WQEs a QP has taken from its ring and not yet
@@ -252,6 +253,7 @@ func (e *Engine) CreateQP(s QPSpec) error {
 	for i := range qp.ops {
 		qp.ops[i].inl = make([]byte, 0, s.SQ.MaxInline)
 	}
+	e.initPoll(qp)
 	if old, ok := e.qpGen[s.H]; ok {
 		qp.gen = old + 1
 	}
@@ -272,6 +274,7 @@ func (e *Engine) DestroyQP(h uint32) error {
 	if !ok {
 		return ErrBadHandle
 	}
+	e.stopPolling(qp)
 	delete(e.qps, h)
 	e.dropRing(qp.sq)
 	e.dropRing(qp.rq)
@@ -400,6 +403,7 @@ func (qp *QP) transitionType() uint8 {
 }
 
 func (e *Engine) resetQP(qp *QP) {
+	e.stopPolling(qp)
 	qp.state = QPSReset
 	qp.cur = nil
 	qp.recv = recvState{}
@@ -486,6 +490,9 @@ func (e *Engine) flushSQ(qp *QP) {
 	if mem == nil {
 		return
 	}
+	// The flag goes before the producer index is read: a post after that
+	// read rings, and the doorbell flushes it.
+	e.stopPolling(qp)
 	// Ops already taken from the ring complete with a flush error too,
 	// even those the transport finished: they come after the failure.
 	for qp.sqDone != qp.sqNext {
@@ -533,6 +540,9 @@ func (e *Engine) flushRQ(qp *QP) {
 // KickSQ is the SQ doorbell of QP h.
 func (e *Engine) KickSQ(h uint32) {
 	if qp, ok := e.qps[h]; ok {
+		if e.poll.cfg.On {
+			e.doorbell(qp)
+		}
 		e.pump(qp)
 	}
 }

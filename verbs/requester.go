@@ -134,7 +134,9 @@ func cookie(qp *QP, seq uint32) uint64 {
 }
 
 // pump takes WQEs from the SQ and submits their transactions until the
-// ring is empty, the transport says Xoff, or the QP may not send.
+// ring is empty, the transport says Xoff, or the QP may not send. With
+// doorbell polling, an SQ found empty opens a polling window or clears
+// the flag (sqEmpty), whose re-check may send it draining again.
 func (e *Engine) pump(qp *QP) {
 	if qp.pumping {
 		return
@@ -157,18 +159,34 @@ func (e *Engine) pump(qp *QP) {
 		return
 	}
 	qp.blocked = false
+	for {
+		empty, took := e.drain(qp, mem)
+		if !empty || !qp.poll.flag || !e.sqEmpty(qp, took) {
+			return
+		}
+	}
+}
+
+// drain is pump's loop. It reports whether it stopped because the SQ was
+// empty (not stalled, nor out of RTS) and whether it took WQEs.
+func (e *Engine) drain(qp *QP, mem Memory) (empty, took bool) {
 	for qp.state == QPSRTS {
 		if qp.cur == nil {
 			prod, err := qp.sq.Producer(mem)
 			if err != nil || qp.sq.Pending(prod, qp.sqNext) == 0 {
-				break
+				return true, took
 			}
 			if qp.sqNext-qp.sqDone >= uint32(len(qp.ops)) {
-				break
+				return false, took
+			}
+			if !qp.poll.flag && e.poll.cfg.On && e.pollActive(e.now()) {
+				// Before draining: posts from now on need no doorbell.
+				e.setFlag(qp)
 			}
 			op := &qp.ops[qp.sqNext&(uint32(len(qp.ops))-1)]
 			st := e.takeWQE(qp, op, qp.sqNext)
 			qp.sqNext++
+			took = true
 			if st != WCSuccess {
 				op.done, op.status = true, st
 				e.complete(qp)
@@ -178,12 +196,12 @@ func (e *Engine) pump(qp *QP) {
 		}
 		if err := e.submit(qp, qp.cur); err != nil {
 			if err == errLocalWait {
-				return // an earlier WQE's completion pumps again
+				return false, took // an earlier WQE's completion pumps again
 			}
 			if errors.Is(err, falcon.ErrXoff) || errors.Is(err, errNoConn) {
 				e.Stats.Xoff.Inc()
 				qp.blocked = true
-				return
+				return false, took
 			}
 			qp.cur.done, qp.cur.status = true, WCRetryExcErr
 			qp.cur = nil
@@ -199,6 +217,7 @@ func (e *Engine) pump(qp *QP) {
 			e.complete(qp)
 		}
 	}
+	return false, took
 }
 
 // takeWQE reads and validates send WQE seq into op.

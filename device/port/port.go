@@ -20,8 +20,10 @@ import (
 	crand "crypto/rand"
 	"encoding/binary"
 	"errors"
+	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"falconnic/falcon"
@@ -47,6 +49,7 @@ type Port struct {
 	ulps  [16]falcon.ULP
 	ctl   func(frame []byte) // the control-channel handler (SetControl)
 	timed []ulpTimers
+	polls []ulpPoller   // ULPs whose deadlines may be polls (spin)
 	idle  []func()      // run at the end of each burst of work (OnIdle)
 	cur   *framebuf.Buf // the pooled frame being handled, unless a ULP kept it (KeepFrame)
 	kept  int           // frames ULPs kept and have not released
@@ -98,6 +101,10 @@ type Counters struct {
 	// goroutine can handle the ACK: these explain retx_rto on links that
 	// never lose a packet.
 	TimerLate, TimerLateMaxUs stats.Counter
+	// SpinDenied counts the times a polling ULP's port slept on its
+	// timer instead of spinning: other goroutines held every spinning
+	// place (spinners).
+	SpinDenied stats.Counter
 }
 
 // Set lists the counters with help text.
@@ -112,6 +119,7 @@ func (c *Counters) Set() stats.Set {
 		{Name: "port_ctl_no_handler", Help: "control-channel frames dropped: no function handles them", Counter: &c.CtlNoHandler},
 		{Name: "port_timer_late", Help: "timer wakes 1 ms or more past their deadline (the host did not run the port's goroutine)", Counter: &c.TimerLate},
 		{Name: "port_timer_late_max_us", Help: "the latest timer wake, µs past its deadline", Counter: &c.TimerLateMaxUs},
+		{Name: "port_spin_denied", Help: "waits for a polling ULP's deadline slept on the timer, not spun: GOMAXPROCS-1 goroutines already spin (one P stays for the network poller)", Counter: &c.SpinDenied},
 	}
 }
 
@@ -221,13 +229,36 @@ type ulpTimers interface {
 	OnTimer(now time.Duration)
 }
 
+// ulpPoller is a ULP with timers that polls guest memory at them (the
+// verbs engine's doorbell polling): while Polling reports true, the port's
+// goroutine on the real clock spins for its deadlines instead of sleeping
+// (spin).
+type ulpPoller interface {
+	Polling() bool
+}
+
 // SetULP attaches u for connections of protocol proto (and drives its
 // timers if it has any). Call before Run.
 func (p *Port) SetULP(proto wire.ProtocolType, u falcon.ULP) {
 	p.ulps[proto&15] = u
 	if t, ok := u.(ulpTimers); ok {
 		p.timed = append(p.timed, t)
+		if q, ok := u.(ulpPoller); ok {
+			p.polls = append(p.polls, q)
+		}
 	}
+}
+
+// polling reports whether a ULP of a port p's goroutine runs is polling.
+func (p *Port) polling() bool {
+	for _, q := range p.core {
+		for _, u := range q.polls {
+			if u.Polling() {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // OnIdle runs fn on the port's goroutine at the end of each burst of
@@ -393,8 +424,25 @@ func (p *Port) Run(ctx context.Context) {
 	// 1 % of the daemon's CPU when done every burst).
 	const none = time.Duration(-1)
 	armed := none
+	spins := p.clk == clock.Real
+	maxSpinners := int32(runtime.GOMAXPROCS(0) - 1)
 	for {
 		at, ok := p.coreDeadline()
+		if ok && spins && p.polling() {
+			if takeSpin(maxSpinners) {
+				if armed != none {
+					wake.arm(time.Hour) // a wake-up for a deadline spun past would count as late
+					armed = none
+				}
+				run := p.spin(ctx, at)
+				spinners.Add(-1)
+				if !run {
+					return
+				}
+				continue
+			}
+			p.Stats.SpinDenied.Inc()
+		}
 		if !ok {
 			at = none
 		}
@@ -419,6 +467,56 @@ func (p *Port) Run(ctx context.Context) {
 			armed = none // fired: the next pass arms it again
 		}
 		p.drainThenPass()
+	}
+}
+
+// spin runs the port's goroutine without sleeping until work comes or the
+// deadline at passes, then handles both as a wake-up would. It reports
+// false when ctx ended. A ULP polls guest memory at its deadlines (a
+// doorbell-polling window, bounded by the ULP): Go's timers sleep at least
+// a millisecond when the process is otherwise idle (the runtime's netpoll
+// waits in whole milliseconds), far longer than a poll interval. Between
+// checks the goroutine yields, so the goroutines of the daemon's other
+// ports and functions run on the same thread.
+func (p *Port) spin(ctx context.Context, at time.Duration) bool {
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case w := <-p.work:
+			w.p.handle(w)
+			p.drainThenPass()
+			return true
+		default:
+		}
+		if p.clk.Now() >= at {
+			p.drainThenPass()
+			return true
+		}
+		runtime.Gosched()
+	}
+}
+
+// spinners counts the goroutines of the daemon spinning for a polling ULP
+// (spin). A goroutine that keeps itself runnable keeps its P from the
+// runtime's network poller, which the scheduler consults only when a P
+// runs out of goroutines: with every P spinning, a guest's kick, a fabric
+// datagram or an io_uring completion would wait for sysmon's poll, up to
+// 10 ms. So at most GOMAXPROCS-1 goroutines spin; a port that finds no
+// room sleeps on its timer as without polling (port_spin_denied), and its
+// polls, running late, switch the ULP's polling off.
+var spinners atomic.Int32
+
+// takeSpin takes one of max spinning places.
+func takeSpin(max int32) bool {
+	for {
+		n := spinners.Load()
+		if n >= max {
+			return false
+		}
+		if spinners.CompareAndSwap(n, n+1) {
+			return true
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package port
 import (
 	"bytes"
 	"context"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -310,5 +311,84 @@ func TestPortHandlesQueuedWorkBeforeDueTimers(t *testing.T) {
 	}
 	if want := "work work work timer"; strings.Join(order, " ") != want {
 		t.Fatalf("ran %v, want %s", order, want)
+	}
+}
+
+// poller is a ULP that polls at its deadlines (as the verbs engine's
+// doorbell polling does): polls of them, one interval apart.
+type poller struct {
+	every time.Duration
+	at    time.Duration
+	left  int
+	early int // polls run before their deadline
+	done  chan struct{}
+}
+
+func (q *poller) OnRequest(*falcon.Conn, *falcon.Request)       {}
+func (q *poller) OnCompletion(*falcon.Conn, *falcon.Completion) {}
+func (q *poller) OnXon(*falcon.Conn)                            {}
+func (q *poller) Polling() bool                                 { return q.left > 0 }
+func (q *poller) NextDeadline() (time.Duration, bool)           { return q.at, q.left > 0 }
+func (q *poller) OnTimer(now time.Duration) {
+	if q.left == 0 {
+		return
+	}
+	if now < q.at {
+		q.early++
+		return
+	}
+	q.at = now + q.every
+	if q.left--; q.left == 0 {
+		close(q.done)
+	}
+}
+
+// TestPortSpinsForAPollingULP: on the real clock a polling ULP's deadlines
+// run one after another (the port's goroutine spins rather than sleeping
+// through Go's millisecond timer granularity) and work still runs while
+// it does; once the ULP stops polling the port goes back to its timer.
+func TestPortSpinsForAPollingULP(t *testing.T) {
+	p := New(nil, nil)
+	q := &poller{every: time.Microsecond, left: 200, done: make(chan struct{})}
+	p.SetULP(7, q)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer func() { cancel(); <-p.Stopped() }()
+	go p.Run(ctx)
+	p.Call(func(*falcon.Endpoint) { q.at = p.Clock().Now() })
+	ran := false
+	if !p.Call(func(*falcon.Endpoint) { ran = true }) || !ran {
+		t.Fatal("work did not run while the ULP polled")
+	}
+	select {
+	case <-q.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the polls did not all run")
+	}
+	var early int
+	var polling bool
+	p.Call(func(*falcon.Endpoint) { early, polling = q.early, p.polling() })
+	if early != 0 || polling {
+		t.Fatalf("%d polls before their deadline; still polling %v", early, polling)
+	}
+}
+
+// TestPortOnOneProcessorDoesNotSpin: with GOMAXPROCS 1 a spinning
+// goroutine would keep the only P from the network poller, so the port
+// sleeps on its timer for a polling ULP too, and counts it.
+func TestPortOnOneProcessorDoesNotSpin(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	p := New(nil, nil)
+	q := &poller{every: time.Microsecond, left: 3, done: make(chan struct{})}
+	p.SetULP(7, q)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer func() { cancel(); <-p.Stopped() }()
+	go p.Run(ctx)
+	select {
+	case <-q.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the polls did not all run")
+	}
+	if p.Stats.SpinDenied.Load() == 0 || spinners.Load() != 0 {
+		t.Fatalf("spin denied %d, spinners %d", p.Stats.SpinDenied.Load(), spinners.Load())
 	}
 }

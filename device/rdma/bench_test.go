@@ -1,11 +1,18 @@
 package rdma
 
 import (
+	"context"
 	"encoding/binary"
 	"runtime"
+	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
+	"unsafe"
 
 	"falconnic/device/cm"
+	"falconnic/device/port"
+	"falconnic/device/rdmauapi"
 	"falconnic/verbs"
 )
 
@@ -21,7 +28,25 @@ type benchPair struct {
 
 func newBenchPair(t *testing.T, n int) *benchPair {
 	mgr := cm.NewOnFabric(nil)
-	p := &benchPair{a: newVM(t, 0xa, mgr), b: newVM(t, 0xb, mgr)}
+	return newBenchPairOf(t, n, newVM(t, 0xa, mgr), newVM(t, 0xb, mgr))
+}
+
+// newBenchPairOneCore is newBenchPair with both NICs' ports run by one
+// goroutine (port.Port.Adopt), as one core of a NIC runs several engines.
+func newBenchPairOneCore(t *testing.T, n int) *benchPair {
+	mgr := cm.NewOnFabric(nil)
+	pa, pb := port.New(nil, nil), port.New(nil, nil)
+	a, b := newVMOn(t, 0xa, mgr, pa), newVMOn(t, 0xb, mgr, pb)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go pa.Run(ctx)
+	pa.Adopt(pb)
+	go pb.Run(ctx)
+	return newBenchPairOf(t, n, a, b)
+}
+
+func newBenchPairOf(t *testing.T, n int, a, b *vm) *benchPair {
+	p := &benchPair{a: a, b: b}
 	p.qa, p.qb = p.a.setupRC(16), p.b.setupRC(17)
 	p.a.connect(16, p.b.mac, 17)
 	p.b.connect(17, p.a.mac, 16)
@@ -31,16 +56,25 @@ func newBenchPair(t *testing.T, n int) *benchPair {
 	return p
 }
 
-// post writes one send WQE as librxe does and rings the doorbell.
-func (v *vm) post(q qpRings, qpn uint32, fill func(w verbs.SendWQE)) {
-	v.r.Call(func(*Func) {
-		prod := binary.LittleEndian.Uint32(v.at(q.sq+128, 4))
-		w := verbs.SendWQE(v.at(q.sq+384+uint64(prod&15)<<9, 512))
-		clear(w)
-		fill(w)
-		binary.LittleEndian.PutUint32(v.at(q.sq+128, 4), (prod+1)&15)
-	})
+// word is the guest's 32-bit word at b (an aligned ring-header field).
+func word(b []byte) *uint32 { return (*uint32)(unsafe.Pointer(&b[0])) }
+
+// post writes one send WQE into the SQ ring from the guest's side, as
+// librxe does (the producer index last), then does what the driver's
+// fnic_post_send does: after a full barrier it reads the NIC's polling
+// flag and rings DB_SQ only while it reads 0. It reports whether it rang.
+func (v *vm) post(q qpRings, qpn uint32, fill func(w verbs.SendWQE)) bool {
+	prodW := word(v.at(q.sq+rdmauapi.RingProducerOff, 4))
+	prod := atomic.LoadUint32(prodW)
+	w := verbs.SendWQE(v.at(q.sq+384+uint64(prod&15)<<9, 512))
+	clear(w)
+	fill(w)
+	atomic.StoreUint32(prodW, (prod+1)&15) // a full barrier: XCHG
+	if atomic.LoadUint32(word(v.at(q.sq+rdmauapi.RingNICPollingOff, 4))) != 0 {
+		return false
+	}
 	v.doorbell(qpn)
+	return true
 }
 
 // spinCQ busy-polls a CQ ring for one CQE.
@@ -89,10 +123,37 @@ func BenchmarkRDMAWrite64K(b *testing.B) {
 
 // BenchmarkRDMAPingPong8B measures latency-style ping-pong: an 8-byte
 // WRITE_WITH_IMM from A to B, then one from B to A, each waited for on the
-// receiver's CQ (ib_write_lat's pattern with immediate data).
+// receiver's CQ (ib_write_lat's pattern with immediate data), with the
+// NICs' doorbell polling off (every post rings DB_SQ), on, and on without
+// its switch-off when polls run late (the host's load deschedules the
+// benchmark's thread for longer than verbs.DefaultPollLate, which switches
+// polling off as it would on a starved daemon). It reports the DB_SQ
+// frames per post and the process's CPU time per round trip.
 func BenchmarkRDMAPingPong8B(b *testing.B) {
+	for _, c := range []struct {
+		name    string
+		poll    PollConfig
+		oneCore bool
+	}{
+		{"polling=off", PollConfig{}, false},
+		{"polling=on", PollConfig{On: true}, false},
+		{"polling=on,late=1s", PollConfig{On: true, Late: time.Second}, false},
+		{"polling=off,one-core", PollConfig{}, true},
+		{"polling=on,one-core", PollConfig{On: true}, true},
+	} {
+		b.Run(c.name, func(b *testing.B) { pingPong8B(b, c.poll, c.oneCore) })
+	}
+}
+
+func pingPong8B(b *testing.B, poll PollConfig, oneCore bool) {
 	t := &testing.T{}
 	p := newBenchPair(t, 8)
+	if oneCore {
+		p = newBenchPairOneCore(t, 8)
+	}
+	for _, v := range []*vm{p.a, p.b} {
+		v.r.Call(func(r *Func) { r.SetPolling(poll) })
+	}
 	_, rbufA := p.a.regMR(2, 64, verbs.AccessLocalWrite)
 	_, rbufB := p.b.regMR(2, 64, verbs.AccessLocalWrite)
 	postRecv := func(v *vm, q qpRings, va uint64) {
@@ -106,8 +167,9 @@ func BenchmarkRDMAPingPong8B(b *testing.B) {
 			binary.LittleEndian.PutUint32(v.at(q.rq+128, 4), (prod+1)&15)
 		})
 	}
+	rang := 0
 	write := func(v *vm, q qpRings, qpn uint32, src, dst uint64) {
-		v.post(q, qpn, func(w verbs.SendWQE) {
+		if v.post(q, qpn, func(w verbs.SendWQE) {
 			w.SetOpcode(verbs.WRWriteImm)
 			w.SetImm(1)
 			w.SetRemoteAddr(dst)
@@ -115,8 +177,11 @@ func BenchmarkRDMAPingPong8B(b *testing.B) {
 			w.SGE(0).Set(src, 8, p.srcKey)
 			w.SetNumSGE(1)
 			w.SetLength(8)
-		})
+		}) {
+			rang++
+		}
 	}
+	cpu0 := cpuTime()
 	b.ResetTimer()
 	for range b.N {
 		postRecv(p.b, p.qb, rbufB)
@@ -130,4 +195,21 @@ func BenchmarkRDMAPingPong8B(b *testing.B) {
 			b.Fatalf("pong %v", st)
 		}
 	}
+	b.StopTimer()
+	b.ReportMetric(float64(rang)/float64(2*b.N), "db/post")
+	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
+	var starved uint64
+	for _, v := range []*vm{p.a, p.b} {
+		v.r.Call(func(r *Func) { starved += r.Status()["verbs.poll_starved_off"] })
+	}
+	b.ReportMetric(float64(starved), "starved-offs")
+}
+
+// cpuTime is the process's user and system CPU time.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

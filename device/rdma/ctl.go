@@ -346,8 +346,8 @@ func (r *Func) control(frame []byte) {
 		}
 	}
 	h := ctlHandlers[op]
-	var reply [rdmauapi.MaxBody]byte
-	body := reply[:m.Info.ReplySize]
+	body := r.replyBody[:m.Info.ReplySize]
+	clear(body) // handlers fill in what they answer; the rest is zero
 	if h == nil {
 		err = verbs.ErrNotSupported
 	} else {

@@ -106,24 +106,58 @@ func (m *rdmaMem) Write(gpa uint64, b []byte) error {
 	return nil
 }
 
-// CompareAndSwap32 is an atomic compare-and-swap of the aligned 32-bit word
-// at gpa in guest RAM (the CQ arm word the guest's vCPUs update
-// concurrently: verbs.CQArmWordOff).
-func (m *rdmaMem) CompareAndSwap32(gpa uint64, old, new uint32) (bool, error) {
+// word returns the aligned 32-bit word at gpa in guest RAM, with the table
+// reference to release; the failure is counted.
+func (m *rdmaMem) word(gpa uint64) (*uint32, *vhostuser.MemTable, error) {
 	if gpa%4 != 0 {
 		m.stats.DMABadGPA.Inc()
-		return false, verbs.ErrBadGPA
+		return nil, nil, verbs.ErrBadGPA
 	}
 	t := m.acquire()
 	if t == nil {
 		m.stats.DMANoMemory.Inc()
-		return false, verbs.ErrNoMemory
+		return nil, nil, verbs.ErrNoMemory
 	}
-	defer t.Release()
 	h, err := t.Translate(gpa, 4)
 	if err != nil || len(h) < 4 {
+		t.Release()
 		m.stats.DMABadGPA.Inc()
-		return false, verbs.ErrBadGPA
+		return nil, nil, verbs.ErrBadGPA
 	}
-	return atomic.CompareAndSwapUint32((*uint32)(unsafe.Pointer(&h[0])), old, new), nil
+	return (*uint32)(unsafe.Pointer(&h[0])), t, nil
+}
+
+// CompareAndSwap32 is an atomic compare-and-swap of the aligned 32-bit word
+// at gpa in guest RAM (the CQ arm word the guest's vCPUs update
+// concurrently: verbs.CQArmWordOff).
+func (m *rdmaMem) CompareAndSwap32(gpa uint64, old, new uint32) (bool, error) {
+	w, t, err := m.word(gpa)
+	if err != nil {
+		return false, err
+	}
+	defer t.Release()
+	return atomic.CompareAndSwapUint32(w, old, new), nil
+}
+
+// Swap32 atomically stores new in the aligned 32-bit word at gpa and
+// returns the old value: a full barrier (XCHG on amd64), as an SQ's polling
+// flag needs before the producer index is read again (verbs.SQPollFlagOff).
+func (m *rdmaMem) Swap32(gpa uint64, new uint32) (uint32, error) {
+	w, t, err := m.word(gpa)
+	if err != nil {
+		return 0, err
+	}
+	defer t.Release()
+	return atomic.SwapUint32(w, new), nil
+}
+
+// Load32 atomically reads the aligned 32-bit word at gpa (a producer index
+// the guest stores concurrently).
+func (m *rdmaMem) Load32(gpa uint64) (uint32, error) {
+	w, t, err := m.word(gpa)
+	if err != nil {
+		return 0, err
+	}
+	defer t.Release()
+	return atomic.LoadUint32(w), nil
 }

@@ -5,6 +5,7 @@ import (
 
 	"falconnic/device/cm"
 	"falconnic/device/port"
+	"falconnic/device/rdmauapi"
 	"falconnic/falcon"
 	"falconnic/falcon/wire"
 	"falconnic/internal/stats"
@@ -65,7 +66,10 @@ type Func struct {
 	open     bool
 	conns    map[verbs.MAC]*falcon.Conn
 	out      []byte
-	Stats    Counters
+	// replyBody is the reply body a handler fills (a local array would
+	// escape through the handler table: 1.5 KiB allocated per frame).
+	replyBody [rdmauapi.MaxBody]byte
+	Stats     Counters
 }
 
 // New builds the RDMA function of the NIC with MAC mac and
@@ -76,7 +80,7 @@ func New(mac net.HardwareAddr, deliver func([]byte), agent *cm.Agent, port *port
 	r := &Func{deliver: deliver, cm: agent, port: port, conns: map[verbs.MAC]*falcon.Conn{}}
 	copy(r.mac[:], mac)
 	r.mem.stats = &r.Stats
-	r.eng = verbs.New(verbs.Config{Mem: &r.mem, Events: r.sendEvent})
+	r.eng = verbs.New(verbs.Config{Mem: &r.mem, Events: r.sendEvent, Clock: port.Clock()})
 	r.eng.SetConns(rdmaConns{r})
 	port.SetULP(wire.ProtoRDMA, r.eng)
 	port.SetControl(r.control)
@@ -88,6 +92,24 @@ func New(mac net.HardwareAddr, deliver func([]byte), agent *cm.Agent, port *port
 
 // MAC returns the NIC's MAC.
 func (r *Func) MAC() verbs.MAC { return r.mac }
+
+// PollConfig is the doorbell-polling configuration of the NIC's verbs
+// engine (verbs/poll.go).
+type PollConfig = verbs.PollConfig
+
+// Bounds of PollConfig.WindowCap a config may ask for: one poll interval
+// to verbs.MaxPollWindowCap.
+const (
+	MinPollWindowCap = verbs.DefaultPollEvery
+	MaxPollWindowCap = verbs.MaxPollWindowCap
+)
+
+// SetPolling configures the NIC's doorbell polling (off unless the config
+// turns it on): while an SQ has work and for a window after, the engine
+// polls its producer index on the port's goroutine and sets the ring's
+// polling flag (rdmauapi.RingNICPollingOff), so the driver sends no DB_SQ.
+// Call before the port runs, or on its goroutine.
+func (r *Func) SetPolling(c PollConfig) { r.eng.SetPolling(c) }
 
 // Port returns the NIC's Falcon port the function is attached to.
 func (r *Func) Port() *port.Port { return r.port }
