@@ -87,6 +87,11 @@ func (c *Conn) finish(rsn wire.RSN, t *tl.ITxn, st tl.Status, ulp uint8, data []
 }
 
 // reportOne hands one completion to the ULP and frees its Tx resources.
+// The transaction's slot is free before the callback runs when it is at
+// the table's base (always, on an ordered connection), so a ULP that
+// submits from OnCompletion finds room for it rather than ErrXoff and an
+// OnXon right after; data (a held copy in the slot) stays valid during
+// the callback, since nothing written there can complete before it ends.
 func (c *Conn) reportOne(rsn wire.RSN, t *tl.ITxn, st tl.Status, ulp uint8, data []byte) {
 	res := c.ep.res
 	if t.Cells > 0 {
@@ -108,6 +113,9 @@ func (c *Conn) reportOne(rsn wire.RSN, t *tl.ITxn, st tl.Status, ulp uint8, data
 	}
 	c.cpl = Completion{Kind: t.Kind, RSN: rsn, Cookie: t.Cookie, Status: st, ULPCode: ulp, Data: data, Frame: t.Lent}
 	t.Lent = nil
+	if rsn == c.ini.Base {
+		c.ini.Advance()
+	}
 	if u := c.ep.cfg.ULP; u != nil {
 		in := c.inCB
 		c.inCB = true
