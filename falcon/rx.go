@@ -19,12 +19,11 @@ func (c *Conn) receive(p wire.Packet, iv wire.Timestamp, flow uint32, mark Mark,
 	// here since (same tick rate), so an idle connection neither wraps the
 	// 32-bit comparison nor lets a stale frame in after a long pause.
 	proj := uint32(c.remote) + uint32(wire.TimestampAt(now-c.remoteAt))
-	margin := uint32(wire.TimestampAt(c.ep.cfg.ReplayMargin))
-	if int32(uint32(iv)-(proj-margin)) <= 0 {
+	if int32(uint32(iv)-(proj-c.ep.replayMargin)) <= 0 {
 		c.Stats.RxReplay.Inc()
 		return
 	}
-	if lead := uint32(iv) - proj; int32(lead) > 0 && lead > uint32(wire.TimestampAt(c.ep.cfg.ReplayMaxLead)) {
+	if lead := uint32(iv) - proj; int32(lead) > 0 && lead > c.ep.replayLead {
 		c.Stats.RxIVAhead.Inc()
 		return
 	}

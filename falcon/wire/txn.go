@@ -205,12 +205,12 @@ func (t Txn) Fields() TxnFields {
 // payloadLen must be 0 for types without payload (otherwise it panics: that
 // is a programming error, not bad input).
 func AppendTxnHeader(b []byte, typ PacketType, f *TxnFields, payloadLen int) Txn {
-	info, ok := typ.Info()
-	if !ok || !info.Txn || (!info.Payload && payloadLen != 0) || payloadLen < 0 || payloadLen > 0xffff {
+	sh := typ.shapeOf()
+	if sh.flags&shapeTxn == 0 || (sh.flags&shapePayload == 0 && payloadLen != 0) || payloadLen < 0 || payloadLen > 0xffff {
 		panic("wire: AppendTxnHeader(" + typ.String() + ", payload " + strconv.Itoa(payloadLen) + ")")
 	}
 	_, p := putHeader(b, typ, payloadLen)
-	t := Txn(p[:info.HeaderLen+payloadLen])
+	t := Txn(p[:int(sh.hdr)+payloadLen])
 	t.SetCID(f.CID)
 	t.SetDestFunction(f.DestFunction)
 	t.SetProtocol(f.Protocol)
