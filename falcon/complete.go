@@ -111,7 +111,9 @@ func (c *Conn) reportOne(rsn wire.RSN, t *tl.ITxn, st tl.Status, ulp uint8, data
 	if t.Kind == tl.Push {
 		data = nil
 	}
-	c.cpl = Completion{Kind: t.Kind, RSN: rsn, Cookie: t.Cookie, Status: st, ULPCode: ulp, Data: data, Frame: t.Lent}
+	cpl := &c.cpl // field by field, as txnFields
+	cpl.Kind, cpl.RSN, cpl.Cookie, cpl.Status, cpl.ULPCode = t.Kind, rsn, t.Cookie, st, ulp
+	cpl.Data, cpl.Frame = data, t.Lent
 	t.Lent = nil
 	if rsn == c.ini.Base {
 		c.ini.Advance()

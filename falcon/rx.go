@@ -61,7 +61,8 @@ func (c *Conn) onTxn(t wire.Txn, iv wire.Timestamp, now time.Duration) {
 	rw := &c.rx[i]
 	v := rw.Classify(psn)
 	c.lastT1, c.lastT2 = iv, wire.TimestampAt(now)
-	c.ackFlows[c.rxFlow&3] = ackFlow{t1: c.lastT1, t2: c.lastT2, label: c.rxFlow, pending: true}
+	af := &c.ackFlows[c.rxFlow&3]
+	af.t1, af.t2, af.label, af.pending = c.lastT1, c.lastT2, c.rxFlow, true
 	c.lastHops = min(c.rxMark.Hops, wire.MaxHopCount)
 	if c.rxMark.ECN {
 		c.ecnCount = (c.ecnCount + 1) & wire.MaxECNCount
@@ -296,7 +297,8 @@ func (c *Conn) hand(rsn wire.RSN, s *tl.TTxn, payload []byte) {
 		c.armRNR(s.Deadline)
 	}
 	c.count(hotDelivered)
-	c.req = Request{Kind: s.Kind, RSN: rsn, Payload: payload, Length: s.Length}
+	r := &c.req // field by field, as txnFields
+	r.Kind, r.RSN, r.Payload, r.Length = s.Kind, rsn, payload, s.Length
 	if u := c.ep.cfg.ULP; u != nil {
 		in := c.inCB
 		c.inCB = true
