@@ -28,8 +28,8 @@ func (c *Conn) sendAck(now time.Duration, byTimer bool) {
 	f.CID = c.cfg.DCID
 	f.DataBase, f.ReqBase = c.rx[dataW].Base(), c.rx[reqW].Base()
 	f.T1, f.T2 = c.lastT1, c.lastT2
-	f.CC = wire.CCInfo{HopCount: c.lastHops, RxBufferLevel: c.ep.rxBufferLevel(), ECNCount: c.ecnCount,
-		RUEValue: c.flows[0].ccMetadata & (1<<22 - 1)}
+	f.CC.HopCount, f.CC.RxBufferLevel, f.CC.ECNCount = c.lastHops, c.ep.rxBufferLevel(), c.ecnCount
+	f.CC.RUEValue = c.flows[0].ccMetadata & (1<<22 - 1)
 	f.OWNRequest, f.OWNData = c.rx[reqW].OWN(), c.rx[dataW].OWN()
 	eack := c.rx[reqW].NeedsEACK(true) || c.rx[dataW].NeedsEACK(true)
 	var pkt []byte

@@ -29,13 +29,17 @@ func (c *Conn) rueEvent(now time.Duration, flow uint8, typ rue.EventType, t1, t2
 	c.Stats.RUEEvents.Inc()
 	acked := f.acked
 	f.acked = 0
-	c.ev = rue.Event{Conn: c.cfg.SCID, Flow: flow, Type: typ, T1: uint32(t1), T2: uint32(t2), T3: uint32(t3),
-		T4: uint32(t4), RetxCount: retx, RetxReason: reason, NackCode: nack, ForwardHop: hops, RxBufLevel: level, CCMetadata: meta,
-		NumAcked: acked, EACK: eack, EACKDrop: drop, ConnFcwnd: c.fcwnd, Fcwnd: f.fcwnd, Ncwnd: c.ncwnd, IPG: c.ipg, RTO: c.rto,
-		FabricMarker: f.fabricMarker, NICMarker: c.nicMark, NcwndUp: c.ncwndUp, DelayState: f.delayState,
-		RTTState: f.rttState, BaseDelay: f.baseDelay, CCOpaque: c.ccOpaque, PLBState: f.plbState,
-		Now: uint32(wire.TimestampAt(now)) & (1<<24 - 1)}
-	if r, ok := eng.Handle(&c.ev); ok {
+	ev := &c.ev // zeroed, then field by field, as txnFields
+	*ev = rue.Event{}
+	ev.Conn, ev.Flow, ev.Type = c.cfg.SCID, flow, typ
+	ev.T1, ev.T2, ev.T3, ev.T4 = uint32(t1), uint32(t2), uint32(t3), uint32(t4)
+	ev.RetxCount, ev.RetxReason, ev.NackCode, ev.ForwardHop, ev.RxBufLevel = retx, reason, nack, hops, level
+	ev.CCMetadata, ev.NumAcked, ev.EACK, ev.EACKDrop = meta, acked, eack, drop
+	ev.ConnFcwnd, ev.Fcwnd, ev.Ncwnd, ev.IPG, ev.RTO = c.fcwnd, f.fcwnd, c.ncwnd, c.ipg, c.rto
+	ev.FabricMarker, ev.NICMarker, ev.NcwndUp = f.fabricMarker, c.nicMark, c.ncwndUp
+	ev.DelayState, ev.RTTState, ev.BaseDelay, ev.CCOpaque, ev.PLBState = f.delayState, f.rttState, f.baseDelay, c.ccOpaque, f.plbState
+	ev.Now = uint32(wire.TimestampAt(now)) & (1<<24 - 1)
+	if r, ok := eng.Handle(ev); ok {
 		c.applyRUE(&r)
 	}
 }

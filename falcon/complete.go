@@ -87,6 +87,11 @@ func (c *Conn) finish(rsn wire.RSN, t *tl.ITxn, st tl.Status, ulp uint8, data []
 }
 
 // reportOne hands one completion to the ULP and frees its Tx resources.
+// The transaction's slot is free before the callback runs when it is at
+// the table's base (always, on an ordered connection), so a ULP that
+// submits from OnCompletion finds room for it rather than ErrXoff and an
+// OnXon right after; data (a held copy in the slot) stays valid during
+// the callback, since nothing written there can complete before it ends.
 func (c *Conn) reportOne(rsn wire.RSN, t *tl.ITxn, st tl.Status, ulp uint8, data []byte) {
 	res := c.ep.res
 	if t.Cells > 0 {
@@ -106,8 +111,13 @@ func (c *Conn) reportOne(rsn wire.RSN, t *tl.ITxn, st tl.Status, ulp uint8, data
 	if t.Kind == tl.Push {
 		data = nil
 	}
-	c.cpl = Completion{Kind: t.Kind, RSN: rsn, Cookie: t.Cookie, Status: st, ULPCode: ulp, Data: data, Frame: t.Lent}
+	cpl := &c.cpl // field by field, as txnFields
+	cpl.Kind, cpl.RSN, cpl.Cookie, cpl.Status, cpl.ULPCode = t.Kind, rsn, t.Cookie, st, ulp
+	cpl.Data, cpl.Frame = data, t.Lent
 	t.Lent = nil
+	if rsn == c.ini.Base {
+		c.ini.Advance()
+	}
 	if u := c.ep.cfg.ULP; u != nil {
 		in := c.inCB
 		c.inCB = true

@@ -191,7 +191,17 @@ func (c *Conn) Idle() bool {
 }
 
 // flowOf maps a received flow label to one of our flows.
-func (c *Conn) flowOf(label uint32) uint8 { return uint8(label&3) % uint8(c.cfg.Flows) }
+func (c *Conn) flowOf(label uint32) uint8 { return c.flowIndex(uint8(label & 3)) }
+
+// flowIndex is id modulo the connection's flow count, without a division
+// for an id already in range (every packet's own flow, a single flow's
+// every label): it runs once per acknowledged packet.
+func (c *Conn) flowIndex(id uint8) uint8 {
+	if n := uint8(c.cfg.Flows); id >= n {
+		return id % n
+	}
+	return id
+}
 
 // sumFcwnd sets the connection's fabric window to the sum of its flows'
 // (digest §7), saturating at the 21-bit fixed-point maximum.

@@ -1,6 +1,7 @@
 package falcon
 
 import (
+	"bytes"
 	"errors"
 	"strings"
 	"testing"
@@ -127,6 +128,80 @@ func TestXoffXon(t *testing.T) {
 	}
 	if _, err := s.ca.Push(9, nil); err != nil {
 		t.Errorf("after Xon: %v", err)
+	}
+}
+
+// A completion frees its transaction's slot before the ULP hears of it:
+// a ULP that submits from OnCompletion on a full table is not refused,
+// needs no Xon, and its submissions keep the order it made them in.
+func TestSubmitFromCompletion(t *testing.T) {
+	for _, ordered := range []bool{true, false} {
+		s := newScript(t, ConnConfig{SCID: 1, DCID: 2, MaxTxns: 2, Ordered: ordered})
+		s.ub.onReq = func(c *Conn, r *Request) { c.AckPush(r.RSN) }
+		next, refused := uint64(2), 0
+		s.ua.onCpl = func(c *Conn, cpl *Completion) {
+			if next == 6 {
+				return
+			}
+			if _, err := c.Push(next, []byte{byte(next)}); err != nil {
+				refused++
+				return
+			}
+			next++
+		}
+		for i := uint64(0); i < 2; i++ {
+			if _, err := s.ca.Push(i, []byte{byte(i)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s.settle()
+		if refused != 0 || s.ca.Stats.Xoff.Load() != 0 || s.ua.xon != 0 {
+			t.Errorf("ordered=%v: %d submissions from OnCompletion refused, xoff %d, xon %d", ordered, refused, s.ca.Stats.Xoff.Load(), s.ua.xon)
+		}
+		if len(s.ua.cpls) != 6 {
+			t.Fatalf("ordered=%v: %d completions, want 6", ordered, len(s.ua.cpls))
+		}
+		for i, cpl := range s.ua.cpls {
+			if cpl.Cookie != uint64(i) || cpl.Status != tl.CmplAck {
+				t.Errorf("ordered=%v: completion %d is cookie %d %v", ordered, i, cpl.Cookie, cpl.Status)
+			}
+		}
+	}
+}
+
+// A pull completed from a copy held for ordered completion hands the ULP
+// the data intact even when the ULP reuses the freed slot at once.
+func TestHeldPullDataSurvivesResubmit(t *testing.T) {
+	s := newScript(t, ConnConfig{SCID: 1, DCID: 2, MaxTxns: 2, Ordered: true})
+	s.ub.onReq = func(c *Conn, r *Request) { c.PullData(r.RSN, pattern(r.RSN, int(r.Length))) }
+	var got [][]byte
+	s.ua.onCpl = func(c *Conn, cpl *Completion) {
+		if len(got) < 2 {
+			if _, err := c.Pull(9, 64); err != nil {
+				t.Errorf("pull from OnCompletion: %v", err)
+			}
+		}
+		got = append(got, append([]byte(nil), cpl.Data...))
+	}
+	for i := 0; i < 2; i++ {
+		if _, err := s.ca.Pull(uint64(i), 64); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Both Pull Requests reach B; its Pull Data for RSN 1 overtakes RSN 0's,
+	// so A holds a copy of RSN 1's data until RSN 0 completes.
+	s.deliver(0)
+	s.deliver(0)
+	s.deliver(1)
+	s.deliver(0)
+	s.settle()
+	if len(got) != 4 {
+		t.Fatalf("%d completions, want 4", len(got))
+	}
+	for i, d := range got {
+		if want := pattern(s.ca.cfg.TxRSN.Add(uint32(i)), 64); !bytes.Equal(d, want) {
+			t.Errorf("completion %d: data is not the pattern of its RSN", i)
+		}
 	}
 }
 

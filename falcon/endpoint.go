@@ -133,7 +133,13 @@ type Endpoint struct {
 	at    time.Duration
 	atSet bool
 	hot   epCounts // counts not yet published (hot.go)
-	Stats EndpointCounters
+	// last is the connection the latest frame was for: a run of frames
+	// for one connection skips the table lookup.
+	last *Conn
+	// replayMargin and replayLead are ReplayMargin and ReplayMaxLead in
+	// timestamp ticks.
+	replayMargin, replayLead uint32
+	Stats                    EndpointCounters
 }
 
 // New returns an endpoint.
@@ -152,7 +158,8 @@ func New(cfg Config) *Endpoint {
 		rng = &xorshift{s: 0x9e3779b97f4a7c15}
 	}
 	e := &Endpoint{cfg: cfg, clk: cfg.Clock, conns: make(map[uint32]*Conn), res: tl.NewResources(cfg.Limits),
-		ctl: make([]byte, 0, wire.MaxHeaderLen+envelopeLen+16), rng: rng}
+		ctl: make([]byte, 0, wire.MaxHeaderLen+envelopeLen+16), rng: rng,
+		replayMargin: uint32(wire.TimestampAt(cfg.ReplayMargin)), replayLead: uint32(wire.TimestampAt(cfg.ReplayMaxLead))}
 	e.initCounts()
 	return e
 }
@@ -213,6 +220,9 @@ func (e *Endpoint) Close(scid uint32) error {
 	c.fail(now)
 	e.timerRemove(c)
 	delete(e.conns, scid)
+	if e.last == c {
+		e.last = nil
+	}
 	for i, x := range e.list {
 		if x == c {
 			e.list = append(e.list[:i], e.list[i+1:]...)
@@ -289,7 +299,12 @@ func (e *Endpoint) receive(frame []byte, flow uint32, mark Mark, checkICV bool) 
 		e.countParse(err)
 		return
 	}
-	c := e.conns[p.CID()]
+	c := e.last
+	if cid := p.CID(); c == nil || c.cfg.SCID != cid {
+		if c = e.conns[cid]; c != nil {
+			e.last = c
+		}
+	}
 	if c == nil {
 		e.Stats.RxUnknownCID.Inc()
 		if p.Type().Window() != wire.WindowNone {

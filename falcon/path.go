@@ -103,7 +103,7 @@ func (c *Conn) pickMaxOpen() uint8 {
 
 // landed takes an acknowledged packet off its flow's in-flight count.
 func (c *Conn) landed(flow uint8) {
-	if f := &c.flows[flow%uint8(c.cfg.Flows)]; f.out > 0 {
+	if f := &c.flows[c.flowIndex(flow)]; f.out > 0 {
 		f.out--
 	}
 }

@@ -19,12 +19,11 @@ func (c *Conn) receive(p wire.Packet, iv wire.Timestamp, flow uint32, mark Mark,
 	// here since (same tick rate), so an idle connection neither wraps the
 	// 32-bit comparison nor lets a stale frame in after a long pause.
 	proj := uint32(c.remote) + uint32(wire.TimestampAt(now-c.remoteAt))
-	margin := uint32(wire.TimestampAt(c.ep.cfg.ReplayMargin))
-	if int32(uint32(iv)-(proj-margin)) <= 0 {
+	if int32(uint32(iv)-(proj-c.ep.replayMargin)) <= 0 {
 		c.Stats.RxReplay.Inc()
 		return
 	}
-	if lead := uint32(iv) - proj; int32(lead) > 0 && lead > uint32(wire.TimestampAt(c.ep.cfg.ReplayMaxLead)) {
+	if lead := uint32(iv) - proj; int32(lead) > 0 && lead > c.ep.replayLead {
 		c.Stats.RxIVAhead.Inc()
 		return
 	}
@@ -62,7 +61,8 @@ func (c *Conn) onTxn(t wire.Txn, iv wire.Timestamp, now time.Duration) {
 	rw := &c.rx[i]
 	v := rw.Classify(psn)
 	c.lastT1, c.lastT2 = iv, wire.TimestampAt(now)
-	c.ackFlows[c.rxFlow&3] = ackFlow{t1: c.lastT1, t2: c.lastT2, label: c.rxFlow, pending: true}
+	af := &c.ackFlows[c.rxFlow&3]
+	af.t1, af.t2, af.label, af.pending = c.lastT1, c.lastT2, c.rxFlow, true
 	c.lastHops = min(c.rxMark.Hops, wire.MaxHopCount)
 	if c.rxMark.ECN {
 		c.ecnCount = (c.ecnCount + 1) & wire.MaxECNCount
@@ -297,7 +297,8 @@ func (c *Conn) hand(rsn wire.RSN, s *tl.TTxn, payload []byte) {
 		c.armRNR(s.Deadline)
 	}
 	c.count(hotDelivered)
-	c.req = Request{Kind: s.Kind, RSN: rsn, Payload: payload, Length: s.Length}
+	r := &c.req // field by field, as txnFields
+	r.Kind, r.RSN, r.Payload, r.Length = s.Kind, rsn, payload, s.Length
 	if u := c.ep.cfg.ULP; u != nil {
 		in := c.inCB
 		c.inCB = true

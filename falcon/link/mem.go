@@ -122,8 +122,17 @@ func (m *Mem) Config() MemConfig { return m.cfg }
 // chance draws one random event of probability p; it consumes no randomness
 // when p ≤ 0, so enabling one impairment leaves the others' draws unchanged.
 func (m *Mem) chance(p float64) bool {
-	return p > 0 && m.rng.Float64() < p
+	if p <= 0 {
+		return false
+	}
+	return m.draw(p)
 }
+
+// draw is chance's random draw, kept out of line so that chance inlines
+// into Send: a perfect link then costs a compare per impairment.
+//
+//go:noinline
+func (m *Mem) draw(p float64) bool { return m.rng.Float64() < p }
 
 // Send queues a copy of pkt for delivery on flow (it implements Link).
 func (m *Mem) Send(pkt []byte, flow uint32) {

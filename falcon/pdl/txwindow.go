@@ -158,7 +158,12 @@ func (w *TxWindow) Slot(psn wire.PSN) *TxSlot { return &w.slots[uint32(psn)&w.ma
 func (w *TxWindow) Alloc() (wire.PSN, *TxSlot) {
 	psn := w.next
 	s := &w.slots[uint32(psn)&w.mask]
-	*s = TxSlot{State: SlotInflight, Buf: s.own()}
+	// The buffer is read out before the slot is reset in place: a
+	// literal naming s's own fields would be built in a temporary and
+	// copied over, whose wide loads of narrow stores stall.
+	buf := s.own()
+	*s = TxSlot{State: SlotInflight}
+	s.Buf = buf
 	w.next = w.next.Add(1)
 	return psn, s
 }

@@ -97,7 +97,12 @@ func (t *Initiator) Slot(rsn wire.RSN) *ITxn { return &t.slots[uint32(rsn)&t.mas
 func (t *Initiator) Add(k Kind, cookie uint64) (wire.RSN, *ITxn) {
 	rsn := t.Next
 	s := &t.slots[uint32(rsn)&t.mask]
-	*s = ITxn{State: IQueued, Kind: k, Cookie: cookie, Payload: s.Payload[:0], Frame: s.Frame[:0], Data: s.Data[:0]}
+	// The buffers are read out before the slot is reset in place: a
+	// literal naming s's own fields would be built in a temporary and
+	// copied over, whose wide loads of narrow stores stall.
+	p, f, d := s.Payload[:0], s.Frame[:0], s.Data[:0]
+	*s = ITxn{State: IQueued, Kind: k, Cookie: cookie}
+	s.Payload, s.Frame, s.Data = p, f, d
 	t.Next = t.Next.Add(1)
 	return rsn, s
 }

@@ -1,5 +1,7 @@
 package tl
 
+import "math/bits"
+
 // Pool is one carved region of a resource pool: Cap units, of which the last
 // Reserve may only be taken by a head-of-line request [S §8.2, CR#3].
 type Pool struct {
@@ -150,9 +152,16 @@ func (r *Resources) Admit(held int, alpha float64) bool {
 	return float64(held) < max(alpha*float64(r.TxReq.Pkt.Free()), 1)
 }
 
-// Cells returns ⌈n/CellSize⌉, at least 1.
+// Cells returns ⌈n/CellSize⌉, at least 1. A power-of-two cell size
+// (the default) divides by a shift: every submission and admission asks.
 func (r *Resources) Cells(n int) int {
-	c := (n + r.CellSize - 1) / r.CellSize
+	cs := r.CellSize
+	var c int
+	if cs > 0 && cs&(cs-1) == 0 {
+		c = (n + cs - 1) >> bits.TrailingZeros(uint(cs))
+	} else {
+		c = (n + cs - 1) / cs
+	}
 	if c < 1 {
 		c = 1
 	}

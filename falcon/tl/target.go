@@ -89,7 +89,9 @@ func (t *Target) Slot(rsn wire.RSN) *TTxn { return &t.slots[uint32(rsn)&t.mask] 
 // Claim resets rsn's free slot for a new request, keeping its buffer.
 func (t *Target) Claim(rsn wire.RSN, k Kind) *TTxn {
 	s := &t.slots[uint32(rsn)&t.mask]
-	*s = TTxn{State: TReceived, Kind: k, Payload: s.Payload[:0], Frame: s.Frame[:0]}
+	p, f := s.Payload[:0], s.Frame[:0] // as in Initiator.Add
+	*s = TTxn{State: TReceived, Kind: k}
+	s.Payload, s.Frame = p, f
 	return s
 }
 

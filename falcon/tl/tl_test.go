@@ -17,6 +17,21 @@ func TestStatusTable(t *testing.T) {
 	}
 }
 
+// TestCellsRounding: ⌈n/CellSize⌉, at least one cell, whether the cell
+// size is a power of two (a shift) or not (a division).
+func TestCellsRounding(t *testing.T) {
+	for _, tc := range []struct{ size, n, want int }{
+		{256, 0, 1}, {256, 1, 1}, {256, 256, 1}, {256, 257, 2}, {256, 4352, 17}, {256, 4353, 18},
+		{64, 64, 1}, {64, 65, 2}, {1, 5, 5},
+		{100, 0, 1}, {100, 100, 1}, {100, 101, 2}, {100, 4352, 44}, {3, 7, 3},
+	} {
+		r := NewResources(Limits{CellSize: tc.size})
+		if got := r.Cells(tc.n); got != tc.want {
+			t.Errorf("cell size %d: Cells(%d) = %d, want %d", tc.size, tc.n, got, tc.want)
+		}
+	}
+}
+
 func TestPoolHoLReserve(t *testing.T) {
 	r := NewResources(Limits{CellSize: 256, RxNetPkts: 4, RxNetCells: 100, HoLPkts: 1, HoLCells: 10})
 	if r.Cells(0) != 1 || r.Cells(256) != 1 || r.Cells(257) != 2 {

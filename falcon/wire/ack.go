@@ -190,12 +190,12 @@ func appendAck(b []byte, t PacketType, f *AckFields) Ack {
 	a.SetReqBase(f.ReqBase)
 	a.SetT1(f.T1)
 	a.SetT2(f.T2)
-	a.SetHopCount(f.CC.HopCount)
-	a.SetRxBufferLevel(f.CC.RxBufferLevel)
-	a.SetECNCount(f.CC.ECNCount)
-	a.SetRUEValue(f.CC.RUEValue)
-	a.SetOWNRequest(f.OWNRequest)
-	a.SetOWNData(f.OWNData)
+	// The CC word whole, in one store (putHeader zeroed it; the fields'
+	// setters would each read, mask and write it back).
+	cc := uint64(f.CC.HopCount)&MaxHopCount<<hopShift | uint64(f.CC.RxBufferLevel)&MaxRxBufferLevel<<levelShift |
+		uint64(f.CC.ECNCount)&MaxECNCount<<ecnShift | uint64(f.CC.RUEValue)&MaxAckRUEValue<<ackRUEShift |
+		uint64(boolBit(f.OWNData))<<ownDataShift | uint64(boolBit(f.OWNRequest))<<ownReqShift
+	be.PutUint64(a[ccOff:], cc)
 	if t == TypeEACK {
 		a.SetDataAckBitmap(&f.DataAck)
 		a.SetDataRxBitmap(&f.DataRx)

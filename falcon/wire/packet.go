@@ -38,14 +38,13 @@ func Parse(b []byte) (Packet, error) {
 	if p.Version() != Version {
 		return nil, ErrVersion
 	}
-	info, ok := p.Type().Info()
-	if !ok {
+	sh := p.Type().shapeOf()
+	if sh.flags&shapeValid == 0 {
 		return nil, ErrType
 	}
-	if len(b) < info.HeaderLen {
+	if n := int(sh.hdr); len(b) < n {
 		return nil, ErrShort
-	}
-	if !info.Payload && len(b) != info.HeaderLen {
+	} else if sh.flags&shapePayload == 0 && len(b) != n {
 		return nil, ErrLength
 	}
 	if p.Type() == TypePushData && len(b)-PushDataHeaderLen != int(Txn(b).RequestLength()) {
@@ -108,11 +107,11 @@ func (p Packet) Header() []byte {
 // headers), Pull Data and Push Data (ULP headers and data); nil for every
 // other type.
 func (p Packet) Payload() []byte {
-	i, ok := p.Type().Info()
-	if !ok || !i.Payload || len(p) < i.HeaderLen {
+	sh := p.Type().shapeOf()
+	if sh.flags&shapePayload == 0 || len(p) < int(sh.hdr) {
 		return nil
 	}
-	return p[i.HeaderLen:]
+	return p[sh.hdr:]
 }
 
 // putHeader grows b by the header of type t, zeroes it and sets version and

@@ -3,6 +3,7 @@ package wire
 import (
 	"bytes"
 	"errors"
+	"math/rand/v2"
 	"testing"
 )
 
@@ -241,6 +242,73 @@ func TestPacketPayloadAndHeader(t *testing.T) {
 		}
 		if pl := p.Payload(); info.Payload != (pl != nil) || len(pl) != len(p)-info.HeaderLen && info.Payload {
 			t.Errorf("%v: payload %d bytes", p.Type(), len(pl))
+		}
+	}
+}
+
+// TestBuildersMatchSetters: the builders write each header word whole;
+// the bytes are the ones the field setters place on a zeroed header, for
+// every transaction type and for BACK and EACK, whatever the field
+// values (bits beyond a field's width are dropped the same way).
+func TestBuildersMatchSetters(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := 0; i < 2000; i++ {
+		f := TxnFields{CID: rng.Uint32(), DestFunction: rng.Uint32(), Protocol: ProtocolType(rng.Uint32()), AR: rng.IntN(2) == 1,
+			DataBase: PSN(rng.Uint32()), ReqBase: PSN(rng.Uint32()), PSN: PSN(rng.Uint32()), RSN: RSN(rng.Uint32()),
+			RequestLength: uint16(rng.Uint32()), ResyncCode: ResyncCode(rng.Uint32()), ResyncPacketType: PacketType(rng.Uint32()),
+			VendorDefined: rng.Uint32()}
+		for _, typ := range []PacketType{TypePullRequest, TypePullData, TypePushData, TypeResync} {
+			n := 0
+			if typ.HasPayload() {
+				n = rng.IntN(40)
+			}
+			got := AppendTxnHeader(nil, typ, &f, n)
+			want := Txn(make([]byte, typ.HeaderLen()+n))
+			want.SetVersion(Version)
+			want.SetType(typ)
+			want.SetCID(f.CID)
+			want.SetDestFunction(f.DestFunction)
+			want.SetProtocol(f.Protocol)
+			want.SetAR(f.AR)
+			want.SetDataBase(f.DataBase)
+			want.SetReqBase(f.ReqBase)
+			want.SetPSN(f.PSN)
+			want.SetRSN(f.RSN)
+			switch typ {
+			case TypePullRequest:
+				want.SetRequestLength(f.RequestLength)
+			case TypePushData:
+				want.SetRequestLength(uint16(n))
+			case TypeResync:
+				want.SetResyncCode(f.ResyncCode)
+				want.SetResyncPacketType(f.ResyncPacketType)
+				want.SetVendorDefined(f.VendorDefined)
+			}
+			if !bytes.Equal(got[:typ.HeaderLen()], want[:typ.HeaderLen()]) {
+				t.Fatalf("%v %+v:\n got % x\nwant % x", typ, f, got[:typ.HeaderLen()], want[:typ.HeaderLen()])
+			}
+		}
+		af := AckFields{CID: rng.Uint32(), DataBase: PSN(rng.Uint32()), ReqBase: PSN(rng.Uint32()),
+			T1: Timestamp(rng.Uint32()), T2: Timestamp(rng.Uint32()),
+			CC:         CCInfo{uint8(rng.Uint32()), uint8(rng.Uint32()), uint16(rng.Uint32()), rng.Uint32()},
+			OWNRequest: rng.IntN(2) == 1, OWNData: rng.IntN(2) == 1}
+		got := AppendBACK(nil, &af)
+		want := Ack(make([]byte, BACKLen))
+		want.SetVersion(Version)
+		want.SetType(TypeBACK)
+		want.SetCID(af.CID)
+		want.SetDataBase(af.DataBase)
+		want.SetReqBase(af.ReqBase)
+		want.SetT1(af.T1)
+		want.SetT2(af.T2)
+		want.SetHopCount(af.CC.HopCount)
+		want.SetRxBufferLevel(af.CC.RxBufferLevel)
+		want.SetECNCount(af.CC.ECNCount)
+		want.SetRUEValue(af.CC.RUEValue)
+		want.SetOWNRequest(af.OWNRequest)
+		want.SetOWNData(af.OWNData)
+		if !bytes.Equal(got, want) {
+			t.Fatalf("BACK %+v:\n got % x\nwant % x", af, got, want)
 		}
 	}
 }

@@ -205,29 +205,32 @@ func (t Txn) Fields() TxnFields {
 // payloadLen must be 0 for types without payload (otherwise it panics: that
 // is a programming error, not bad input).
 func AppendTxnHeader(b []byte, typ PacketType, f *TxnFields, payloadLen int) Txn {
-	info, ok := typ.Info()
-	if !ok || !info.Txn || (!info.Payload && payloadLen != 0) || payloadLen < 0 || payloadLen > 0xffff {
+	sh := typ.shapeOf()
+	if sh.flags&shapeTxn == 0 || (sh.flags&shapePayload == 0 && payloadLen != 0) || payloadLen < 0 || payloadLen > 0xffff {
 		panic("wire: AppendTxnHeader(" + typ.String() + ", payload " + strconv.Itoa(payloadLen) + ")")
 	}
-	_, p := putHeader(b, typ, payloadLen)
-	t := Txn(p[:info.HeaderLen+payloadLen])
-	t.SetCID(f.CID)
-	t.SetDestFunction(f.DestFunction)
-	t.SetProtocol(f.Protocol)
-	t.SetAR(f.AR)
-	t.SetDataBase(f.DataBase)
-	t.SetReqBase(f.ReqBase)
-	t.SetPSN(f.PSN)
-	t.SetRSN(f.RSN)
+	// Every header word is written whole (reserved bits zero), the bits
+	// the setters place, in one store each rather than a clear and a
+	// read-modify-write per field: this runs once per packet sent.
+	n := int(sh.hdr)
+	start := len(b)
+	b = grow(b, n+payloadLen)
+	t := Txn(b[start : start+n+payloadLen])
+	be.PutUint32(t[0:], uint32(Version)<<28|f.CID&(1<<24-1))
+	be.PutUint32(t[4:], f.DestFunction<<8|uint32(f.Protocol&7)<<5|uint32(typ&0x0f)<<1|uint32(boolBit(f.AR)))
+	be.PutUint32(t[8:], uint32(f.DataBase))
+	be.PutUint32(t[12:], uint32(f.ReqBase))
+	be.PutUint32(t[16:], uint32(f.PSN))
+	be.PutUint32(t[20:], uint32(f.RSN))
 	switch typ {
 	case TypePullRequest:
-		t.SetRequestLength(f.RequestLength)
+		be.PutUint32(t[24:], uint32(f.RequestLength))
+		be.PutUint32(t[28:], 0)
 	case TypePushData:
-		t.SetRequestLength(uint16(payloadLen))
+		be.PutUint32(t[24:], uint32(uint16(payloadLen)))
 	case TypeResync:
-		t.SetResyncCode(f.ResyncCode)
-		t.SetResyncPacketType(f.ResyncPacketType)
-		t.SetVendorDefined(f.VendorDefined)
+		be.PutUint32(t[24:], uint32(f.ResyncCode)<<24|uint32(f.ResyncPacketType&0x0f)<<20)
+		be.PutUint32(t[28:], f.VendorDefined)
 	}
 	return t
 }

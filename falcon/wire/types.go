@@ -98,18 +98,58 @@ func (t PacketType) Info() (TypeInfo, bool) {
 	return typeTable[t], true
 }
 
+// shape is the part of a type's row the per-packet paths read (Parse,
+// Payload, the builders), packed so that it is loaded in one word and
+// stays in registers; TypeInfo, with its name, is copied to the stack
+// whole. shapes is derived from typeTable, so the two cannot disagree.
+type shape struct {
+	hdr   uint8 // HeaderLen (every header is under 256 bytes)
+	win   Window
+	flags uint8 // shapeValid, shapePayload, shapeTxn
+}
+
+const (
+	shapeValid = 1 << iota
+	shapePayload
+	shapeTxn
+)
+
+var shapes = func() (s [16]shape) {
+	for t, i := range typeTable {
+		if i.Name == "" {
+			continue
+		}
+		s[t] = shape{hdr: uint8(i.HeaderLen), win: i.Window, flags: shapeValid}
+		if i.Payload {
+			s[t].flags |= shapePayload
+		}
+		if i.Txn {
+			s[t].flags |= shapeTxn
+		}
+	}
+	return s
+}()
+
+// shapeOf returns t's shape (the zero shape for a reserved type).
+func (t PacketType) shapeOf() shape {
+	if int(t) < len(shapes) {
+		return shapes[t]
+	}
+	return shape{}
+}
+
 // Valid reports whether t is a packet type defined by Rev 0.9.
-func (t PacketType) Valid() bool { _, ok := t.Info(); return ok }
+func (t PacketType) Valid() bool { return t.shapeOf().flags&shapeValid != 0 }
 
 // HeaderLen returns the Falcon header length of t, 0 for a reserved type.
-func (t PacketType) HeaderLen() int { i, _ := t.Info(); return i.HeaderLen }
+func (t PacketType) HeaderLen() int { return int(t.shapeOf().hdr) }
 
 // Window returns the PSN window t consumes (WindowNone for ACKs, NACKs and
 // reserved types).
-func (t PacketType) Window() Window { i, _ := t.Info(); return i.Window }
+func (t PacketType) Window() Window { return t.shapeOf().win }
 
 // HasPayload reports whether bytes after t's header are ULP payload.
-func (t PacketType) HasPayload() bool { i, _ := t.Info(); return i.Payload }
+func (t PacketType) HasPayload() bool { return t.shapeOf().flags&shapePayload != 0 }
 
 // String returns the type's name, or "PacketType(n)" for a reserved code.
 func (t PacketType) String() string {

@@ -35,6 +35,9 @@ func TestTypeTableComplete(t *testing.T) {
 		if info.HeaderLen != w.hdr || info.Window != w.win || info.Payload != w.payload || pt.Window() != w.win {
 			t.Errorf("%v: row %+v, want %+v", pt, info, w)
 		}
+		if pt.HeaderLen() != w.hdr || pt.HasPayload() != w.payload {
+			t.Errorf("%v: HeaderLen %d HasPayload %v, want %d %v", pt, pt.HeaderLen(), pt.HasPayload(), w.hdr, w.payload)
+		}
 		if info.HeaderLen > MaxHeaderLen {
 			t.Errorf("%v: header longer than MaxHeaderLen", pt)
 		}
@@ -46,7 +49,8 @@ func TestTypeTableComplete(t *testing.T) {
 			t.Errorf("code %d: Valid() = %v, want %v", code, pt.Valid(), listed)
 		}
 	}
-	if PacketType(1).String() != "PacketType(1)" || TypeEACK.String() != "EACK" || PacketType(200).Valid() {
+	if PacketType(1).String() != "PacketType(1)" || TypeEACK.String() != "EACK" || PacketType(200).Valid() ||
+		PacketType(200).HeaderLen() != 0 || PacketType(200).Window() != WindowNone || PacketType(1).HasPayload() {
 		t.Error("reserved types must print their code and be invalid")
 	}
 }
