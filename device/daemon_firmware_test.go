@@ -103,13 +103,28 @@ func TestDaemonMultipathOverTheFabric(t *testing.T) {
 	startDaemon(t, storeCfg)
 	host := startDaemon(t, hostCfg)
 	r := remoteDisk(t, host)
-	for round := 0; round < 8; round++ {
-		r.writeRead(uint64(round)*64*8, 16, byte(round+1))
-	}
-	st := host.status(t)
-	fw := st.NICs[0].Falcon.Firmware
-	if len(fw.Conns) != 1 || len(fw.Conns[0].Flows) != 4 {
-		t.Fatalf("connections %+v", fw.Conns)
+	// Which flow carries a packet depends on the windows the ACKs open, so
+	// a loaded host may leave a flow unused for a while: write on (at most
+	// 64 rounds) until every flow has carried one and measured its RTT.
+	var fw *port.FirmwareStatus
+	for round := 0; round < 64; round++ {
+		r.writeRead(uint64(round%8)*64*8, 16, byte(round+1))
+		if round < 7 {
+			continue
+		}
+		fw = host.status(t).NICs[0].Falcon.Firmware
+		if fw == nil || len(fw.Conns) != 1 || len(fw.Conns[0].Flows) != 4 {
+			t.Fatalf("connections %+v", fw.Conns)
+		}
+		measured := 0
+		for _, f := range fw.Conns[0].Flows {
+			if f.RTT > 0 {
+				measured++
+			}
+		}
+		if measured == 4 {
+			break
+		}
 	}
 	for i, f := range fw.Conns[0].Flows {
 		if f.Label&3 != uint32(i) || f.RTT <= 0 {
