@@ -51,6 +51,12 @@ type Config struct {
 	SampleEvery time.Duration `json:"sample_every_ns"`
 	// Seed seeds the ECMP salts, per-link loss and background arrivals.
 	Seed uint64 `json:"seed"`
+	// Priority, when set, picks the packets a host NIC serves ahead of
+	// those in its egress queue: they wait only for the packet on the
+	// wire. Falcon's ACKs and NACKs, as Isekai's NIC arbiter weighs
+	// ack/nack 2 against 1 for connection traffic (switches keep one
+	// queue).
+	Priority func(pkt []byte) bool `json:"-"`
 }
 
 // Meta is what the fabric tells a receiver about a delivered packet.
@@ -137,11 +143,15 @@ type link struct {
 	rate     uint64
 	delay    time.Duration
 	busyPs   int64 // picoseconds: when the link finishes what it has
-	backlog  int
-	down     bool
-	loss     float64
-	m        LinkMetrics
-	lastTx   uint64 // TxBytes at the last sample
+	// wirePs holds the serialization ends of the packets queued in
+	// order on a host NIC link (with Config.Priority): the first one
+	// after now is on the wire.
+	wirePs  []int64
+	backlog int
+	down    bool
+	loss    float64
+	m       LinkMetrics
+	lastTx  uint64 // TxBytes at the last sample
 }
 
 type slot struct {
@@ -448,10 +458,33 @@ func (f *Fabric) arrive(t clock.Time, i int32) bool {
 	}
 	// Serialization is kept in picoseconds so that rates which do not
 	// divide a packet's bits into whole nanoseconds keep their long-run rate.
-	startPs := max(int64(t)*1000, l.busyPs)
-	l.busyPs = startPs + int64(uint64(s.size)*8*1e12/l.rate)
+	serPs := int64(uint64(s.size) * 8 * 1e12 / l.rate)
+	var startPs, endPs int64
+	if prio := l.owner < 0 && f.cfg.Priority != nil; prio {
+		n := 0
+		for n < len(l.wirePs) && l.wirePs[n] <= int64(t)*1000 {
+			n++
+		}
+		l.wirePs = l.wirePs[:copy(l.wirePs, l.wirePs[n:])]
+		if len(l.wirePs) > 0 && !s.bg && f.cfg.Priority(s.buf) {
+			// Ahead of the NIC's queue, behind the packet on the wire;
+			// the queue's later packets leave serPs later.
+			startPs = l.wirePs[0]
+			endPs = startPs + serPs
+			l.busyPs += serPs
+		} else {
+			startPs = max(int64(t)*1000, l.busyPs)
+			l.busyPs = startPs + serPs
+			endPs = l.busyPs
+			l.wirePs = append(l.wirePs, endPs)
+		}
+	} else {
+		startPs = max(int64(t)*1000, l.busyPs)
+		l.busyPs = startPs + serPs
+		endPs = l.busyPs
+	}
 	start := time.Duration((startPs + 999) / 1000)
-	finish := time.Duration((l.busyPs + 999) / 1000)
+	finish := time.Duration((endPs + 999) / 1000)
 	l.backlog += s.size
 	l.m.MaxQueueBytes = max(l.m.MaxQueueBytes, l.backlog)
 	l.m.QueueDelay.add(start - t)

@@ -100,6 +100,37 @@ func TestIncastQueuesAtTheDownlink(t *testing.T) {
 	}
 }
 
+// With Priority, a host NIC serves a picked packet ahead of its queue
+// (behind the packet on the wire); switches keep one FIFO.
+func TestHostNICServesPriorityFirst(t *testing.T) {
+	c := base()
+	c.Priority = func(p []byte) bool { return len(p) < 100 }
+	r := newRig(c)
+	for range 3 {
+		r.f.Send(0, 1, make([]byte, 1000), 0) // 80 ns each on the uplink
+	}
+	ack := make([]byte, 50) // 4 ns
+	r.f.Send(0, 1, ack, 0)
+	r.run(time.Second)
+	rx := r.rx[1]
+	if len(rx) != 4 {
+		t.Fatalf("delivered %d", len(rx))
+	}
+	if rx[1].n != 50 {
+		t.Fatalf("second delivery is %d bytes, want the 50-byte packet right behind the first", rx[1].n)
+	}
+	// Without Priority it comes last.
+	r = newRig(base())
+	for range 3 {
+		r.f.Send(0, 1, make([]byte, 1000), 0)
+	}
+	r.f.Send(0, 1, ack, 0)
+	r.run(time.Second)
+	if rx := r.rx[1]; len(rx) != 4 || rx[3].n != 50 {
+		t.Fatalf("FIFO: %d deliveries, last of %d bytes", len(rx), rx[len(rx)-1].n)
+	}
+}
+
 func TestECMPIsStablePerLabelAndMovesWithIt(t *testing.T) {
 	f := New(clock.NewManual(0), Config{Racks: 2, HostsPerRack: 1, Spines: 4, Seed: 3})
 	count := make([]int, 4)

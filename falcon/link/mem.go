@@ -36,6 +36,11 @@ type MemConfig struct {
 	// QueueLimit caps the packets the link holds (waiting for serialization
 	// or in flight); a Send beyond it is a tail drop. 0 means unlimited.
 	QueueLimit int
+	// Priority, when set, picks the packets the sender's NIC serves ahead
+	// of those queued for serialization (with a rate): they wait only for
+	// the packet on the wire. Falcon's ACKs and NACKs, as Isekai's NIC
+	// arbiter weighs ack/nack 2 against 1 for connection traffic.
+	Priority func(pkt []byte) bool
 }
 
 // DefaultReorderDelay is the hold-back of a reordered packet when
@@ -82,6 +87,9 @@ type Mem struct {
 	q         dueQueue // queued slots by (due, seq)
 	seq       uint64
 	busyUntil clock.Time
+	// wire holds the serialization ends of the packets queued in send
+	// order (with Priority): the first one after now is on the wire.
+	wire []clock.Time
 
 	// Stats counts sends, deliveries and every impairment.
 	Stats MemStats
@@ -150,9 +158,27 @@ func (m *Mem) Send(pkt []byte, flow uint32) {
 	now := m.clk.Now()
 	depart := now
 	if r := m.cfg.RateBitsPerSec; r > 0 {
-		start := max(now, m.busyUntil)
-		m.busyUntil = start + time.Duration(uint64(len(pkt))*8*uint64(time.Second)/r)
-		depart = m.busyUntil
+		ser := time.Duration(uint64(len(pkt)) * 8 * uint64(time.Second) / r)
+		if m.cfg.Priority != nil {
+			n := 0
+			for n < len(m.wire) && m.wire[n] <= now {
+				n++
+			}
+			m.wire = m.wire[:copy(m.wire, m.wire[n:])]
+		}
+		if m.cfg.Priority != nil && len(m.wire) > 0 && m.cfg.Priority(pkt) {
+			// Ahead of the queue, behind the packet on the wire; the
+			// queue's later packets leave ser later.
+			depart = m.wire[0] + ser
+			m.busyUntil += ser
+		} else {
+			start := max(now, m.busyUntil)
+			m.busyUntil = start + ser
+			depart = m.busyUntil
+			if m.cfg.Priority != nil {
+				m.wire = append(m.wire, depart)
+			}
+		}
 	}
 	due := depart + m.cfg.Delay
 	m.enqueue(pkt, flow, due)

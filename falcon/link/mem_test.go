@@ -128,6 +128,37 @@ func TestMemSerialization(t *testing.T) {
 	}
 }
 
+// A priority packet waits only for the packet on the wire, not for the
+// queue behind it; the queue leaves its serialization later.
+func TestMemPriorityJumpsTheQueue(t *testing.T) {
+	clk := clock.NewManual(0)
+	small := func(p []byte) bool { return len(p) < 100 }
+	m := NewMem(clk, MemConfig{RateBitsPerSec: 8_000_000, Priority: small}) // 1 µs per byte
+	for i := uint32(0); i < 3; i++ {
+		m.Send(numbered(i, 1000), 0) // ends at 1, 2, 3 ms
+	}
+	clk.Set(500 * time.Microsecond)
+	m.Send(numbered(9, 10), 0) // behind packet 0 only: 1 ms + 10 µs
+	m.Send(numbered(4, 1000), 0)
+	got := drain(clk, m)
+	want := map[uint32]time.Duration{0: time.Millisecond, 9: 1010 * time.Microsecond, 1: 2 * time.Millisecond,
+		2: 3 * time.Millisecond, 4: 4010 * time.Microsecond}
+	if len(got) != len(want) {
+		t.Fatalf("delivered %d packets, want %d", len(got), len(want))
+	}
+	for _, d := range got {
+		if d.at != want[d.seq] {
+			t.Errorf("packet %d at %v, want %v", d.seq, d.at, want[d.seq])
+		}
+	}
+	// An idle link: the priority packet starts at once.
+	clk.Set(10 * time.Millisecond)
+	m.Send(numbered(5, 10), 0)
+	if got := drain(clk, m); len(got) != 1 || got[0].at != 10010*time.Microsecond {
+		t.Errorf("on an idle link: %+v", got)
+	}
+}
+
 // within checks an observed count against n·p with a generous ±6σ bound.
 func within(t *testing.T, what string, got uint64, n int, p float64) {
 	t.Helper()

@@ -132,7 +132,7 @@ func DefaultFabric(racks, hostsPerRack, spines int, seed uint64) fabric.Config {
 	return fabric.Config{Racks: racks, HostsPerRack: hostsPerRack, Spines: spines,
 		HostRate: 100e9, SpineRate: 100e9, HostDelay: 500 * time.Nanosecond, SpineDelay: time.Microsecond,
 		Pipeline: 600 * time.Nanosecond, PortBytes: 512 << 10, PoolBytes: 8 << 20, Alpha: 8, ECNBytes: 150000,
-		Convergence: time.Millisecond, Seed: seed}
+		Convergence: time.Millisecond, Seed: seed, Priority: AckFirst}
 }
 
 // DefaultConn is the connection template of the benches: ordered, 4 KiB

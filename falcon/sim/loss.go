@@ -7,6 +7,7 @@ import (
 	"falconnic/falcon"
 	"falconnic/falcon/link"
 	"falconnic/falcon/tl"
+	"falconnic/falcon/wire"
 )
 
 // Recovery is a loss-recovery mode of the loss bench.
@@ -157,7 +158,7 @@ func (u *lossULP) OnXon(c *falcon.Conn)                                { u.fill(
 func lossRun(cfg LossConfig, op OpKind, mode Recovery, drop, reorder float64) (LossPoint, error) {
 	mc := func(seed int64) link.MemConfig {
 		return link.MemConfig{Delay: cfg.Delay, RateBitsPerSec: cfg.RateBps, DropProb: drop / 100,
-			ReorderProb: reorder / 100, Seed: seed}
+			ReorderProb: reorder / 100, Seed: seed, Priority: AckFirst}
 	}
 	ua := &lossULP{kind: op, payload: make([]byte, cfg.Size), total: cfg.Count}
 	ub := &lossULP{payload: make([]byte, cfg.Size)}
@@ -189,4 +190,18 @@ func lossRun(cfg LossConfig, op OpKind, mode Recovery, drop, reorder float64) (L
 		pt.GoodputGbps = round(float64(ua.done)*float64(cfg.Size)*8/sim/1e9, 3)
 	}
 	return pt, nil
+}
+
+// AckFirst picks Falcon's ACKs and NACKs: a NIC serves them ahead of its
+// queued transaction packets (Isekai's arbiter weighs ack/nack 2 against
+// 1 for connections and 1 for retransmissions).
+func AckFirst(frame []byte) bool {
+	if len(frame) == 0 {
+		return false
+	}
+	switch wire.Packet(frame).Type() {
+	case wire.TypeBACK, wire.TypeEACK, wire.TypeNACK:
+		return true
+	}
+	return false
 }

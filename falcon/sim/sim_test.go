@@ -207,3 +207,24 @@ func TestRecoveredFrom(t *testing.T) {
 		t.Errorf("firstBelow with no dip = %d, want len 2", got)
 	}
 }
+
+// AckFirst picks ACKs and NACKs, not transaction packets.
+func TestAckFirst(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		frame []byte
+		want  bool
+	}{
+		{"BACK", wire.AppendBACK(nil, &wire.AckFields{}), true},
+		{"EACK", wire.AppendEACK(nil, &wire.AckFields{}), true},
+		{"NACK", wire.AppendNACK(nil, &wire.NackFields{}), true},
+		{"push data", wire.AppendPushData(nil, &wire.TxnFields{}, make([]byte, 64)), false},
+		{"pull request", wire.AppendPullRequest(nil, &wire.TxnFields{}), false},
+		{"pull data", wire.AppendPullData(nil, &wire.TxnFields{}, make([]byte, 64)), false},
+		{"empty", nil, false},
+	} {
+		if got := AckFirst(c.frame); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}
