@@ -123,11 +123,12 @@ func benchNVMf(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	sizeMiB := fs.Int("size", 128, "namespace size in MiB (a file in B's RAM) and fio's region")
 	runFor := fs.Duration("runtime", 10*time.Second, "fio run time per test and transport")
 	samples := fs.Int("samples", 2, "samples per test and transport, the transports alternating (medians are reported)")
+	polling := fs.String("doorbell-polling", "off", "the NICs' doorbell polling: off (the daemon's default) or on")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	if *sizeMiB < 16 || *sizeMiB > 512 || *runFor < time.Second || *samples < 1 {
-		return fmt.Errorf("%w: size 16..512 MiB, runtime ≥ 1s, samples ≥ 1", errUsage)
+	if *sizeMiB < 16 || *sizeMiB > 512 || *runFor < time.Second || *samples < 1 || *polling != "on" && *polling != "off" {
+		return fmt.Errorf("%w: size 16..512 MiB, runtime ≥ 1s, samples ≥ 1, --doorbell-polling on|off", errUsage)
 	}
 	if err := requireImageModules(*cache, "nvme_rdma", "nvmet_rdma", "nvme_tcp", "nvmet_tcp"); err != nil {
 		return err
@@ -141,7 +142,8 @@ func benchNVMf(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer os.RemoveAll(dir)
-	p, err := startPair(ctx, pairOptions{kind: pairFalcon, daemons: 1, dir: dir, cache: *cache, bin: bin, log: stderr, tag: "bench nvmf"})
+	p, err := startPair(ctx, pairOptions{kind: pairFalcon, daemons: 1, doorbellPolling: *polling == "on", dir: dir, cache: *cache, bin: bin,
+		log: stderr, tag: "bench nvmf"})
 	if err != nil {
 		return err
 	}

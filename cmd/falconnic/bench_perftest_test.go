@@ -1,8 +1,12 @@
 package main
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
+	"time"
+
+	"falconnic/device"
 )
 
 const bwOutput = ` #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]
@@ -108,5 +112,38 @@ func TestPerftestCalibrationMatchesItsReport(t *testing.T) {
 	}
 	if perftestCalibration.MatchString("Couldn't connect to 10.0.0.2:18515") {
 		t.Error("a connection failure is taken for a calibration failure")
+	}
+}
+
+func TestPairNICsCarryPollingAndFirmwareIntoTheDaemonsConfig(t *testing.T) {
+	o := pairOptions{doorbellPolling: true, pollWindowCap: time.Millisecond, firmware: "fixed"}
+	b, err := json.Marshal(daemonConfig{Control: "control.sock", NICs: o.nics()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := device.ParseConfig(b)
+	if err != nil {
+		t.Fatalf("the daemon refuses the pair's config: %v\n%s", err, b)
+	}
+	for _, n := range cfg.NICs {
+		if n.RDMA == nil || n.RDMA.DoorbellPolling != "on" || time.Duration(n.RDMA.PollWindowCap) != time.Millisecond ||
+			n.Firmware == nil || n.Firmware.Name != "fixed" {
+			t.Fatalf("NIC %s: rdma %+v firmware %+v", n.Name, n.RDMA, n.Firmware)
+		}
+	}
+	// The defaults write neither, so that an older daemon (--daemon-bin)
+	// reads the same config it always did.
+	b, _ = json.Marshal(daemonConfig{Control: "control.sock", NICs: pairOptions{}.nics()})
+	if strings.Contains(string(b), "rdma") || strings.Contains(string(b), "firmware") {
+		t.Fatalf("default pair config names settings: %s", b)
+	}
+}
+
+func TestPollDeltasListsTheCountersThatMoved(t *testing.T) {
+	a := doorbellCount{poll: map[string]uint64{"rdma.verbs.poll_found": 3, "rdma.verbs.poll_late": 1, "rdma.rdma_doorbells": 9}}
+	b := doorbellCount{poll: map[string]uint64{"rdma.verbs.poll_found": 10, "rdma.verbs.poll_late": 1, "rdma.rdma_doorbells": 12,
+		"rdma.verbs.poll_starved_off": 2}}
+	if got, want := pollDeltas(a, b), "found +7, starved_off +2"; got != want {
+		t.Fatalf("got %q, want %q", got, want)
 	}
 }

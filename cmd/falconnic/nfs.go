@@ -192,6 +192,39 @@ func (p *rdmaPair) daemonCounters(ctx context.Context) map[string]uint64 {
 	return sum
 }
 
+// nicCounters sums the counters of every daemon's NICs whose names start
+// with prefix (e.g. "rdma." for the RDMA functions: doorbells, verbs).
+func (p *rdmaPair) nicCounters(ctx context.Context, prefix string) map[string]uint64 {
+	sum := map[string]uint64{}
+	for _, l := range p.dlogs {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		var st struct {
+			NICs []struct {
+				Device *struct {
+					Counters map[string]uint64 `json:"counters"`
+				} `json:"device"`
+			} `json:"nics"`
+		}
+		err := control.Call(cctx, filepath.Join(filepath.Dir(l), "control.sock"), "status", nil, &st)
+		cancel()
+		if err != nil {
+			fmt.Fprintf(p.o.log, "%s: daemon status: %v\n", p.o.prefix(), err)
+			continue
+		}
+		for _, n := range st.NICs {
+			if n.Device == nil {
+				continue
+			}
+			for k, v := range n.Device.Counters {
+				if strings.HasPrefix(k, prefix) {
+					sum[k] += v
+				}
+			}
+		}
+	}
+	return sum
+}
+
 // counterDeltas lists the n counters that grew most from a to b.
 func counterDeltas(a, b map[string]uint64, n int) []string {
 	type kv struct {

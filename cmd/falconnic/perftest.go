@@ -57,11 +57,17 @@ type pairOptions struct {
 	// insecure: the two daemons' fabric in plaintext, not sealed with a
 	// key file generated in dir
 	insecure bool
-	dir      string // work directory: configs, daemon logs, VM state
-	cache    string // guest image cache
-	bin      string // falconnic executable for `serve`
-	log      io.Writer
-	tag      string // progress lines' prefix ("" is "perftest")
+	// doorbellPolling turns on the NICs' doorbell polling (the daemon's
+	// default is off); firmware names the NICs' firmware ("" is the
+	// daemon's default).
+	doorbellPolling bool
+	pollWindowCap   time.Duration // 0: the daemon's default
+	firmware        string
+	dir             string // work directory: configs, daemon logs, VM state
+	cache           string // guest image cache
+	bin             string // falconnic executable for `serve`
+	log             io.Writer
+	tag             string // progress lines' prefix ("" is "perftest")
 }
 
 // prefix is what the pair's progress lines start with.
@@ -206,9 +212,20 @@ type daemonConfig struct {
 }
 
 type daemonNIC struct {
-	Name   string `json:"name"`
-	Socket string `json:"socket"`
-	MAC    string `json:"mac"`
+	Name     string          `json:"name"`
+	Socket   string          `json:"socket"`
+	MAC      string          `json:"mac"`
+	RDMA     *daemonRDMA     `json:"rdma,omitempty"`
+	Firmware *daemonFirmware `json:"firmware,omitempty"`
+}
+
+type daemonRDMA struct {
+	DoorbellPolling string `json:"doorbell_polling,omitempty"`
+	PollWindowCap   string `json:"poll_window_cap,omitempty"`
+}
+
+type daemonFirmware struct {
+	Name string `json:"name,omitempty"`
 }
 
 type daemonFab struct {
@@ -220,11 +237,28 @@ type daemonFab struct {
 	Insecure    bool     `json:"insecure,omitempty"`
 }
 
+// nics is the pair's two NICs in a daemon's config.
+func (o pairOptions) nics() []daemonNIC {
+	nics := []daemonNIC{{Name: "a0", Socket: "a0.sock", MAC: pairMAC + "a"}, {Name: "b0", Socket: "b0.sock", MAC: pairMAC + "b"}}
+	for i := range nics {
+		if o.doorbellPolling {
+			nics[i].RDMA = &daemonRDMA{DoorbellPolling: "on"}
+			if o.pollWindowCap > 0 {
+				nics[i].RDMA.PollWindowCap = o.pollWindowCap.String()
+			}
+		}
+		if o.firmware != "" {
+			nics[i].Firmware = &daemonFirmware{Name: o.firmware}
+		}
+	}
+	return nics
+}
+
 // startDaemons starts one daemon with both NICs, or two daemons with one
 // NIC each linked by the UDP fabric on loopback, and returns A's and B's
 // vhost-user sockets once they exist.
 func (p *rdmaPair) startDaemons() ([]string, error) {
-	nics := []daemonNIC{{"a0", "a0.sock", pairMAC + "a"}, {"b0", "b0.sock", pairMAC + "b"}}
+	nics := p.o.nics()
 	var cfgs []daemonConfig
 	var dirs []string
 	if p.o.daemons == 1 {
