@@ -25,7 +25,7 @@ import (
 //	  ],
 //	  "command_timeout": "30s",   // an NVMe command without a response fails (and is retried)
 //	  "retry_window": "30s",      // a remote disk's command waits this long for a new path
-//	  "cores": 1                  // goroutines running the NICs' Falcon ports (see below)
+//	  "cores": 1                  // goroutines running the NICs' Falcon ports (see below; port_cores overrides)
 //	}
 //
 // A disk belongs to NIC "nic" (its initiator) and reaches namespace nsid
@@ -41,7 +41,8 @@ import (
 // less CPU per byte than two busy threads (`bench nvme --cores 1|2`).
 // Ports on one goroutine share its work queue, so one NIC's bursts can
 // crowd another's: a host with cores to spare and several busy disks
-// sets more (up to one per NIC).
+// sets more (up to one per NIC). The daemon's port_cores, when set, is
+// the number for every NIC's port, NVMe or not (Config.PortCores).
 type NVMeSpec struct {
 	Namespaces     []storage.NamespaceSpec `json:"namespaces,omitempty"`
 	Disks          []DiskSpec              `json:"disks,omitempty"`

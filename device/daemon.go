@@ -155,12 +155,7 @@ func NewDaemon(cfg *Config, opts DaemonOptions) (_ *Daemon, err error) {
 	if err := d.addVsocks(); err != nil {
 		return nil, err
 	}
-	shared := d.addNVMeFuncs()
-	cores := 0
-	if cfg.NVMe != nil {
-		cores = cfg.NVMe.Cores
-	}
-	d.runPorts(shared, cores)
+	d.runPorts(d.addNVMeFuncs(), cfg.portCores())
 	if err := d.addNVMe(); err != nil {
 		return nil, err
 	}

@@ -10,11 +10,13 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 
 	"falconnic/device/fabric"
 	"falconnic/device/l2"
+	"falconnic/device/port"
 	"falconnic/internal/control"
 )
 
@@ -292,5 +294,39 @@ func TestDaemonSetsImpairmentOverControlSocket(t *testing.T) {
 	raw, _ := json.Marshal(d.Status())
 	if !bytes.Contains(raw, []byte(`"loss_percent":5`)) {
 		t.Errorf("status JSON lacks the impairment: %s", raw)
+	}
+}
+
+// TestDaemonRunsItsNICsPortsOnPortCoresGoroutines: by default every NIC's
+// Falcon port runs on one goroutine; port_cores spreads them, in config
+// order, and is bounded.
+func TestDaemonRunsItsNICsPortsOnPortCoresGoroutines(t *testing.T) {
+	const three = `{"control": "ctl.sock", %s "nics": [
+	  {"name": "a", "socket": "a.sock", "mac": "52:54:00:00:00:01"},
+	  {"name": "b", "socket": "b.sock", "mac": "52:54:00:00:00:02"},
+	  {"name": "c", "socket": "c.sock", "mac": "52:54:00:00:00:03"}]}`
+	runsOn := func(d *testDaemon) []*port.Port {
+		var r []*port.Port
+		for _, name := range []string{"a", "b", "c"} {
+			r = append(r, d.nic(name).falcon.RunsOn())
+		}
+		return r
+	}
+	d := startDaemon(t, fmt.Sprintf(three, ""))
+	if r := runsOn(d); r[0] != d.nic("a").falcon || r[1] != r[0] || r[2] != r[0] {
+		t.Fatal("default: the three ports do not all run on a's goroutine")
+	}
+	d = startDaemon(t, fmt.Sprintf(three, `"port_cores": 2,`))
+	if r := runsOn(d); r[0] != d.nic("a").falcon || r[1] != d.nic("b").falcon || r[2] != r[0] {
+		t.Fatal("port_cores 2: want a and b on their own goroutines, c on a's")
+	}
+	d = startDaemon(t, fmt.Sprintf(three, `"port_cores": 8,`))
+	if r := runsOn(d); r[0] == r[1] || r[1] == r[2] || r[0] == r[2] {
+		t.Fatal("port_cores 8: the three ports share a goroutine")
+	}
+	for _, bad := range []string{`"port_cores": -1,`, `"port_cores": 65,`} {
+		if _, err := ParseConfig([]byte(fmt.Sprintf(three, bad))); err == nil || !strings.Contains(err.Error(), "port_cores") {
+			t.Fatalf("%s: err %v", bad, err)
+		}
 	}
 }

@@ -16,16 +16,24 @@ type daemonPorts struct {
 }
 
 // runPorts starts the NICs' port goroutines once every function is
-// attached. The ports of the NICs in shared (those with NVMe functions, in
-// the order they were built) spread over cores goroutines, one port's
-// goroutine running the others (Port.Adopt): a disk whose initiator and target NICs are
-// in one daemon then passes each burst of frames between them without
-// waking another thread. Every other NIC's port has a goroutine of its own.
-func (d *Daemon) runPorts(shared []*daemonNIC, cores int) {
+// attached: cores goroutines, each one port's, running the others'
+// (Port.Adopt) as one NIC core runs several ports. The NICs spread over
+// them in order, first (as nvme.cores has always placed them) those in
+// nvmeFirst — the NICs with NVMe functions in the order they were built
+// —, then the others in config order: a disk whose initiator and target
+// NICs are in one daemon, or two guests' RDMA NICs, then pass each burst
+// of frames between them without waking another thread.
+func (d *Daemon) runPorts(nvmeFirst []*daemonNIC, cores int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	d.ports.stop = cancel
+	order := nvmeFirst
+	for _, n := range d.nics {
+		if n.nvme == nil {
+			order = append(order, n)
+		}
+	}
 	var runners []*port.Port
-	for i, n := range shared {
+	for i, n := range order {
 		if i < max(cores, 1) {
 			runners = append(runners, n.falcon)
 			continue

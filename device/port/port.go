@@ -635,6 +635,15 @@ func (p *Port) coreDeadline() (time.Duration, bool) {
 	return at, ok
 }
 
+// RunsOn returns the port whose goroutine runs p: its runner if another
+// port adopted it, else p.
+func (p *Port) RunsOn() *Port {
+	if p.runner != nil {
+		return p.runner
+	}
+	return p
+}
+
 // Adopt has p's goroutine run q too, as one NIC core runs several ports:
 // frames between them (portLink) then pass without waking another
 // thread, and q's work, timers and end-of-burst work run between p's.
