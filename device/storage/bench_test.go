@@ -115,6 +115,19 @@ func BenchmarkBlkSeqWrite128K(b *testing.B) {
 	benchBlk(b, blkTypeOut, 128<<10, 8, false)
 }
 
+// BenchmarkBlkRand4KFile is the issue's 4 KiB random workload on an
+// O_DIRECT file namespace (io_uring), as `falconnic bench nvme` runs it,
+// at fio's queue depth 32 and one request at a time.
+func BenchmarkBlkRand4KFile(b *testing.B) {
+	for _, depth := range []int{32, 1} {
+		for _, dir := range blkBenchDirs {
+			b.Run(fmt.Sprintf("%s/qd%d", dir.name, depth), func(b *testing.B) {
+				benchBlkNS(b, benchFileNS(b), dir.typ, 4096, depth, true)
+			})
+		}
+	}
+}
+
 // blkBenchDirs are the two directions the 128 KiB benchmarks run.
 var blkBenchDirs = []struct {
 	name string
