@@ -68,6 +68,7 @@ func benchBlkCores(b *testing.B, ns NamespaceSpec, typ uint32, size, depth int, 
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	cpu0, guest0 := processCPU(), threadCPU()
+	sw0, guestSw0 := switches(unix.RUSAGE_SELF), switches(rusageThread)
 	b.ResetTimer()
 	for done := 0; done < b.N; {
 		r.WaitInterrupts(1)
@@ -92,8 +93,12 @@ func benchBlkCores(b *testing.B, ns NamespaceSpec, typ uint32, size, depth int, 
 	// too), and the daemon's alone (cpu-ns/op: the process less the
 	// guest's thread), the figure `falconnic bench nvme` reports per IO.
 	cpu, guest := processCPU()-cpu0, threadCPU()-guest0
+	sw := switches(unix.RUSAGE_SELF) - sw0 - (switches(rusageThread) - guestSw0)
 	b.ReportMetric(float64(cpu)/1e3/float64(b.N), "cpu-µs/op")
 	b.ReportMetric(float64(cpu-guest)/float64(b.N), "cpu-ns/op")
+	// The daemon's threads' context switches per request: each is a
+	// thread that slept and was woken (costly on a virtual machine).
+	b.ReportMetric(float64(sw)/float64(b.N), "ctxsw/op")
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "IOPS")
 	b.ReportMetric(float64(b.N)*float64(size)/1e6/b.Elapsed().Seconds(), "MB/s")
 }
@@ -178,6 +183,16 @@ func processCPU() int64 {
 		return 0
 	}
 	return ru.Utime.Nano() + ru.Stime.Nano()
+}
+
+// switches returns the voluntary and involuntary context switches of
+// the process (unix.RUSAGE_SELF) or of the calling thread (rusageThread).
+func switches(who int) int64 {
+	var ru unix.Rusage
+	if unix.Getrusage(who, &ru) != nil {
+		return 0
+	}
+	return ru.Nvcsw + ru.Nivcsw
 }
 
 // rusageThread is Linux's RUSAGE_THREAD: getrusage for the calling thread.
