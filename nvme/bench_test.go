@@ -2,12 +2,18 @@ package nvme
 
 import (
 	"math/rand"
+	"runtime"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // benchIO keeps depth commands of size bytes in flight through initiator +
 // target over two in-process Falcon endpoints (no impairments) and reports
-// IOPS and bandwidth. Random offsets when random, else sequential.
+// IOPS, bandwidth and the CPU per command (cpu-ns/op: the engines run on
+// the benchmark's goroutine alone, pinned to its thread, so the thread's
+// CPU time is theirs whatever else loads the host). Random offsets when
+// random, else sequential.
 func benchIO(b *testing.B, op Opcode, size, depth int, random bool) {
 	const blocks = 1 << 17 // 64 MiB namespace of 512 B blocks
 	r := newRig(b, rigConfig{namespaces: []NamespaceConfig{{NSID: 1, BlockSize: 512, Blocks: blocks}}})
@@ -35,6 +41,9 @@ func benchIO(b *testing.B, op Opcode, size, depth int, random bool) {
 	}
 	b.SetBytes(int64(size))
 	b.ReportAllocs()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	cpu0 := threadCPU()
 	b.ResetTimer()
 	issued := depth
 	for done := 0; done < b.N; {
@@ -55,7 +64,21 @@ func benchIO(b *testing.B, op Opcode, size, depth int, random bool) {
 		}
 	}
 	b.StopTimer()
+	cpu := threadCPU() - cpu0
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "IOPS")
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
+}
+
+// rusageThread is Linux's RUSAGE_THREAD: getrusage for the calling thread.
+const rusageThread = 1
+
+// threadCPU returns the calling thread's user and system CPU time.
+func threadCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(rusageThread, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func BenchmarkRandRead4K(b *testing.B)   { benchIO(b, OpRead, 4096, 32, true) }

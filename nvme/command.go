@@ -29,7 +29,10 @@ type OpInfo struct {
 	Writes bool
 }
 
-var opTable = map[Opcode]OpInfo{
+// opTable is indexed by opcode (an array, not a map: every command looks
+// its opcode up, on both sides); a row without a Name is an unsupported
+// opcode.
+var opTable = [256]OpInfo{
 	OpFlush:       {Name: "Flush"},
 	OpWrite:       {Name: "Write", Data: true, Writes: true},
 	OpRead:        {Name: "Read", Read: true, Data: true},
@@ -43,8 +46,8 @@ var Opcodes = []Opcode{OpFlush, OpWrite, OpRead, OpWriteZeroes, OpDSM, OpIdentif
 
 // Info returns o's row and whether o is supported.
 func (o Opcode) Info() (OpInfo, bool) {
-	i, ok := opTable[o]
-	return i, ok
+	i := &opTable[o]
+	return *i, i.Name != ""
 }
 
 // String returns the opcode's name.

@@ -78,7 +78,13 @@ type Engine struct {
 	scratch []byte
 	list    []*Path
 	scanAt  time.Duration // next timeout scan
-	Stats   Counters
+	// lastConn/lastPath and lastNS remember the latest lookups of
+	// paths and ns: the callbacks of a burst are mostly for one
+	// connection and namespace, and a hit spares a hashed lookup.
+	lastConn *falcon.Conn
+	lastPath *Path
+	lastNS   *Namespace
+	Stats    Counters
 }
 
 // NewEngine returns an engine with no namespaces and no paths.
@@ -141,6 +147,9 @@ func (e *Engine) AddPath(c *falcon.Conn) (*Path, error) {
 func (e *Engine) RemovePath(p *Path) {
 	p.fail()
 	delete(e.paths, p.conn)
+	if e.lastPath == p {
+		e.lastConn, e.lastPath = nil, nil
+	}
 	if p.identified && e.byMAC[p.ini.MAC] == p {
 		delete(e.byMAC, p.ini.MAC)
 	}
@@ -150,6 +159,31 @@ func (e *Engine) RemovePath(p *Path) {
 			break
 		}
 	}
+}
+
+// pathOf returns the path of connection c (nil: none).
+func (e *Engine) pathOf(c *falcon.Conn) *Path {
+	if c == e.lastConn && c != nil {
+		return e.lastPath
+	}
+	p := e.paths[c]
+	if p != nil {
+		e.lastConn, e.lastPath = c, p
+	}
+	return p
+}
+
+// namespace returns exported namespace nsid (nil: none). Namespaces are
+// never removed, so a remembered one stays valid.
+func (e *Engine) namespace(nsid uint16) *Namespace {
+	if ns := e.lastNS; ns != nil && ns.cfg.NSID == nsid {
+		return ns
+	}
+	ns := e.ns[nsid]
+	if ns != nil {
+		e.lastNS = ns
+	}
+	return ns
 }
 
 // now returns the engine clock's reading (0 without a clock).
@@ -207,7 +241,7 @@ const (
 
 // OnRequest implements falcon.ULP: a request from the peer.
 func (e *Engine) OnRequest(c *falcon.Conn, r *falcon.Request) {
-	p := e.paths[c]
+	p := e.pathOf(c)
 	if p == nil {
 		e.Stats.RxUnknownConn.Inc()
 		refuse(c, r)
@@ -250,7 +284,7 @@ func (e *Engine) OnCompletion(c *falcon.Conn, cpl *falcon.Completion) {
 	if cpl.Cookie&ckKind == ckTgtLent {
 		e.chunkBack(int32(uint32(cpl.Cookie)), cpl.Frame)
 	}
-	p := e.paths[c]
+	p := e.pathOf(c)
 	if p == nil {
 		e.Stats.RxUnknownConn.Inc()
 		return
@@ -276,7 +310,7 @@ func (e *Engine) OnCompletion(c *falcon.Conn, cpl *falcon.Completion) {
 
 // OnXon implements falcon.ULP: the connection takes submissions again.
 func (e *Engine) OnXon(c *falcon.Conn) {
-	if p := e.paths[c]; p != nil {
+	if p := e.pathOf(c); p != nil {
 		p.resume()
 	}
 }

@@ -428,3 +428,20 @@ func chunkLedger(e *Engine) error {
 	}
 	return nil
 }
+
+// TestOpcodeTableHasARowPerOpcode: every supported opcode has its named
+// row, and no other opcode is taken for supported.
+func TestOpcodeTableHasARowPerOpcode(t *testing.T) {
+	supported := map[Opcode]bool{}
+	for _, o := range Opcodes {
+		supported[o] = true
+		if i, ok := o.Info(); !ok || i.Name == "" || o.String() != i.Name {
+			t.Errorf("opcode %#x: no row (%+v, %v)", uint8(o), i, ok)
+		}
+	}
+	for o := 0; o < 256; o++ {
+		if _, ok := Opcode(o).Info(); ok != supported[Opcode(o)] {
+			t.Errorf("opcode %#x: supported %v, want %v", o, ok, supported[Opcode(o)])
+		}
+	}
+}

@@ -75,7 +75,7 @@ func (e *Engine) decodeCommand(p *Path, n *wire.NVMe) decoded {
 		d.status = StatusInvalidField
 		return d
 	}
-	ns := e.ns[n.Cmd.TargetNSID()]
+	ns := e.namespace(n.Cmd.TargetNSID())
 	if ns == nil {
 		e.Stats.BadNamespace.Inc()
 		d.status = StatusInvalidNamespace

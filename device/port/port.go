@@ -663,7 +663,8 @@ func (p *Port) Adopt(q *Port) {
 }
 
 // burstClock is the endpoint's clock: the port's, read once per work item
-// (a received packet, a Do) and per timer pass rather than at each of the
+// (a received packet, a burst of frames from another port, a Do) and per
+// timer pass rather than at each of the
 // endpoint's many reads while it handles one — what a NIC does with one
 // timestamp per event. It is only used on the port's goroutine; outside a
 // work item it reads the port's clock.
@@ -702,13 +703,12 @@ func (p *Port) handle(w portWork) {
 		putFrame(w.buf)
 	case w.burst != nil:
 		// One burst of the endpoint's counters per burst of frames: its
-		// per-packet counts are published once, at EndBurst.
+		// per-packet counts are published once, at EndBurst. The frames
+		// of a burst arrived together: they share one timestamp, the
+		// clock read above, as a NIC stamps a batch it takes off a ring.
 		p.ep.BeginBurst()
 		p.Stats.RxPackets.Add(uint64(len(w.burst.frames)))
-		for i, f := range w.burst.frames {
-			if i > 0 {
-				p.bc.set(p.clk.Now())
-			}
+		for _, f := range w.burst.frames {
 			p.cur = f.buf
 			p.ep.ReceiveInProcess(f.pkt, f.flow)
 			putFrame(p.cur)

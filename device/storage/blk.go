@@ -86,6 +86,9 @@ type Blk struct {
 	pathGen uint64
 	retired *nvme.Path
 	parked  []blkParked
+	// the workers with requests completed in the port's current burst
+	// (blkWorker.completed), handed over at its end (flushDone)
+	ready []*blkWorker
 
 	mu     sync.Mutex
 	config [blkConfigLen]byte
@@ -152,6 +155,8 @@ func NewBlk(cfg BlkConfig) (*Blk, error) {
 		cfg.Serial = blkDefaultSerial
 	}
 	b := &Blk{cfg: cfg, drain: blkDrainTimeout, path: cfg.Path}
+	// Ahead of any request: the queues' Do comes after this one.
+	cfg.Port.Do(func(*falcon.Endpoint) { cfg.Port.OnIdle(b.flushDone) })
 	c := b.config[:]
 	bs := uint32(cfg.Info.BlockSize)
 	perBS := bs / blkSector
@@ -247,12 +252,23 @@ func (b *Blk) RunQueue(q *vhostuser.Queue) {
 			return
 		case <-q.Wake():
 		case r := <-w.cpl:
-			w.finish(r)
+			w.finishAll(r)
 			w.reap(true)
 			continue
 		}
 		w.reap(false)
 	}
+}
+
+// flushDone hands each worker the requests completed during the port's
+// burst of work (end-of-burst work, on the port's goroutine).
+func (b *Blk) flushDone() {
+	for i, w := range b.ready {
+		w.ready = false
+		w.handOver()
+		b.ready[i] = nil
+	}
+	b.ready = b.ready[:0]
 }
 
 // IdentifyRemote asks the target for namespace nsid's geometry over path

@@ -27,6 +27,13 @@ func pathlessDisk(t *testing.T) (*Blk, *stubPaths, *clock.Manual) {
 	return b, sp, clk
 }
 
+// completedReqs is how many requests the disk has handed back to r's
+// worker once the port's burst of work ends (flushDone).
+func completedReqs(b *Blk, r *blkReq) int {
+	b.flushDone()
+	return len(r.w.cpl)
+}
+
 func pendingReq(b *Blk) (*blkReq, *nvme.Command) {
 	w := &blkWorker{b: b, cpl: make(chan *blkReq, 1)}
 	r := &blkReq{w: w, pending: 1, result: blkStatusOK}
@@ -51,13 +58,13 @@ func TestBlkParkedCommandFailsAfterTheRetryWindow(t *testing.T) {
 	}
 	clk.Advance(5*time.Second - 1)
 	b.OnTimer(clk.Now())
-	if len(r.w.cpl) != 0 {
+	if completedReqs(b, r) != 0 {
 		t.Fatal("failed before the retry window")
 	}
 	clk.Advance(1)
 	b.OnTimer(clk.Now())
-	if len(r.w.cpl) != 1 || r.result != blkStatusIOErr || b.Stats.RetryExpired.Load() != 1 {
-		t.Fatalf("after the window: completed %d result %d", len(r.w.cpl), r.result)
+	if completedReqs(b, r) != 1 || r.result != blkStatusIOErr || b.Stats.RetryExpired.Load() != 1 {
+		t.Fatalf("after the window: completed %d result %d", completedReqs(b, r), r.result)
 	}
 	if _, ok := b.NextDeadline(); ok {
 		t.Fatal("a deadline with nothing parked")
@@ -73,20 +80,20 @@ func TestBlkRetriesPathErrorsAtMostBlkMaxRetriesTimes(t *testing.T) {
 	for i := 0; i < blkMaxRetries; i++ {
 		c.Status = nvme.StatusInternalPathError
 		c.Done(c)
-		if len(b.parked) != 1 || len(r.w.cpl) != 0 {
-			t.Fatalf("retry %d: parked %d, completed %d", i, len(b.parked), len(r.w.cpl))
+		if len(b.parked) != 1 || completedReqs(b, r) != 0 {
+			t.Fatalf("retry %d: parked %d, completed %d", i, len(b.parked), completedReqs(b, r))
 		}
 		b.parked = nil
 	}
 	c.Status = nvme.StatusInternalPathError
 	c.Done(c)
-	if len(r.w.cpl) != 1 || r.result != blkStatusIOErr || b.Stats.Retries.Load() != blkMaxRetries {
-		t.Fatalf("after %d retries: completed %d result %d", b.Stats.Retries.Load(), len(r.w.cpl), r.result)
+	if completedReqs(b, r) != 1 || r.result != blkStatusIOErr || b.Stats.Retries.Load() != blkMaxRetries {
+		t.Fatalf("after %d retries: completed %d result %d", b.Stats.Retries.Load(), completedReqs(b, r), r.result)
 	}
 	r2, c2 := pendingReq(b)
 	c2.Status = nvme.StatusLBAOutOfRange
 	c2.Done(c2)
-	if len(r2.w.cpl) != 1 || r2.result != blkStatusIOErr || len(b.parked) != 0 {
+	if completedReqs(b, r2) != 1 || r2.result != blkStatusIOErr || len(b.parked) != 0 {
 		t.Fatal("a target's error status was retried")
 	}
 }

@@ -1,6 +1,8 @@
 package storage
 
 import (
+	"sync"
+
 	"falconnic/falcon"
 	"falconnic/nvme"
 	"falconnic/vhostuser"
@@ -12,6 +14,7 @@ import (
 // completes and it is sent back on cpl.
 type blkReq struct {
 	w       *blkWorker
+	next    *blkReq // the next request of a completed batch (blkWorker.done, cpl)
 	head    uint16
 	status  []byte
 	written uint32
@@ -37,8 +40,54 @@ type blkWorker struct {
 	reqs   []*blkReq
 	free   []*blkReq
 	live   int // requests handed to the port
-	batch  []*blkReq
-	cpl    chan *blkReq
+	sub    *blkSubmit
+	// cpl delivers completed requests a batch at a time: each element
+	// heads a list linked through blkReq.next. It holds a slot per
+	// request, so the port never blocks on it.
+	cpl chan *blkReq
+	// On the port's goroutine: the requests completed during its
+	// current burst of work (a list through blkReq.next, handed over
+	// on cpl at the end of the burst: Blk.flushDone), and whether the
+	// worker is in Blk.ready.
+	done, doneTail *blkReq
+	doneN          int
+	ready          bool
+}
+
+// blkHandOverMax is how many completed requests a worker gets at once
+// without waiting for the end of the port's burst: a long burst does not
+// hold its first completions back.
+const blkHandOverMax = 32
+
+// blkSubmit is a batch of requests handed to the port in one work item;
+// pooled, with its function bound once, so a batch costs no allocation.
+type blkSubmit struct {
+	b    *Blk
+	reqs []*blkReq
+	fn   func(*falcon.Endpoint)
+}
+
+var blkSubmits sync.Pool
+
+func init() {
+	blkSubmits.New = func() any {
+		s := &blkSubmit{}
+		s.fn = s.run
+		return s
+	}
+}
+
+// run submits the batch's commands on the port's goroutine, then
+// returns the batch to the pool.
+func (s *blkSubmit) run(*falcon.Endpoint) {
+	for _, r := range s.reqs {
+		for i := range r.cmds {
+			s.b.submit(r, &r.cmds[i])
+		}
+	}
+	clear(s.reqs)
+	s.reqs, s.b = s.reqs[:0], nil
+	blkSubmits.Put(s)
 }
 
 func newBlkWorker(b *Blk, q *vhostuser.Queue) *blkWorker {
@@ -63,17 +112,9 @@ func (w *blkWorker) pop() {
 		}
 		pushed = true
 	}
-	if len(w.batch) > 0 {
-		batch := w.batch
-		w.batch = nil
-		b := w.b
-		b.cfg.Port.Do(func(*falcon.Endpoint) {
-			for _, r := range batch {
-				for i := range r.cmds {
-					b.submit(r, &r.cmds[i])
-				}
-			}
-		})
+	if s := w.sub; s != nil {
+		w.sub = nil
+		w.b.cfg.Port.Do(s.fn)
 	}
 	if pushed {
 		w.q.Notify()
@@ -118,7 +159,11 @@ func (w *blkWorker) start(c *vhostuser.Chain) bool {
 	w.free = w.free[:len(w.free)-1]
 	q.pending = len(q.cmds)
 	w.live++
-	w.batch = append(w.batch, q)
+	if w.sub == nil {
+		w.sub = blkSubmits.Get().(*blkSubmit)
+		w.sub.b = w.b
+	}
+	w.sub.reqs = append(w.sub.reqs, q)
 	return true
 }
 
@@ -231,17 +276,63 @@ func (r *blkReq) done(c *nvme.Command) {
 	}
 	r.pending--
 	if r.pending == 0 {
-		r.w.cpl <- r // never blocks: cpl holds every request
+		r.w.completed(r)
 	}
 }
 
-// finish answers a completed request.
+// completed queues r, answered by the NVMe side, for its worker (on the
+// port's goroutine): the requests a burst of port work completes go to
+// the worker together at its end (Blk.flushDone), one channel operation
+// and at most one wake-up for the lot.
+func (w *blkWorker) completed(r *blkReq) {
+	r.next = nil
+	if w.doneTail == nil {
+		w.done = r
+	} else {
+		w.doneTail.next = r
+	}
+	w.doneTail = r
+	w.doneN++
+	if w.doneN >= blkHandOverMax {
+		w.handOver()
+		return
+	}
+	if !w.ready {
+		w.ready = true
+		w.b.ready = append(w.b.ready, w)
+	}
+}
+
+// handOver sends the worker the requests completed since the last
+// hand-over (on the port's goroutine).
+func (w *blkWorker) handOver() {
+	r := w.done
+	w.done, w.doneTail, w.doneN = nil, nil, 0
+	if r != nil {
+		w.cpl <- r // never blocks: cpl holds a slot per request
+	}
+}
+
+// finishAll answers a list of completed requests (linked through next)
+// and publishes the used ring once for them all.
+func (w *blkWorker) finishAll(r *blkReq) {
+	for r != nil {
+		next := r.next
+		r.next = nil
+		w.finish(r)
+		r = next
+	}
+	w.q.Flush()
+}
+
+// finish answers a completed request: its used element is filled, the
+// caller publishes it (Flush).
 func (w *blkWorker) finish(r *blkReq) {
 	if r.result == blkStatusIOErr {
 		w.b.Stats.IOErrors.Inc()
 	}
 	r.status[0] = r.result
-	w.q.Push(r.head, r.written)
+	w.q.Fill(r.head, r.written)
 	r.status, r.cmds = nil, r.cmds[:0]
 	clear(r.segs)
 	r.releaseMem()
@@ -256,7 +347,7 @@ func (w *blkWorker) reap(pushed bool) {
 	for {
 		select {
 		case r := <-w.cpl:
-			w.finish(r)
+			w.finishAll(r)
 			n++
 			continue
 		default:
@@ -279,7 +370,7 @@ func (w *blkWorker) drain() {
 	for w.live > 0 {
 		select {
 		case r := <-w.cpl:
-			w.finish(r)
+			w.finishAll(r)
 		case <-expired:
 			w.cancelAll()
 			return
@@ -325,8 +416,15 @@ func (w *blkWorker) allLive() []*blkReq {
 	for _, r := range w.free {
 		free[r] = true
 	}
+	// Completed, not yet answered: still the worker's to answer, or,
+	// if it gives up now, the next session's to resubmit (inflight).
 	for len(w.cpl) > 0 {
-		free[<-w.cpl] = true
+		for r := <-w.cpl; r != nil; r = r.next {
+			free[r] = true
+		}
+	}
+	for r := w.done; r != nil; r = r.next {
+		free[r] = true
 	}
 	for _, r := range w.reqs {
 		if !free[r] {

@@ -286,24 +286,31 @@ func ParseNVMe(payload []byte, falcon PacketType) (NVMe, error) {
 	if h.Version() != NVMeVersion {
 		return NVMe{}, ErrNVMeVersion
 	}
-	info, ok := h.Type().Info()
-	if !ok {
+	t := h.Type()
+	if int(t) >= len(nvmeTypes) || nvmeTypes[t].Name == "" {
 		return NVMe{}, ErrNVMeType
 	}
+	info := &nvmeTypes[t] // the row in place: Info copies it
 	if info.Falcon != falcon {
 		return NVMe{}, ErrNVMeFalcon
 	}
 	if len(payload) < info.HeaderLen {
 		return NVMe{}, ErrNVMeShort
 	}
-	n := NVMe{NBTH: h, Type: h.Type(), Data: payload[info.HeaderLen:]}
-	switch info.HeaderLen - NBTHLen {
+	return nvmeView(payload, t, info.HeaderLen), nil
+}
+
+// nvmeView is the NVMe view of payload, whose headers (NBTH of type t
+// and its command or status) are headerLen bytes and valid.
+func nvmeView(payload []byte, t NVMePacketType, headerLen int) NVMe {
+	n := NVMe{NBTH: NBTH(payload[:NBTHLen]), Type: t, Data: payload[headerLen:]}
+	switch headerLen - NBTHLen {
 	case NVMeCmdLen:
-		n.Cmd = NVMeCmd(payload[NBTHLen:info.HeaderLen])
+		n.Cmd = NVMeCmd(payload[NBTHLen:headerLen])
 	case NVMeStatusLen:
 		n.Status = uint16(be.Uint32(payload[NBTHLen:]) & 0x7fff)
 	}
-	return n, nil
+	return n
 }
 
 // NVMeFields holds the NBTH fields and the status for building.
@@ -348,8 +355,7 @@ func AppendNVMe(b []byte, f *NVMeFields) ([]byte, NVMe) {
 	if info.HeaderLen-NBTHLen == NVMeStatusLen {
 		be.PutUint32(hb[NBTHLen:], uint32(f.Status&0x7fff))
 	}
-	n, _ := ParseNVMe(hb, info.Falcon)
-	return b, n
+	return b, nvmeView(hb[:info.HeaderLen], f.Type, info.HeaderLen)
 }
 
 // Fields returns the NBTH fields and status of n.

@@ -158,3 +158,22 @@ func FuzzNVMe(f *testing.F) {
 		}
 	})
 }
+
+// TestAppendNVMeViewIsTheParsedOne: the view AppendNVMe returns is the
+// one ParseNVMe reads from the bytes it appended, for every type.
+func TestAppendNVMeViewIsTheParsedOne(t *testing.T) {
+	for _, nt := range NVMePacketTypes {
+		info, _ := nt.Info()
+		f := NVMeFields{Type: nt, InitiatorFunction: 0x123, TargetTag: 9, NCNTTotal: 3, InitiatorTag: 0x42,
+			NCNTOffset: 1, ICMD: 77, Status: 0x7abc}
+		b, n := AppendNVMe([]byte{9}, &f)
+		got, err := ParseNVMe(b[1:], info.Falcon)
+		if err != nil {
+			t.Fatalf("%v: %v", nt, err)
+		}
+		if n.Fields() != got.Fields() || n.Type != got.Type || len(n.Data) != 0 || len(got.Data) != 0 ||
+			!bytes.Equal(n.NBTH, got.NBTH) || !bytes.Equal(n.Cmd, got.Cmd) || (n.Cmd == nil) != (got.Cmd == nil) {
+			t.Errorf("%v: appended view %+v, parsed %+v", nt, n.Fields(), got.Fields())
+		}
+	}
+}
