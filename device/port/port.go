@@ -105,6 +105,9 @@ type Counters struct {
 	// timer instead of spinning: other goroutines held every spinning
 	// place (spinners).
 	SpinDenied stats.Counter
+	// SpinNoIdleCPU counts the same when the host had no idle CPU: the
+	// spin would have taken one from another thread (idleCPU).
+	SpinNoIdleCPU stats.Counter
 }
 
 // Set lists the counters with help text.
@@ -120,6 +123,7 @@ func (c *Counters) Set() stats.Set {
 		{Name: "port_timer_late", Help: "timer wakes 1 ms or more past their deadline (the host did not run the port's goroutine)", Counter: &c.TimerLate},
 		{Name: "port_timer_late_max_us", Help: "the latest timer wake, µs past its deadline", Counter: &c.TimerLateMaxUs},
 		{Name: "port_spin_denied", Help: "waits for a polling ULP's deadline slept on the timer, not spun: GOMAXPROCS-1 goroutines already spin (one P stays for the network poller)", Counter: &c.SpinDenied},
+		{Name: "port_spin_no_idle_cpu", Help: "waits for a polling ULP's deadline slept on the timer, not spun: the host's runnable threads left no CPU idle (a spin would take one from a guest)", Counter: &c.SpinNoIdleCPU},
 	}
 }
 
@@ -429,7 +433,9 @@ func (p *Port) Run(ctx context.Context) {
 	for {
 		at, ok := p.coreDeadline()
 		if ok && spins && p.polling() {
-			if takeSpin(maxSpinners) {
+			if !hostIdle.spareAt(p.clk.Now()) {
+				p.Stats.SpinNoIdleCPU.Inc()
+			} else if takeSpin(maxSpinners) {
 				if armed != none {
 					wake.arm(time.Hour) // a wake-up for a deadline spun past would count as late
 					armed = none
@@ -440,8 +446,9 @@ func (p *Port) Run(ctx context.Context) {
 					return
 				}
 				continue
+			} else {
+				p.Stats.SpinDenied.Inc()
 			}
-			p.Stats.SpinDenied.Inc()
 		}
 		if !ok {
 			at = none

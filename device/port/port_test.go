@@ -348,6 +348,7 @@ func (q *poller) OnTimer(now time.Duration) {
 // through Go's millisecond timer granularity) and work still runs while
 // it does; once the ULP stops polling the port goes back to its timer.
 func TestPortSpinsForAPollingULP(t *testing.T) {
+	withHostRunning(t, 1, 2)
 	p := New(nil, nil)
 	q := &poller{every: time.Microsecond, left: 200, done: make(chan struct{})}
 	p.SetULP(7, q)
@@ -376,6 +377,7 @@ func TestPortSpinsForAPollingULP(t *testing.T) {
 // goroutine would keep the only P from the network poller, so the port
 // sleeps on its timer for a polling ULP too, and counts it.
 func TestPortOnOneProcessorDoesNotSpin(t *testing.T) {
+	withHostRunning(t, 1, 2) // an idle host: only the spinning places decide
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	p := New(nil, nil)
 	q := &poller{every: time.Microsecond, left: 3, done: make(chan struct{})}
@@ -390,5 +392,64 @@ func TestPortOnOneProcessorDoesNotSpin(t *testing.T) {
 	}
 	if p.Stats.SpinDenied.Load() == 0 || spinners.Load() != 0 {
 		t.Fatalf("spin denied %d, spinners %d", p.Stats.SpinDenied.Load(), spinners.Load())
+	}
+}
+
+// withHostRunning makes the host look like cpus CPUs with running
+// runnable threads to the ports' idle-CPU check, until the test ends.
+func withHostRunning(t *testing.T, running, cpus int) {
+	old := hostIdle
+	hostIdle = &idleCPU{cpus: cpus, running: func() (int, bool) { return running, true }}
+	t.Cleanup(func() { hostIdle = old })
+}
+
+// TestPortDoesNotSpinWithoutAnIdleCPU: when the host's runnable threads
+// fill its CPUs (two guests' vCPUs busy-polling on two cores), a polling
+// ULP's port sleeps on its timer rather than spin a CPU away from them,
+// and counts it; the polls still run.
+func TestPortDoesNotSpinWithoutAnIdleCPU(t *testing.T) {
+	withHostRunning(t, 3, 2)
+	p := New(nil, nil)
+	q := &poller{every: time.Microsecond, left: 3, done: make(chan struct{})}
+	p.SetULP(7, q)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer func() { cancel(); <-p.Stopped() }()
+	go p.Run(ctx)
+	select {
+	case <-q.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the polls did not all run")
+	}
+	if p.Stats.SpinNoIdleCPU.Load() == 0 || p.Stats.SpinDenied.Load() != 0 || spinners.Load() != 0 {
+		t.Fatalf("no idle cpu %d, denied %d, spinners %d", p.Stats.SpinNoIdleCPU.Load(), p.Stats.SpinDenied.Load(), spinners.Load())
+	}
+}
+
+func TestIdleCPUReadsTheRunnableThreadsAtMostEveryInterval(t *testing.T) {
+	for in, want := range map[string]int{"2.91 2.04 1.77 3/115 918\n": 3, "0.00 0.00 0.00 1/80 7": 1} {
+		if n, ok := parseLoadavgRunning([]byte(in)); !ok || n != want {
+			t.Fatalf("%q: %d %v, want %d", in, n, ok, want)
+		}
+	}
+	for _, bad := range []string{"", "1 2 3", "1 2 3 x/5 6", "1 2 3 -1/5 6", "1 2 3 4 5"} {
+		if n, ok := parseLoadavgRunning([]byte(bad)); ok {
+			t.Fatalf("%q parsed as %d", bad, n)
+		}
+	}
+	reads, running := 0, 2
+	c := &idleCPU{cpus: 2, running: func() (int, bool) { reads++; return running, true }}
+	if !c.spareAt(time.Millisecond) {
+		t.Fatal("2 runnable (the caller and one more) on 2 CPUs: one is spare")
+	}
+	running = 3
+	if !c.spareAt(time.Millisecond+idleCPUEvery-1) || reads != 1 {
+		t.Fatalf("read again within the interval (%d reads)", reads)
+	}
+	if c.spareAt(time.Millisecond+idleCPUEvery) || reads != 2 {
+		t.Fatalf("3 runnable on 2 CPUs: none spare (%d reads)", reads)
+	}
+	c = &idleCPU{cpus: 2, running: func() (int, bool) { return 0, false }}
+	if !c.spareAt(time.Second) {
+		t.Fatal("an unreadable count must not stop polling")
 	}
 }
