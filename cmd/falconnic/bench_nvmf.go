@@ -52,11 +52,25 @@ type nvmfBenchResult struct {
 	HostCPUusTCP    float64 `json:"host_cpu_us_per_io_tcp"`
 	TargetCPUusRDMA float64 `json:"target_cpu_us_per_io_rdma"`
 	TargetCPUusTCP  float64 `json:"target_cpu_us_per_io_tcp"`
+	// RDMAFramesPerIO is the NICs' control-channel traffic per I/O over
+	// nvme-rdma (medians; both guests' drivers): frames from the drivers,
+	// the DB_SQ doorbells among them, and events to the drivers (CQ
+	// notifications): what each I/O costs the guests' virtio-net.
+	RDMAFramesPerIO *nvmfFrames `json:"rdma_nic_frames_per_io,omitempty"`
 
 	samples map[string]*nvmfSamples
 }
 
-type nvmfSamples struct{ value, hostCPU, targetCPU []float64 }
+type nvmfFrames struct {
+	FromDrivers float64 `json:"from_drivers"`
+	Doorbells   float64 `json:"doorbells"`
+	ToDrivers   float64 `json:"events_to_drivers"`
+}
+
+type nvmfSamples struct {
+	value, hostCPU, targetCPU []float64
+	ctl, doorbells, events    []float64 // per I/O (rdma)
+}
 
 type nvmfBenchReport struct {
 	Command string            `json:"command"`
@@ -175,6 +189,7 @@ func benchNVMf(ctx context.Context, args []string, stdout, stderr io.Writer) err
 					fmt.Sprintf("--iodepth=%d", tc.IODepth), "--ioengine=libaio", "--direct=1",
 					fmt.Sprintf("--size=%dm", *sizeMiB), fmt.Sprintf("--runtime=%d", int(runFor.Seconds())),
 					"--time_based", "--output-format=json"}
+				n0 := p.nicCounters(ctx, "rdma.")
 				a0, errA := guestBusy(ctx, p.a, stderr)
 				b0, errB := guestBusy(ctx, p.b, stderr)
 				if err := errors.Join(errA, errB); err != nil {
@@ -186,6 +201,7 @@ func benchNVMf(ctx context.Context, args []string, stdout, stderr io.Writer) err
 				}
 				a1, errA := guestBusy(ctx, p.a, stderr)
 				b1, errB := guestBusy(ctx, p.b, stderr)
+				n1 := p.nicCounters(ctx, "rdma.")
 				if err := errors.Join(errA, errB); err != nil {
 					return err
 				}
@@ -199,6 +215,14 @@ func benchNVMf(ctx context.Context, args []string, stdout, stderr io.Writer) err
 				if ios > 0 {
 					smp.hostCPU = append(smp.hostCPU, (a1-a0)/ios*1e6)
 					smp.targetCPU = append(smp.targetCPU, (b1-b0)/ios*1e6)
+					if tr.trtype == "rdma" {
+						per := func(k string) float64 { return float64(n1["rdma."+k]-n0["rdma."+k]) / ios }
+						smp.ctl = append(smp.ctl, per("rdma_ctl_frames"))
+						smp.doorbells = append(smp.doorbells, per("rdma_doorbells"))
+						smp.events = append(smp.events, per("rdma_ctl_events"))
+						fmt.Fprintf(stderr, "bench nvmf: per I/O: %.2f control frames from the drivers (%.2f doorbells), %.2f events to them\n",
+							last(smp.ctl), last(smp.doorbells), last(smp.events))
+					}
 				}
 				fmt.Fprintf(stderr, "bench nvmf: sample %d: %s over %s: %.0f %s; CPU per I/O: host %.1f µs, target %.1f µs\n",
 					s+1, tc.Name, tr.trtype, v, tc.Metric, last(smp.hostCPU), last(smp.targetCPU))
@@ -230,6 +254,10 @@ func benchNVMf(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		r.Met = r.Ratio >= r.Goal
 		r.HostCPUusRDMA, r.HostCPUusTCP = fioRound(fioMedian(rs.hostCPU)), fioRound(fioMedian(ts.hostCPU))
 		r.TargetCPUusRDMA, r.TargetCPUusTCP = fioRound(fioMedian(rs.targetCPU)), fioRound(fioMedian(ts.targetCPU))
+		if len(rs.ctl) > 0 {
+			r.RDMAFramesPerIO = &nvmfFrames{FromDrivers: fioRound(fioMedian(rs.ctl)), Doorbells: fioRound(fioMedian(rs.doorbells)),
+				ToDrivers: fioRound(fioMedian(rs.events))}
+		}
 		rep.Met = rep.Met && r.Met
 		rep.Tests = append(rep.Tests, r)
 	}
