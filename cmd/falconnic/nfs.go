@@ -161,18 +161,26 @@ func transferLimit(mib int) time.Duration {
 	return nfsSetupLimit + time.Duration(float64(mib)*1.048576/nfsMBpsFloor*float64(time.Second))
 }
 
-// daemonCounters sums every daemon's Falcon port counters over its NICs
-// (nil entries for daemons that did not answer).
-func (p *rdmaPair) daemonCounters(ctx context.Context) map[string]uint64 {
-	sum := map[string]uint64{}
+// pairNICStatus is the part of a NIC's entry in a daemon's status that
+// the pair reads: its Falcon port's counters and its Ethernet function's
+// (with the upper functions', prefixed "rdma.").
+type pairNICStatus struct {
+	Falcon *struct {
+		Counters map[string]uint64 `json:"counters"`
+	} `json:"falcon_port"`
+	Device *struct {
+		Counters map[string]uint64 `json:"counters"`
+	} `json:"device"`
+}
+
+// nicStatuses asks every daemon for its status and returns its NICs'
+// entries (none for daemons that did not answer).
+func (p *rdmaPair) nicStatuses(ctx context.Context) []pairNICStatus {
+	var nics []pairNICStatus
 	for _, l := range p.dlogs {
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		var st struct {
-			NICs []struct {
-				Falcon *struct {
-					Counters map[string]uint64 `json:"counters"`
-				} `json:"falcon_port"`
-			} `json:"nics"`
+			NICs []pairNICStatus `json:"nics"`
 		}
 		err := control.Call(cctx, filepath.Join(filepath.Dir(l), "control.sock"), "status", nil, &st)
 		cancel()
@@ -180,10 +188,16 @@ func (p *rdmaPair) daemonCounters(ctx context.Context) map[string]uint64 {
 			fmt.Fprintf(p.o.log, "%s: daemon status: %v\n", p.o.prefix(), err)
 			continue
 		}
-		for _, n := range st.NICs {
-			if n.Falcon == nil {
-				continue
-			}
+		nics = append(nics, st.NICs...)
+	}
+	return nics
+}
+
+// daemonCounters sums every daemon's Falcon port counters over its NICs.
+func (p *rdmaPair) daemonCounters(ctx context.Context) map[string]uint64 {
+	sum := map[string]uint64{}
+	for _, n := range p.nicStatuses(ctx) {
+		if n.Falcon != nil {
 			for k, v := range n.Falcon.Counters {
 				sum[k] += v
 			}
@@ -196,29 +210,13 @@ func (p *rdmaPair) daemonCounters(ctx context.Context) map[string]uint64 {
 // with prefix (e.g. "rdma." for the RDMA functions: doorbells, verbs).
 func (p *rdmaPair) nicCounters(ctx context.Context, prefix string) map[string]uint64 {
 	sum := map[string]uint64{}
-	for _, l := range p.dlogs {
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		var st struct {
-			NICs []struct {
-				Device *struct {
-					Counters map[string]uint64 `json:"counters"`
-				} `json:"device"`
-			} `json:"nics"`
-		}
-		err := control.Call(cctx, filepath.Join(filepath.Dir(l), "control.sock"), "status", nil, &st)
-		cancel()
-		if err != nil {
-			fmt.Fprintf(p.o.log, "%s: daemon status: %v\n", p.o.prefix(), err)
+	for _, n := range p.nicStatuses(ctx) {
+		if n.Device == nil {
 			continue
 		}
-		for _, n := range st.NICs {
-			if n.Device == nil {
-				continue
-			}
-			for k, v := range n.Device.Counters {
-				if strings.HasPrefix(k, prefix) {
-					sum[k] += v
-				}
+		for k, v := range n.Device.Counters {
+			if strings.HasPrefix(k, prefix) {
+				sum[k] += v
 			}
 		}
 	}

@@ -379,20 +379,28 @@ func TestPortSpinsForAPollingULP(t *testing.T) {
 func TestPortOnOneProcessorDoesNotSpin(t *testing.T) {
 	withHostRunning(t, 1, 2) // an idle host: only the spinning places decide
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	p := runThreePolls(t)
+	if p.Stats.SpinDenied.Load() == 0 || spinners.Load() != 0 {
+		t.Fatalf("spin denied %d, spinners %d", p.Stats.SpinDenied.Load(), spinners.Load())
+	}
+}
+
+// runThreePolls runs a port whose ULP polls three times, 1 µs apart, on
+// the real clock, and returns it once the polls ran (it stops when the
+// test ends).
+func runThreePolls(t *testing.T) *Port {
 	p := New(nil, nil)
 	q := &poller{every: time.Microsecond, left: 3, done: make(chan struct{})}
 	p.SetULP(7, q)
 	ctx, cancel := context.WithCancel(context.Background())
-	defer func() { cancel(); <-p.Stopped() }()
+	t.Cleanup(func() { cancel(); <-p.Stopped() })
 	go p.Run(ctx)
 	select {
 	case <-q.done:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the polls did not all run")
 	}
-	if p.Stats.SpinDenied.Load() == 0 || spinners.Load() != 0 {
-		t.Fatalf("spin denied %d, spinners %d", p.Stats.SpinDenied.Load(), spinners.Load())
-	}
+	return p
 }
 
 // withHostRunning makes the host look like cpus CPUs with running
@@ -409,17 +417,7 @@ func withHostRunning(t *testing.T, running, cpus int) {
 // and counts it; the polls still run.
 func TestPortDoesNotSpinWithoutAnIdleCPU(t *testing.T) {
 	withHostRunning(t, 3, 2)
-	p := New(nil, nil)
-	q := &poller{every: time.Microsecond, left: 3, done: make(chan struct{})}
-	p.SetULP(7, q)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer func() { cancel(); <-p.Stopped() }()
-	go p.Run(ctx)
-	select {
-	case <-q.done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the polls did not all run")
-	}
+	p := runThreePolls(t)
 	if p.Stats.SpinNoIdleCPU.Load() == 0 || p.Stats.SpinDenied.Load() != 0 || spinners.Load() != 0 {
 		t.Fatalf("no idle cpu %d, denied %d, spinners %d", p.Stats.SpinNoIdleCPU.Load(), p.Stats.SpinDenied.Load(), spinners.Load())
 	}
