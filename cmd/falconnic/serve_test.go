@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -147,5 +148,18 @@ func TestStatusWithoutDaemonIsOneLine(t *testing.T) {
 	os.WriteFile(sock, nil, 0o600)
 	if err := run(context.Background(), []string{"status", "--socket", sock}, io.Discard, io.Discard); err == nil || strings.Contains(err.Error(), "\n") {
 		t.Errorf("stale file: %v", err)
+	}
+}
+
+func TestServeRunsOnOneThreadUnlessToldOtherwise(t *testing.T) {
+	now := runtime.GOMAXPROCS(0)
+	for _, c := range []struct {
+		flag int
+		env  string
+		want int
+	}{{0, "", 1}, {3, "", 3}, {2, "4", 2}, {0, "4", now}} {
+		if got := serveProcs(c.flag, c.env); got != c.want {
+			t.Fatalf("--procs %d, GOMAXPROCS=%q: %d, want %d", c.flag, c.env, got, c.want)
+		}
 	}
 }
