@@ -133,9 +133,9 @@ const maxServeProcs = 256
 // them (a guest's kick to its NIC's port, a completion back to a
 // virtqueue) then switches goroutines on that thread instead of waking
 // another with a futex, and the host's other cores stay with the guests'
-// vCPUs. Between two TCG guests on a 2-core host that made ib_write_bw
-// 58 % faster at 20 % less daemon CPU per MiB, and the 8-byte round trip
-// 20 % shorter (README, "RDMA between two guests"); bench nvme has run
+// vCPUs. Between two TCG guests on a 2-core host (two interleaved pairs)
+// that made ib_write_bw 16-58 % faster at 11-20 % less daemon CPU per
+// MiB, and ib_send_lat 21 % shorter (README, "RDMA between two guests"); bench nvme has run
 // its daemon so (--procs 1) since 2026-11-26. A daemon serving many busy
 // NICs on a large host sets more.
 func serveProcs(flag int, env string) int {
