@@ -151,15 +151,11 @@ func TestStatusWithoutDaemonIsOneLine(t *testing.T) {
 	}
 }
 
-func TestServeRunsOnOneThreadUnlessToldOtherwise(t *testing.T) {
+func TestServeProcsIsTheFlagElseGosDefault(t *testing.T) {
 	now := runtime.GOMAXPROCS(0)
-	for _, c := range []struct {
-		flag int
-		env  string
-		want int
-	}{{0, "", 1}, {3, "", 3}, {2, "4", 2}, {0, "4", now}} {
-		if got := serveProcs(c.flag, c.env); got != c.want {
-			t.Fatalf("--procs %d, GOMAXPROCS=%q: %d, want %d", c.flag, c.env, got, c.want)
+	for _, c := range []struct{ flag, want int }{{0, now}, {1, 1}, {3, 3}} {
+		if got := serveProcs(c.flag); got != c.want {
+			t.Fatalf("--procs %d: %d, want %d", c.flag, got, c.want)
 		}
 	}
 }
