@@ -151,11 +151,14 @@ func TestStatusWithoutDaemonIsOneLine(t *testing.T) {
 	}
 }
 
-func TestServeProcsIsTheFlagElseGosDefault(t *testing.T) {
-	now := runtime.GOMAXPROCS(0)
-	for _, c := range []struct{ flag, want int }{{0, now}, {1, 1}, {3, 3}} {
-		if got := serveProcs(c.flag); got != c.want {
-			t.Fatalf("--procs %d: %d, want %d", c.flag, got, c.want)
+func TestServeRefusesProcsOutOfRange(t *testing.T) {
+	before := runtime.GOMAXPROCS(0)
+	for _, bad := range []string{"-1", "257"} {
+		if err := run(context.Background(), []string{"serve", "--config", "x.json", "--procs", bad}, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "--procs") {
+			t.Fatalf("--procs %s: %v", bad, err)
 		}
+	}
+	if runtime.GOMAXPROCS(0) != before {
+		t.Fatal("a refused serve changed GOMAXPROCS")
 	}
 }
