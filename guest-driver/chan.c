@@ -177,7 +177,7 @@ int fnic_cmd(struct fnic_dev *fd, u16 opcode, const void *body, u16 len,
 	return 0;
 }
 
-int fnic_doorbell(struct fnic_dev *fd, u16 opcode, u32 handle, u32 producer)
+static int fnic_doorbell(struct fnic_dev *fd, u16 opcode, u32 handle, u32 producer)
 {
 	struct falconnic_doorbell db = {
 		.handle = cpu_to_le32(handle),
@@ -186,6 +186,56 @@ int fnic_doorbell(struct fnic_dev *fd, u16 opcode, u32 handle, u32 producer)
 
 	fnic_count(fd, FNIC_C_TX_DOORBELL);
 	return fnic_xmit(fd, opcode, FALCONNIC_F_NO_REPLY, 0, &db, sizeof(db));
+}
+
+static void fnic_db_work(struct work_struct *w)
+{
+	fnic_db_ring(container_of(to_delayed_work(w), struct fnic_db, work));
+}
+
+/* fnic_db_init: ring's doorbell, opcode DB_SQ, DB_RQ or DB_SRQ. */
+void fnic_db_init(struct fnic_db *db, struct fnic_dev *fd, u16 opcode,
+		  u32 handle, struct fnic_buf *ring)
+{
+	INIT_DELAYED_WORK(&db->work, fnic_db_work);
+	db->fd = fd;
+	db->ring = ring;
+	db->handle = handle;
+	db->opcode = opcode;
+}
+
+/*
+ * fnic_db_ring sends the ring's producer index now (process context).  A
+ * frame the netdev refused (-ENOBUFS: its queue is full; -ENOMEM) is sent
+ * again a jiffy later with the then-current index, and the caller is told
+ * 0: its WQEs are in the ring and the NIC will see them.  A netdev that is
+ * down is an error for the caller (the NIC is unreachable).
+ */
+int fnic_db_ring(struct fnic_db *db)
+{
+	struct rxe_queue_buf *q = db->ring->vaddr;
+	int err;
+
+	err = fnic_doorbell(db->fd, db->opcode, db->handle,
+			    READ_ONCE(q->producer_index));
+	if (err != -ENOBUFS && err != -ENOMEM)
+		return err;
+	fnic_count(db->fd, FNIC_C_DOORBELL_RETRY);
+	queue_delayed_work(system_highpri_wq, &db->work, 1);
+	return 0;
+}
+
+/* fnic_db_kick rings the doorbell from a work item (any context). */
+void fnic_db_kick(struct fnic_db *db)
+{
+	mod_delayed_work(system_highpri_wq, &db->work, 0);
+}
+
+/* fnic_db_fini: no doorbell of this ring is pending or sent after return. */
+void fnic_db_fini(struct fnic_db *db)
+{
+	if (db->fd)
+		cancel_delayed_work_sync(&db->work);
 }
 
 static void fnic_rx_reply(struct fnic_dev *fd, const struct falconnic_hdr *h,

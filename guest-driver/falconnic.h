@@ -23,6 +23,7 @@
 #include <linux/idr.h>
 #include <linux/xarray.h>
 #include <linux/kref.h>
+#include <linux/workqueue.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/ib_umem.h>
 #include <rdma/rdma_user_rxe.h>
@@ -35,6 +36,7 @@ enum fnic_counter {
 	FNIC_C_TX_REQ,
 	FNIC_C_TX_DOORBELL,
 	FNIC_C_DOORBELL_SUPPRESSED,
+	FNIC_C_DOORBELL_RETRY,		/* doorbell frame not sent: sent again later */
 	FNIC_C_TX_ERR,
 	FNIC_C_REQ_TIMEOUT,
 	FNIC_C_REQ_ERR_STATUS,
@@ -204,9 +206,24 @@ struct fnic_cq {
 	u32			epoch;		/* live_epoch when created (lock) */
 };
 
+/*
+ * struct fnic_db: the doorbell of one ring.  It is rung after WQEs are in
+ * the ring, so it must reach the NIC: a frame the netdev cannot take now
+ * (queue full, no memory) is sent again from delayed work until it goes
+ * out or the ring's owner is destroyed.
+ */
+struct fnic_db {
+	struct delayed_work	work;
+	struct fnic_dev		*fd;
+	struct fnic_buf		*ring;
+	u32			handle;
+	u16			opcode;
+};
+
 struct fnic_srq {
 	struct ib_srq		ibsrq;
 	u32			handle;
+	struct fnic_db		db;
 	u32			limit;
 	struct fnic_buf		*buf;
 	struct rdma_user_mmap_entry *entry;
@@ -220,14 +237,13 @@ struct fnic_qp {
 	u8			sq_sig_all;
 	struct fnic_buf		*sq, *rq;
 	struct rdma_user_mmap_entry *sq_entry, *rq_entry;
+	struct fnic_db		sq_db, rq_db;
 	struct mutex		lock;	/* serializes modify/query */
 
 	/* kernel QPs (ib_mad's GSI QP, kernel UD QPs): rings only we see */
 	bool			kernel;
 	u32			sq_max_sge, rq_max_sge;
 	spinlock_t		sq_lock, rq_lock;
-	struct work_struct	db_work;	/* DB_SQ from process context */
-	struct work_struct	rq_db_work;	/* DB_RQ: receives posted in ERR flush */
 	struct fnic_cq		*kcq[2];	/* send and receive CQ */
 
 	/* loss of the instance (see chan.c) */
@@ -266,7 +282,11 @@ int fnic_chan_start(struct fnic_dev *fd);
 void fnic_chan_stop(struct fnic_dev *fd);
 int fnic_cmd(struct fnic_dev *fd, u16 opcode, const void *body, u16 len,
 	     void *reply, u16 reply_len);
-int fnic_doorbell(struct fnic_dev *fd, u16 opcode, u32 handle, u32 producer);
+void fnic_db_init(struct fnic_db *db, struct fnic_dev *fd, u16 opcode,
+		  u32 handle, struct fnic_buf *ring);
+int fnic_db_ring(struct fnic_db *db);
+void fnic_db_kick(struct fnic_db *db);
+void fnic_db_fini(struct fnic_db *db);
 int fnic_status_errno(u32 status);
 int fnic_probe_nic(struct fnic_dev *fd);
 int fnic_ensure_open(struct fnic_dev *fd);

@@ -16,8 +16,8 @@
  *   the AV is kept in struct fnic_ah and written inline into each UD WQE
  *   (wr.ud.av, ah_num 0), as rxe's own kernel path does.
  * - post_send may run with IRQs disabled (ib_mad holds a spinlock): the
- *   DB_SQ frame is sent from a work item, skipped while the NIC reports it
- *   is still draining the SQ.  Receives posted to a QP in ERR get a DB_RQ
+ *   DB_SQ frame is sent from a work item (fnic_db_kick), skipped while the
+ *   NIC reports it is still draining the SQ.  Receives posted to a QP in ERR get a DB_RQ
  *   the same way, so the NIC flushes them (ib_drain_rq waits for that).
  * - RC/UC kernel QPs (NIC with FALCONNIC_CAP_MEM_MGT): WRITE, READ, SEND
  *   (with immediate or invalidate), IB_SEND_INLINE (the data is copied
@@ -431,7 +431,7 @@ void fnic_kqp_revived(struct fnic_qp *qp, bool ok)
 	}
 	spin_unlock_irqrestore(&qp->sq_lock, flags);
 	if (kick)
-		queue_work(system_highpri_wq, &qp->db_work);
+		fnic_db_kick(&qp->sq_db);
 	else if (!ok)
 		fnic_kcq_flush_notify(qp->kcq[0]);
 }
@@ -494,7 +494,7 @@ int fnic_kpost_send(struct fnic_qp *qp, const struct ib_send_wr *wr,
 		if (READ_ONCE(*polling))
 			fnic_count(fd, FNIC_C_DOORBELL_SUPPRESSED);
 		else
-			queue_work(system_highpri_wq, &qp->db_work);
+			fnic_db_kick(&qp->sq_db);
 	}
 	return err;
 }
@@ -563,30 +563,9 @@ int fnic_kpost_recv(struct fnic_qp *qp, const struct ib_recv_wr *wr,
 	if (err)
 		*bad_wr = wr;
 	/* In ERR no message arrives: the NIC flushes on a DB_RQ. */
-	if (READ_ONCE(qp->state) == IB_QPS_ERR)
-		queue_work(system_highpri_wq, &qp->rq_db_work);
+	if (READ_ONCE(qp->state) == IB_QPS_ERR && qp->rq)
+		fnic_db_kick(&qp->rq_db);
 	return err;
-}
-
-static void fnic_db_work(struct work_struct *w)
-{
-	struct fnic_qp *qp = container_of(w, struct fnic_qp, db_work);
-	struct rxe_queue_buf *q = qp->sq->vaddr;
-
-	fnic_doorbell(to_fdev(qp->ibqp.device), FALCONNIC_OP_DB_SQ, qp->handle,
-		      READ_ONCE(q->producer_index));
-}
-
-static void fnic_rq_db_work(struct work_struct *w)
-{
-	struct fnic_qp *qp = container_of(w, struct fnic_qp, rq_db_work);
-	struct rxe_queue_buf *q;
-
-	if (!qp->rq)
-		return;
-	q = qp->rq->vaddr;
-	fnic_doorbell(to_fdev(qp->ibqp.device), FALCONNIC_OP_DB_RQ, qp->handle,
-		      READ_ONCE(q->producer_index));
 }
 
 void fnic_kqp_init(struct fnic_qp *qp)
@@ -594,16 +573,12 @@ void fnic_kqp_init(struct fnic_qp *qp)
 	qp->kernel = true;
 	spin_lock_init(&qp->sq_lock);
 	spin_lock_init(&qp->rq_lock);
-	INIT_WORK(&qp->db_work, fnic_db_work);
-	INIT_WORK(&qp->rq_db_work, fnic_rq_db_work);
 }
 
 void fnic_kqp_fini(struct fnic_qp *qp)
 {
 	if (!qp->kernel)
 		return;
-	cancel_work_sync(&qp->db_work);
-	cancel_work_sync(&qp->rq_db_work);
 	fnic_kcq_use(qp->kcq[0], false);
 	fnic_kcq_use(qp->kcq[1], false);
 	qp->kcq[0] = qp->kcq[1] = NULL;

@@ -26,6 +26,7 @@ const char *const fnic_counter_names[FNIC_C_NUM] = {
 	[FNIC_C_TX_REQ]			= "tx_req",
 	[FNIC_C_TX_DOORBELL]		= "tx_doorbell",
 	[FNIC_C_DOORBELL_SUPPRESSED]	= "doorbell_suppressed",
+	[FNIC_C_DOORBELL_RETRY]		= "doorbell_retry",
 	[FNIC_C_TX_ERR]			= "tx_err",
 	[FNIC_C_REQ_TIMEOUT]		= "req_timeout",
 	[FNIC_C_REQ_ERR_STATUS]		= "req_err_status",

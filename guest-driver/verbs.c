@@ -564,6 +564,7 @@ static int fnic_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,
 		goto undo_nic;
 	srq->handle = id;
 	srq->limit = a->srq_limit;
+	fnic_db_init(&srq->db, fd, FALCONNIC_OP_DB_SRQ, id, srq->buf);
 	resp.srq_num = id;
 	err = fnic_buf_expose(fnic_uctx(udata), srq->buf, &srq->entry,
 			      &resp.mi);
@@ -646,6 +647,7 @@ static int fnic_destroy_srq(struct ib_srq *ibsrq, struct ib_udata *udata)
 	struct fnic_srq *srq = container_of(ibsrq, struct fnic_srq, ibsrq);
 
 	xa_erase_bh(&fd->srqs, srq->handle);
+	fnic_db_fini(&srq->db);
 	if (fnic_destroy_cmd(fd, FALCONNIC_OP_DESTROY_SRQ, srq->handle))
 		ida_free(&fd->srq_ida, srq->handle);
 	else
@@ -659,14 +661,12 @@ static int fnic_post_srq_recv(struct ib_srq *ibsrq, const struct ib_recv_wr *wr,
 			      const struct ib_recv_wr **bad_wr)
 {
 	struct fnic_srq *srq = container_of(ibsrq, struct fnic_srq, ibsrq);
-	struct rxe_queue_buf *q = srq->buf->vaddr;
 
 	if (wr) {
 		*bad_wr = wr;
 		return -EOPNOTSUPP;
 	}
-	return fnic_doorbell(to_fdev(ibsrq->device), FALCONNIC_OP_DB_SRQ,
-			     srq->handle, READ_ONCE(q->producer_index));
+	return fnic_db_ring(&srq->db);
 }
 
 /* ---- AH and address vectors ---- */
@@ -927,6 +927,9 @@ static int fnic_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 	}
 	qp->handle = id;
 	ibqp->qp_num = id;
+	fnic_db_init(&qp->sq_db, fd, FALCONNIC_OP_DB_SQ, id, qp->sq);
+	if (qp->rq)
+		fnic_db_init(&qp->rq_db, fd, FALCONNIC_OP_DB_RQ, id, qp->rq);
 	if (uctx) {
 		err = fnic_buf_expose(uctx, qp->sq, &qp->sq_entry, &resp.sq_mi);
 		if (!err && qp->rq)
@@ -976,6 +979,8 @@ static int fnic_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	xa_erase_bh(&fd->qps, qp->handle);
 	mutex_unlock(&fd->open_lock);
 	fnic_kqp_fini(qp);
+	fnic_db_fini(&qp->sq_db);
+	fnic_db_fini(&qp->rq_db);
 	fnic_qp_forget(fd, qp, qp->handle);
 	fnic_buf_unexpose(qp->sq_entry);
 	fnic_buf_unexpose(qp->rq_entry);
@@ -1133,7 +1138,6 @@ static int fnic_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 {
 	struct fnic_qp *qp = container_of(ibqp, struct fnic_qp, ibqp);
 	struct fnic_dev *fd = to_fdev(ibqp->device);
-	struct rxe_queue_buf *q = qp->sq->vaddr;
 	u32 *polling = qp->sq->vaddr + FALCONNIC_RING_NIC_POLLING_OFF;
 
 	if (qp->kernel)
@@ -1148,15 +1152,13 @@ static int fnic_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 		fnic_count(fd, FNIC_C_DOORBELL_SUPPRESSED);
 		return 0;
 	}
-	return fnic_doorbell(fd, FALCONNIC_OP_DB_SQ, qp->handle,
-			     READ_ONCE(q->producer_index));
+	return fnic_db_ring(&qp->sq_db);
 }
 
 static int fnic_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
 			  const struct ib_recv_wr **bad_wr)
 {
 	struct fnic_qp *qp = container_of(ibqp, struct fnic_qp, ibqp);
-	struct rxe_queue_buf *q;
 
 	if (qp->kernel && qp->rq)
 		return fnic_kpost_recv(qp, wr, bad_wr);
@@ -1164,9 +1166,7 @@ static int fnic_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
 		*bad_wr = wr;
 		return -EOPNOTSUPP;
 	}
-	q = qp->rq->vaddr;
-	return fnic_doorbell(to_fdev(ibqp->device), FALCONNIC_OP_DB_RQ,
-			     qp->handle, READ_ONCE(q->producer_index));
+	return fnic_db_ring(&qp->rq_db);
 }
 
 /* ---- re-creating the GSI QP after a loss ---- */

@@ -236,6 +236,12 @@ func TestPerftestBetweenTwoGuestsOnOneDaemon(t *testing.T) {
 			t.Logf("took %.1fs", time.Since(s).Seconds())
 		})
 	}
+	// A doorbell the netdev refused is sent again, never lost (doorbell_retry).
+	for i, g := range []*vm{a, b} {
+		name, c := string(rune('A'+i)), driverCounters(t, g)
+		t.Logf("guest %s driver: tx_doorbell %d, doorbell_retry %d, doorbell_suppressed %d, tx_err %d",
+			name, c["tx_doorbell"], c["doorbell_retry"], c["doorbell_suppressed"], c["tx_err"])
+	}
 }
 
 // sealedFabric is perftest's report of a daemon whose fabric sealed and

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"runtime"
 	"strings"
 
@@ -30,7 +31,7 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	reorder := fl.Float64("reorder", -1, "fabric egress reorder `PCT` (overrides the config)")
 	seed := fl.Uint64("seed", 0, "seed for --loss/--reorder (overrides the config when set)")
 	metricsAddr := fl.String("metrics", "", "serve Prometheus metrics at http://`ADDR`/metrics (overrides the config's metrics.listen)")
-	procs := fl.Int("procs", 0, "the daemon's GOMAXPROCS: `N` threads run Go code (0: Go's default, the GOMAXPROCS environment variable or every CPU; see maxServeProcs)")
+	procs := fl.Int("procs", 1, "the daemon's GOMAXPROCS: `N` threads run Go code (0: Go's default, every CPU; when not given and the GOMAXPROCS environment variable is set, the variable's; see maxServeProcs)")
 	fl.Usage = func() {
 		fmt.Fprintln(stderr, "usage: falconnic serve --config FILE [--log-level LEVEL] [--loss PCT] [--reorder PCT] [--seed N] [--metrics ADDR] [--procs N]")
 		fl.PrintDefaults()
@@ -48,8 +49,8 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *procs < 0 || *procs > maxServeProcs {
 		return fmt.Errorf("%w: --procs %d out of range 0..%d", errUsage, *procs, maxServeProcs)
 	}
-	if *procs > 0 { // restored on return: serve runs in process in tests
-		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(*procs))
+	if n := serveProcs(flagGiven(fl, "procs"), *procs, os.Getenv("GOMAXPROCS")); n > 0 { // restored on return: serve runs in process in tests
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(n))
 	}
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(strings.ToUpper(*level))); err != nil {
@@ -124,15 +125,29 @@ func runDaemon(ctx context.Context, d *device.Daemon, ln net.Listener, cfg *devi
 	return err
 }
 
-// maxServeProcs bounds serve --procs. --procs 1 runs the daemon's
-// goroutines on one thread: every hand-off between them (a guest's kick to
-// its NIC's port, a completion back to a virtqueue) is then a goroutine
-// switch instead of a futex wake of another thread, and the host's other
-// cores stay with the guests' vCPUs. Between two TCG guests on a 2-core
-// host (two interleaved pairs) that made ib_write_bw 16-58 % faster at
-// 11-20 % less daemon CPU per MiB and ib_send_lat 21 % shorter (README,
-// "RDMA between two guests"). It is not the default: with it, perftest's
-// ib_write_bw -q 4 between two guests of one daemon failed to post (the
-// e2e full matrix, 4 runs of 4), which needs fixing first (the guest
-// driver's doorbell under a full transmit queue is the suspect).
+// maxServeProcs bounds serve --procs. The default is one thread: every
+// hand-off between the daemon's goroutines (a guest's kick to its NIC's
+// port, a completion back to a virtqueue) is then a goroutine switch
+// instead of a futex wake of another thread, and the host's other cores
+// stay with the guests' vCPUs. Between two TCG guests on a 2-core host
+// that made ib_write_bw 16-58 % faster at 11-20 % less daemon CPU per MiB
+// and ib_send_lat 21 % shorter (README, "RDMA between two guests"). A
+// daemon serving many busy NICs on a large host wants more (--procs 0).
 const maxServeProcs = 256
+
+// serveProcs is the GOMAXPROCS serve sets (0: leave Go's) for --procs n,
+// given or defaulted, and the GOMAXPROCS environment variable env: a given
+// flag wins, then a set variable (Go applied it already), then the default.
+func serveProcs(given bool, n int, env string) int {
+	if !given && env != "" {
+		return 0
+	}
+	return n
+}
+
+// flagGiven reports whether the command line set flag name.
+func flagGiven(fl *flag.FlagSet, name string) bool {
+	given := false
+	fl.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
+}

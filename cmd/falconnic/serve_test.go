@@ -162,3 +162,22 @@ func TestServeRefusesProcsOutOfRange(t *testing.T) {
 		t.Fatal("a refused serve changed GOMAXPROCS")
 	}
 }
+
+func TestServeProcsDefaultsToOneThreadUnlessTold(t *testing.T) {
+	for _, c := range []struct {
+		given bool
+		n     int
+		env   string
+		want  int
+	}{
+		{false, 1, "", 1},  // neither: one thread
+		{false, 1, "2", 0}, // the variable: Go applied it, serve leaves it
+		{true, 0, "", 0},   // --procs 0: Go's default
+		{true, 0, "1", 0},
+		{true, 3, "2", 3}, // the flag wins
+	} {
+		if got := serveProcs(c.given, c.n, c.env); got != c.want {
+			t.Errorf("serveProcs(%v, %d, %q) = %d, want %d", c.given, c.n, c.env, got, c.want)
+		}
+	}
+}
