@@ -17,8 +17,9 @@
  *   (wr.ud.av, ah_num 0), as rxe's own kernel path does.
  * - post_send may run with IRQs disabled (ib_mad holds a spinlock): the
  *   DB_SQ frame is sent from a work item (fnic_db_kick), skipped while the
- *   NIC reports it is still draining the SQ.  Receives posted to a QP in ERR get a DB_RQ
- *   the same way, so the NIC flushes them (ib_drain_rq waits for that).
+ *   NIC reports it is still draining the SQ.  Receives posted to a QP in
+ *   ERR get a DB_RQ the same way, so the NIC flushes them (ib_drain_rq
+ *   waits for that).
  * - RC/UC kernel QPs (NIC with FALCONNIC_CAP_MEM_MGT): WRITE, READ, SEND
  *   (with immediate or invalidate), IB_SEND_INLINE (the data is copied
  *   into the WQE), and the fast-registration work requests: REG_MR names
