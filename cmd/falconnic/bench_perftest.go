@@ -135,6 +135,7 @@ func benchPerftest(ctx context.Context, args []string, stdout, stderr io.Writer)
 	polling := fs.String("doorbell-polling", "off", "the NICs' doorbell polling: off (the daemon's default) or on")
 	pollCap := fs.Duration("poll-window-cap", 0, "with --doorbell-polling on: the NICs' longest polling window (0: the daemon's default)")
 	firmware := fs.String("firmware", "", "the NICs' firmware: swift or fixed (default: the daemon's, swift)")
+	cpuProfile := fs.String("daemon-cpuprofile", "", "falconnic's daemon writes a CPU profile of the whole run to `FILE` (FILE.1 and FILE.2 with --daemons 2; serve --cpuprofile)")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
@@ -183,12 +184,13 @@ func benchPerftest(ctx context.Context, args []string, stdout, stderr io.Writer)
 	// One pair at a time: two TCG guests already use most of two cores.
 	for _, kind := range kinds {
 		sub := fmt.Sprintf("%s/k%d", dir, kind)
-		n := *daemons
+		n, profile := *daemons, *cpuProfile
 		if kind != pairFalcon {
-			n = 1 // Soft-RoCE runs in the guests: no daemon
+			n, profile = 1, "" // Soft-RoCE runs in the guests: no daemon
 		}
 		p, err := startPair(ctx, pairOptions{kind: kind, daemons: n, insecure: *insecure,
-			doorbellPolling: *polling == "on", pollWindowCap: *pollCap, firmware: *firmware, dir: sub, cache: *cache, bin: bin, log: stderr})
+			doorbellPolling: *polling == "on", pollWindowCap: *pollCap, firmware: *firmware, dir: sub, cache: *cache, bin: bin, log: stderr,
+			cpuProfile: profile})
 		if err != nil {
 			return err
 		}

@@ -66,8 +66,11 @@ type pairOptions struct {
 	dir             string // work directory: configs, daemon logs, VM state
 	cache           string // guest image cache
 	bin             string // falconnic executable for `serve`
-	log             io.Writer
-	tag             string // progress lines' prefix ("" is "perftest")
+	// cpuProfile: each daemon writes a CPU profile (serve --cpuprofile) to
+	// this path, daemon i of two to path.i
+	cpuProfile string
+	log        io.Writer
+	tag        string // progress lines' prefix ("" is "perftest")
 }
 
 // prefix is what the pair's progress lines start with.
@@ -294,7 +297,14 @@ func (p *rdmaPair) startDaemons() ([]string, error) {
 			return nil, err
 		}
 		logPath := filepath.Join(dirs[i], "daemon.log")
-		cmd, err := startServeProc(p.o.bin, path, logPath)
+		var extra []string
+		if p.o.cpuProfile != "" {
+			extra = []string{"--cpuprofile", p.o.cpuProfile}
+			if len(cfgs) > 1 {
+				extra[1] += fmt.Sprintf(".%d", i+1)
+			}
+		}
+		cmd, err := startServeProc(p.o.bin, path, logPath, extra...)
 		if err != nil {
 			return nil, err
 		}
@@ -357,15 +367,16 @@ func (p *rdmaPair) daemonTails() string {
 	return s.String()
 }
 
-// startServeProc starts `falconnic serve` (bin) on config in its own process
-// group, dying with us, its output appended to logPath.
-func startServeProc(bin, config, logPath string) (*exec.Cmd, error) {
+// startServeProc starts `falconnic serve` (bin) on config, with extra
+// flags, in its own process group, dying with us, its output appended to
+// logPath.
+func startServeProc(bin, config, logPath string, extra ...string) (*exec.Cmd, error) {
 	lf, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		return nil, err
 	}
 	defer lf.Close()
-	cmd := exec.Command(bin, "serve", "--config", config)
+	cmd := exec.Command(bin, append([]string{"serve", "--config", config}, extra...)...)
 	cmd.Stdout, cmd.Stderr = lf, lf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 	if err := cmd.Start(); err != nil {

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 
 	"falconnic/device"
@@ -32,8 +33,9 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	seed := fl.Uint64("seed", 0, "seed for --loss/--reorder (overrides the config when set)")
 	metricsAddr := fl.String("metrics", "", "serve Prometheus metrics at http://`ADDR`/metrics (overrides the config's metrics.listen)")
 	procs := fl.Int("procs", 1, "the daemon's GOMAXPROCS: `N` threads run Go code (0: Go's default, every CPU; when not given and the GOMAXPROCS environment variable is set, the variable's; see maxServeProcs)")
+	cpuProfile := fl.String("cpuprofile", "", "write a CPU profile of the daemon to `FILE` (from start until it stops)")
 	fl.Usage = func() {
-		fmt.Fprintln(stderr, "usage: falconnic serve --config FILE [--log-level LEVEL] [--loss PCT] [--reorder PCT] [--seed N] [--metrics ADDR] [--procs N]")
+		fmt.Fprintln(stderr, "usage: falconnic serve --config FILE [--log-level LEVEL] [--loss PCT] [--reorder PCT] [--seed N] [--metrics ADDR] [--procs N] [--cpuprofile FILE]")
 		fl.PrintDefaults()
 	}
 	if err := fl.Parse(args); err != nil {
@@ -99,6 +101,17 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	d, err := device.NewDaemon(cfg, device.DaemonOptions{Logger: log})
 	if err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	return runDaemon(ctx, d, ln, cfg, log)
 }

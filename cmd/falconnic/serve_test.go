@@ -181,3 +181,19 @@ func TestServeProcsDefaultsToOneThreadUnlessTold(t *testing.T) {
 		}
 	}
 }
+
+func TestServeWritesItsCPUProfileWhenItStops(t *testing.T) {
+	prof := filepath.Join(t.TempDir(), "daemon.prof")
+	_, stop := startServe(t, serveConfig, "--cpuprofile", prof)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(prof)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A pprof profile is a gzipped protocol buffer.
+	if len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Fatalf("%s is not a gzipped profile (%d bytes)", prof, len(b))
+	}
+}
