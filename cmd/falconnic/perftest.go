@@ -26,7 +26,7 @@ func init() {
 	register("perftest", "run unmodified perftest between two VMs on falconnic NICs (falconnic perftest -h)", runPerftest)
 }
 
-const perftestUsage = `usage: falconnic perftest [--daemons 1|2] [--loss PCT] [--insecure] [--keep] [--state DIR] [--cache DIR]
+const perftestUsage = `usage: falconnic perftest [--daemons 1|2] [--loss PCT] [--insecure] [--keep] [--state DIR] [--cache DIR] [--daemon-cpuprofile FILE]
                           -- PROGRAM ARGS... [-- PROGRAM ARGS...]...
 Starts falconnic daemon(s) and two guests A and B with falconnic NICs, waits
 until falcon0 is ACTIVE in both, then for each program runs the server side
@@ -610,6 +610,7 @@ func runPerftest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	state := fs.String("state", "", "work directory (default: a new temporary one, removed at the end unless --keep)")
 	cache := fs.String("cache", qemu.DefaultCacheDir(), "guest image cache")
 	timeout := fs.Duration("timeout", 10*time.Minute, "time limit per program")
+	cpuProfile := fs.String("daemon-cpuprofile", "", "the daemon writes a CPU profile of the whole run to `FILE` (FILE.1 and FILE.2 with --daemons 2; serve --cpuprofile)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -634,7 +635,8 @@ func runPerftest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	defer cleanup()
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	p, err := startPair(ctx, pairOptions{kind: pairFalcon, daemons: *daemons, loss: *loss, insecure: *insecure, dir: dir, cache: *cache, bin: bin, log: stderr})
+	p, err := startPair(ctx, pairOptions{kind: pairFalcon, daemons: *daemons, loss: *loss, insecure: *insecure, dir: dir, cache: *cache, bin: bin, log: stderr,
+		cpuProfile: *cpuProfile})
 	if err != nil {
 		return err
 	}
