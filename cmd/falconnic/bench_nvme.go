@@ -13,7 +13,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"runtime/pprof"
 	"slices"
 	"sort"
 	"strconv"
@@ -279,15 +278,11 @@ func benchNVMe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 
 	if *cpuProfile != "" {
-		pf, err := os.Create(*cpuProfile)
+		stop, err := startCPUProfile(*cpuProfile)
 		if err != nil {
 			return err
 		}
-		defer pf.Close()
-		if err := pprof.StartCPUProfile(pf); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+		defer stop()
 	}
 	results := make([]nvmeBenchResult, len(tests))
 	for s := 0; s < *samples; s++ {

@@ -15,7 +15,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
-	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -311,15 +310,11 @@ func runVMNet(ctx context.Context, o vmnetOpts, args []string, stderr io.Writer)
 		res.Links[l.name] = &vmnetSeries{}
 	}
 	if o.cpuprofile != "" {
-		f, err := os.Create(o.cpuprofile)
+		stop, err := startCPUProfile(o.cpuprofile)
 		if err != nil {
 			return nil, err
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return nil, err
-		}
-		defer pprof.StopCPUProfile()
+		defer stop()
 		res.ProfileFile = o.cpuprofile
 	}
 	var runErr error
