@@ -298,11 +298,11 @@ func (p *rdmaPair) startDaemons() ([]string, error) {
 		}
 		logPath := filepath.Join(dirs[i], "daemon.log")
 		var extra []string
-		if p.o.cpuProfile != "" {
-			extra = []string{"--cpuprofile", p.o.cpuProfile}
+		if prof := p.o.cpuProfile; prof != "" {
 			if len(cfgs) > 1 {
-				extra[1] += fmt.Sprintf(".%d", i+1)
+				prof = fmt.Sprintf("%s.%d", prof, i+1)
 			}
+			extra = []string{"--cpuprofile", prof}
 		}
 		cmd, err := startServeProc(p.o.bin, path, logPath, extra...)
 		if err != nil {

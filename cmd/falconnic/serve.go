@@ -32,7 +32,7 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	reorder := fl.Float64("reorder", -1, "fabric egress reorder `PCT` (overrides the config)")
 	seed := fl.Uint64("seed", 0, "seed for --loss/--reorder (overrides the config when set)")
 	metricsAddr := fl.String("metrics", "", "serve Prometheus metrics at http://`ADDR`/metrics (overrides the config's metrics.listen)")
-	procs := fl.Int("procs", 1, "the daemon's GOMAXPROCS: `N` threads run Go code (0: Go's default, every CPU; when not given and the GOMAXPROCS environment variable is set, the variable's; see maxServeProcs)")
+	procs := fl.Int("procs", 0, "the daemon's GOMAXPROCS: `N` threads run Go code (0: the GOMAXPROCS environment variable if set, else 1; see maxServeProcs)")
 	cpuProfile := fl.String("cpuprofile", "", "write a CPU profile of the daemon to `FILE` (from start until it stops)")
 	fl.Usage = func() {
 		fmt.Fprintln(stderr, "usage: falconnic serve --config FILE [--log-level LEVEL] [--loss PCT] [--reorder PCT] [--seed N] [--metrics ADDR] [--procs N] [--cpuprofile FILE]")
@@ -51,7 +51,7 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *procs < 0 || *procs > maxServeProcs {
 		return fmt.Errorf("%w: --procs %d out of range 0..%d", errUsage, *procs, maxServeProcs)
 	}
-	if n := serveProcs(flagGiven(fl, "procs"), *procs, os.Getenv("GOMAXPROCS")); n > 0 { // restored on return: serve runs in process in tests
+	if n := serveProcs(*procs, os.Getenv("GOMAXPROCS")); n > 0 { // restored on return: serve runs in process in tests
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(n))
 	}
 	var lv slog.Level
@@ -141,24 +141,18 @@ func runDaemon(ctx context.Context, d *device.Daemon, ln net.Listener, cfg *devi
 // stay with the guests' vCPUs. Between two TCG guests on a 2-core host
 // that made ib_write_bw 16-58 % faster at 11-20 % less daemon CPU per MiB
 // and ib_send_lat 21 % shorter (README, "RDMA between two guests"). A
-// daemon serving many busy NICs on a large host wants more (--procs 0).
+// daemon serving many busy NICs on a large host sets more (--procs N, or
+// the GOMAXPROCS environment variable).
 const maxServeProcs = 256
 
-// serveProcs is the GOMAXPROCS serve sets (0: leave Go's) for --procs n,
-// given or defaulted, and the GOMAXPROCS environment variable env: a given
-// flag wins, then a set variable (Go applied it already), then the default.
-func serveProcs(given bool, n int, env string) int {
-	if !given && env != "" {
-		return 0
+// serveProcs is the GOMAXPROCS serve sets (0: leave Go's) for --procs n
+// and the GOMAXPROCS environment variable env: n if set, else none when
+// the variable is set (Go applied it already), else one thread.
+func serveProcs(n int, env string) int {
+	if n == 0 && env == "" {
+		return 1
 	}
 	return n
-}
-
-// flagGiven reports whether the command line set flag name.
-func flagGiven(fl *flag.FlagSet, name string) bool {
-	given := false
-	fl.Visit(func(f *flag.Flag) { given = given || f.Name == name })
-	return given
 }
 
 // startCPUProfile profiles this process into the file path until stop.

@@ -165,19 +165,17 @@ func TestServeRefusesProcsOutOfRange(t *testing.T) {
 
 func TestServeProcsDefaultsToOneThreadUnlessTold(t *testing.T) {
 	for _, c := range []struct {
-		given bool
-		n     int
-		env   string
-		want  int
+		n    int
+		env  string
+		want int
 	}{
-		{false, 1, "", 1},  // neither: one thread
-		{false, 1, "2", 0}, // the variable: Go applied it, serve leaves it
-		{true, 0, "", 0},   // --procs 0: Go's default
-		{true, 0, "1", 0},
-		{true, 3, "2", 3}, // the flag wins
+		{0, "", 1},  // neither: one thread
+		{0, "2", 0}, // the variable: Go applied it, serve leaves it
+		{3, "", 3},  // the flag
+		{3, "2", 3}, // the flag wins
 	} {
-		if got := serveProcs(c.given, c.n, c.env); got != c.want {
-			t.Errorf("serveProcs(%v, %d, %q) = %d, want %d", c.given, c.n, c.env, got, c.want)
+		if got := serveProcs(c.n, c.env); got != c.want {
+			t.Errorf("serveProcs(%d, %q) = %d, want %d", c.n, c.env, got, c.want)
 		}
 	}
 }
