@@ -225,10 +225,14 @@ int fnic_db_ring(struct fnic_db *db)
 	return 0;
 }
 
-/* fnic_db_kick rings the doorbell from a work item (any context). */
+/*
+ * fnic_db_kick rings the doorbell from a work item (any context).  Already
+ * queued, it stays so: that work reads the producer index when it runs,
+ * and a pending retry means the netdev's queue was full a moment ago.
+ */
 void fnic_db_kick(struct fnic_db *db)
 {
-	mod_delayed_work(system_highpri_wq, &db->work, 0);
+	queue_delayed_work(system_highpri_wq, &db->work, 0);
 }
 
 /* fnic_db_fini: no doorbell of this ring is pending or sent after return. */
