@@ -51,6 +51,7 @@ type Counters struct {
 	CallFailed          stats.Counter
 	WatchdogChecks      stats.Counter
 	WatchdogAvailNoKick stats.Counter
+	WatchdogAvailHeld   stats.Counter
 	WatchdogUsedNoCall  stats.Counter
 	WatchdogNotTaken    stats.Counter
 }
@@ -101,6 +102,7 @@ func (c *Counters) Set() stats.Set {
 		{Name: "call_failed", Help: "call eventfd writes that failed (fd closed under the worker; the next completion calls)", Counter: &c.CallFailed},
 		{Name: "watchdog_checks", Help: "ring watchdog looks at a session's rings", Counter: &c.WatchdogChecks},
 		{Name: "watchdog_avail_no_kick", Help: "watchdog: descriptors left in a ring with no kick, worker woken (a lost kick: a bug)", Counter: &c.WatchdogAvailNoKick},
+		{Name: "watchdog_avail_held", Help: "watchdog: descriptors the worker held back without a kick (HoldKicks) and no completion came to take them for two looks, worker woken (a slow target, not a lost kick)", Counter: &c.WatchdogAvailHeld},
 		{Name: "watchdog_used_no_call", Help: "watchdog: completions the guest asked to hear of with no call, call sent (a lost call: a bug)", Counter: &c.WatchdogUsedNoCall},
 		{Name: "watchdog_not_taken", Help: "watchdog: completions called for that the guest did not take, call sent again (an interrupt lost after our call, in QEMU or the guest)", Counter: &c.WatchdogNotTaken},
 	}

@@ -33,6 +33,9 @@ type echoDev struct {
 	// noNotify makes it complete chains without calling Notify (a lost
 	// call, for the watchdog tests).
 	watch, noNotify bool
+	// holdKicks makes it tell the guest not to kick after each pass
+	// (Queue.HoldKicks), as a device with requests in flight does.
+	holdKicks bool
 	// parked is true while RunQueue waits for a wake (set just before it
 	// blocks), so a test can tell the worker has nothing left to do.
 	parked atomic.Bool
@@ -110,6 +113,9 @@ func (d *echoDev) RunQueue(q *vhostuser.Queue) {
 			if !hold {
 				q.Push(c.Head, w)
 			}
+		}
+		if d.holdKicks {
+			q.HoldKicks()
 		}
 		if !d.noNotify {
 			q.Notify()

@@ -266,6 +266,18 @@ func (q *Queue) Pop(c *Chain) bool {
 	}
 }
 
+// HoldKicks asks an EVENT_IDX guest not to kick for the chains it adds
+// next (avail_event one behind what was taken: the guest's new avail idx
+// never crosses it): the caller looks at the ring again on its own, e.g.
+// when completions of requests it has in flight wake it. The next Pop
+// that finds the ring empty arms avail_event again. Without EVENT_IDX it
+// does nothing.
+func (q *Queue) HoldKicks() {
+	if q.eventIdx && q.avail != nil {
+		q.setAvailEvent(q.lastAvail - 1)
+	}
+}
+
 func (q *Queue) setAvailEvent(v uint16) {
 	if q.lastAvailPublishedEv == v {
 		return

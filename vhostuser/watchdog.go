@@ -120,8 +120,10 @@ func (q *Queue) watchOnce(mem *MemTable) {
 	}
 	prev := q.watch
 	q.watch = cur
-	cur.availEvent, prev.availEvent = 0, 0 // moves with every pop: not a sign of progress to compare
-	if !prev.valid || cur != prev {
+	// avail_event moves with every pop: not a sign of progress to compare
+	a, b := cur, prev
+	a.availEvent, b.availEvent = 0, 0
+	if !prev.valid || a != b {
 		q.watchSame = 0
 		return
 	}
@@ -129,10 +131,17 @@ func (q *Queue) watchOnce(mem *MemTable) {
 		return
 	}
 	q.watchSame = 0 // one act per stretch the ring stays stuck
-	// Descriptors waiting, nothing taken, no kick: wake the worker.
+	// Descriptors waiting, nothing taken, no kick: wake the worker. When
+	// avail_event owed it no kick (HoldKicks: the worker meant to look
+	// on its own, at its next completion, and none came), that is a slow
+	// completion, not a lost kick.
 	if q.watched.Load() && cur.guestAvail != cur.taken {
-		q.c.WatchdogAvailNoKick.Inc()
-		q.warn("descriptors with no kick: worker woken", cur)
+		if q.kickOwed(cur) {
+			q.c.WatchdogAvailNoKick.Inc()
+			q.warn("descriptors with no kick: worker woken", cur)
+		} else {
+			q.c.WatchdogAvailHeld.Inc()
+		}
 		if !q.sess.watchObserve {
 			q.nudge()
 		}
@@ -155,6 +164,17 @@ func (q *Queue) watchOnce(mem *MemTable) {
 			q.signal()
 		}
 	}
+}
+
+// kickOwed reports whether the guest owed a kick for the descriptors it
+// added past what the worker took: always without EVENT_IDX; with it,
+// when its avail idx crossed avail_event (vring_need_event, with the
+// taken position as the old index).
+func (q *Queue) kickOwed(w watchState) bool {
+	if !q.eventIdx {
+		return true
+	}
+	return uint16(w.guestAvail-w.availEvent-1) < uint16(w.guestAvail-w.taken)
 }
 
 // notTaken reports whether, with EVENT_IDX, every published completion was

@@ -81,6 +81,43 @@ func TestWatchdogWakesWorkerOnAvailWithoutKick(t *testing.T) {
 	}
 }
 
+// A chain the guest added without a kick because the worker held kicks
+// (avail_event behind what it took: no kick owed) is the worker's own to
+// take; when nothing wakes it for three looks the watchdog does, and
+// counts a held ring, not a lost kick.
+func TestWatchdogWakesHeldRingWithoutCountingALostKick(t *testing.T) {
+	feat := vhostuser.FeatureVersion1 | vhostuser.FeatureEventIdx
+	dev := &echoDev{watch: true, holdKicks: true}
+	r := watchdogRig(t, dev, feat)
+	q := r.qs[0]
+	q.EventIdx = true
+	post(t, q, []byte("first"))
+	if !q.PublishKick() {
+		t.Fatal("no kick asked of an idle ring")
+	}
+	dev.waitBatch(t)
+	settle(t, r, dev, 1)
+	if ev := q.AvailEvent(); ev != 0 {
+		t.Fatalf("avail_event %d after a held pass that took 1 chain, want 0", ev)
+	}
+	held := "held"
+	post(t, q, []byte(held))
+	if q.PublishKick() {
+		t.Fatal("the guest kicked although avail_event held kicks")
+	}
+	for i := 0; i < 3; i++ {
+		r.srv.WatchdogCheck()
+	}
+	dev.waitBatch(t)
+	if got := dev.received(); len(got) != 2 || string(got[1]) != held {
+		t.Fatalf("device got %q", got)
+	}
+	c := r.counters()
+	if c["watchdog_avail_held"] != 1 || c["watchdog_avail_no_kick"] != 0 {
+		t.Fatalf("counters %v", c)
+	}
+}
+
 // A ring whose device did not declare Watch (an RX ring keeps posted
 // buffers until packets come) is left alone with descriptors in it.
 func TestWatchdogLeavesUnwatchedRingsAvail(t *testing.T) {

@@ -349,6 +349,80 @@ func TestBlkInflightSurvivesBackendRestart(t *testing.T) {
 	}
 }
 
+// TestBlkHoldsKicksWhileRequestsAreInFlight: with blkHoldKicksLive
+// requests in flight an EVENT_IDX guest is told not to kick for new ones
+// (avail_event behind what was taken); the next completion wakes the
+// worker, which takes them. Once nothing is in flight the ring asks for
+// kicks again.
+func TestBlkHoldsKicksWhileRequestsAreInFlight(t *testing.T) {
+	r := newBlkRigCores(t, memNS(false), 1, 2) // the target's port can stall alone
+	if _, err := r.fe.BlkInit(57); err != nil {
+		t.Fatal(err)
+	}
+	r.Q.EventIdx = true
+	if err := r.fe.BlkStart(r.Q, (blkLinuxFeatures|vhostuser.FeatureEventIdx)&r.blk.Features()|vhostuser.FeatureProtocolFeatures, 0); err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	stalled := make(chan struct{})
+	r.tgt.Port.Do(func(*falcon.Endpoint) { close(stalled); <-release })
+	<-stalled
+	var reqs []*blktest.Request
+	post := func() bool {
+		x := r.Request(blkTypeOut, uint64(len(reqs))*8, false, bytes.Repeat([]byte{byte(len(reqs) + 1)}, 4096), 4096)
+		reqs = append(reqs, x)
+		x.Post()
+		return r.Q.PublishKick()
+	}
+	waitAvailEvent := func(want uint16) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); r.Q.AvailEvent() != want; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("avail_event %d, want %d (blk %v)", r.Q.AvailEvent(), want, r.blk.Stats.Set().NonZero())
+			}
+		}
+	}
+	// One in flight: the ring asks for a kick at the next post.
+	if !post() {
+		t.Fatal("idle ring: no kick asked")
+	}
+	waitAvailEvent(1)
+	// Up to blkHoldKicksLive in flight: kicked for; once they are taken
+	// avail_event drops behind what was taken.
+	for len(reqs) < blkHoldKicksLive {
+		x := r.Request(blkTypeOut, uint64(len(reqs))*8, false, bytes.Repeat([]byte{byte(len(reqs) + 1)}, 4096), 4096)
+		reqs = append(reqs, x)
+		x.Post()
+	}
+	if !r.Q.PublishKick() {
+		t.Fatal("one request in flight: the next posts were not kicked for")
+	}
+	waitAvailEvent(blkHoldKicksLive - 1)
+	held := blkHoldKicksLive + 3
+	for len(reqs) < held {
+		if post() {
+			t.Fatalf("post %d kicked with %d requests in flight", len(reqs), blkHoldKicksLive)
+		}
+	}
+	close(release) // completions come; the worker takes the held requests
+	if !r.Q.WaitUsed(held, 10*time.Second) {
+		t.Fatalf("%d of %d requests completed (blk %v)", r.Q.UsedIdx(), held, r.blk.Stats.Set().NonZero())
+	}
+	for i, x := range reqs {
+		if x.Status() != blkStatusOK || !bytes.Equal(r.ns(i*8*512, 4096), bytes.Repeat([]byte{byte(i + 1)}, 4096)) {
+			t.Fatalf("request %d: status %d or data not written", i, x.Status())
+		}
+	}
+	// Nothing in flight: the ring asks for a kick again.
+	waitAvailEvent(uint16(held))
+	if !post() {
+		t.Fatal("idle ring: the next post was not kicked for")
+	}
+	if !r.Q.WaitUsed(held+1, 10*time.Second) {
+		t.Fatal("the request after the held ones did not complete")
+	}
+}
+
 // TestBlkFirmwareThenLinux replays QEMU 7.2's boot: SeaBIOS drives the
 // disk (fewer features, polling), then Linux resets and restarts it.
 func TestBlkFirmwareThenLinux(t *testing.T) {

@@ -59,6 +59,11 @@ type blkWorker struct {
 // hold its first completions back.
 const blkHandOverMax = 32
 
+// blkHoldKicksLive is how many requests in flight let the worker tell the
+// guest not to kick for new ones: the next completion wakes the worker,
+// which then takes whatever the guest added meanwhile.
+const blkHoldKicksLive = 4
+
 // blkSubmit is a batch of requests handed to the port in one work item;
 // pooled, with its function bound once, so a batch costs no allocation.
 type blkSubmit struct {
@@ -115,6 +120,9 @@ func (w *blkWorker) pop() {
 	if s := w.sub; s != nil {
 		w.sub = nil
 		w.b.cfg.Port.Do(s.fn)
+	}
+	if w.live >= blkHoldKicksLive {
+		w.q.HoldKicks()
 	}
 	if pushed {
 		w.q.Notify()
