@@ -220,8 +220,8 @@ func benchNVMf(ctx context.Context, args []string, stdout, stderr io.Writer) err
 						smp.ctl = append(smp.ctl, per("rdma_ctl_frames"))
 						smp.doorbells = append(smp.doorbells, per("rdma_doorbells"))
 						smp.events = append(smp.events, per("rdma_ctl_events"))
-						fmt.Fprintf(stderr, "bench nvmf: per I/O: %.2f control frames from the drivers (%.2f doorbells), %.2f events to them\n",
-							last(smp.ctl), last(smp.doorbells), last(smp.events))
+						fmt.Fprintf(stderr, "bench nvmf: per I/O: %.2f control frames from the drivers (%.2f doorbells), %.2f events to them; polling: %s\n",
+							last(smp.ctl), last(smp.doorbells), last(smp.events), pollDeltas(doorbellCount{poll: n0}, doorbellCount{poll: n1}))
 					}
 				}
 				fmt.Fprintf(stderr, "bench nvmf: sample %d: %s over %s: %.0f %s; CPU per I/O: host %.1f µs, target %.1f µs\n",
