@@ -110,7 +110,10 @@ type ConnConfig struct {
 	// acknowledged — rather than the PSN distance from the window's base
 	// (Rev 0.9 §9.1.2, the default); the distance stays within the
 	// receiver's window. A hole then holds only its own packet of the
-	// window while it is repaired, not every packet after it.
+	// window while it is repaired, not every packet after it. Packets
+	// the receiver reported received before the first hole still count
+	// (pdl.TxWindow.Unsettled): it holds them for its ULP, so a slow
+	// host keeps its backpressure.
 	GateInFlight bool
 	// AckHoles has the receiver acknowledge at once a packet that arrives
 	// beyond a hole in its window or fills one, rather than at the

@@ -708,3 +708,53 @@ func TestGateInFlightHoleHoldsOnePacket(t *testing.T) {
 		}
 	}
 }
+
+// With GateInFlight, packets the receiver holds for its ULP (received in
+// order, not yet acknowledged by it: a slow host) still hold the window;
+// only packets past a hole are set aside. Without that, a slow receiver
+// would be sent fcwnd more packets on every ACK that reported its held
+// ones received.
+func TestGateInFlightHeldPacketsKeepTheWindow(t *testing.T) {
+	s := newScript(t, ConnConfig{SCID: 1, DCID: 2, Ordered: true, InitFcwnd: 4 * rue.One,
+		InitRTO: time.Millisecond, MinRTO: time.Millisecond, GateInFlight: true})
+	var held []wire.RSN
+	s.ub.onReq = func(c *Conn, r *Request) { held = append(held, r.RSN) } // the ULP does not acknowledge yet
+	for i := range 8 {
+		s.ca.Push(uint64(i), []byte{byte(i)})
+	}
+	for range 4 {
+		s.deliver(0)
+	}
+	s.wait(10 * time.Microsecond) // B's coalescing timer
+	acks := 0
+	for len(s.q) > 0 && strings.HasPrefix(s.line(s.q[0], false), "B→A") {
+		s.deliver(0)
+		acks++
+	}
+	sent := 0
+	for _, f := range s.q {
+		if strings.HasPrefix(s.line(f, false), "A→B PushData") {
+			sent++
+		}
+	}
+	if len(held) != 4 || acks == 0 || sent != 0 {
+		t.Fatalf("%d requests held by B's ULP, %d frames from B, %d new packets from A; want 4, some, 0", len(held), acks, sent)
+	}
+	// The ULP catches up: the window opens again.
+	for _, rsn := range held {
+		s.cb.AckPush(rsn)
+	}
+	s.wait(10 * time.Microsecond)
+	for len(s.q) > 0 && strings.HasPrefix(s.line(s.q[0], false), "B→A") {
+		s.deliver(0)
+	}
+	sent = 0
+	for _, f := range s.q {
+		if strings.HasPrefix(s.line(f, false), "A→B PushData") {
+			sent++
+		}
+	}
+	if sent != 4 {
+		t.Errorf("%d new packets after B's ULP acknowledged, want 4; transcript:\n%s", sent, strings.Join(s.log, "\n"))
+	}
+}

@@ -71,7 +71,7 @@ type ConnCounters struct {
 	RetxRTO, RetxEarly, RetxOWN, RetxRACK stats.Counter
 	RetxTLP, RetxNack, RetxGBN            stats.Counter
 	RetryExhausted, Fatal                 stats.Counter
-	RetxDeferred                          stats.Counter
+	RetxDeferred, RetxULPPoke             stats.Counter
 	SharedCopied                          stats.Counter
 
 	// Transactions.
@@ -130,6 +130,7 @@ func (c *ConnCounters) Set() stats.Set {
 		{Name: "retx_tlp", Help: "TLP probes", Counter: &c.RetxTLP},
 		{Name: "retx_nack", Help: "retransmissions prompted by a NACK", Counter: &c.RetxNack},
 		{Name: "retx_gbn", Help: "Go-Back-N retransmissions", Counter: &c.RetxGBN},
+		{Name: "retx_ulp_poke", Help: "resends on RTO of packets the peer reported received and holds for its ULP (not lost: the resend draws a fresh ACK)", Counter: &c.RetxULPPoke},
 		{Name: "retx_deferred", Help: "request resends held back by ORRC ≥ ncwnd", Counter: &c.RetxDeferred},
 		{Name: "shared_copied", Help: "packets sent by reference (RefLink) copied for a resend or Resync; their buffer stays with the receiver", Counter: &c.SharedCopied},
 		{Name: "retry_exhausted", Help: "packets that hit max retransmissions (Resync 0x3)", Counter: &c.RetryExhausted},

@@ -110,7 +110,7 @@ func (c *Conn) rtoFire(i int, psn wire.PSN, s *pdl.TxSlot, now time.Duration) {
 	if s.Received && !s.Resync {
 		// The peer holds it and waits for its ULP: poke at the ULP-RTO pace
 		// (the resend draws a fresh ACK) without spending an attempt.
-		c.Stats.RetxRTO.Inc()
+		c.Stats.RetxULPPoke.Inc()
 		c.retransmit(i, psn, s, now)
 		s.Deadline = now + max(c.cfg.ULPRTO, c.rto)
 		c.armRTO(s.Deadline)

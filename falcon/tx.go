@@ -59,7 +59,7 @@ func (c *Conn) gate(i int, request bool, now time.Duration) bool {
 			return false
 		}
 	} else if out >= min(c.fcwnd.Int(), rxWindowSize[i]) &&
-		(!c.cfg.GateInFlight || out >= rxWindowSize[i] || w.InFlight() >= c.fcwnd.Int()) {
+		(!c.cfg.GateInFlight || out >= rxWindowSize[i] || w.Unsettled() >= c.fcwnd.Int()) {
 		return false
 	}
 	if request && uint32(w.ORC) >= c.ncwnd {

@@ -133,7 +133,7 @@ func runSimBench(name string, def simBench, args []string, stdout, stderr io.Wri
 	swiftSet := fs.String("swift", "", "Swift settings over its defaults: base=7us,hop=2us,fs=20us,ai=1,beta=0.8,mdf=0.5,sub=0,min=0.01,level=15,plb=0,earlycuts=0,reqalpha=0,delay=fabric")
 	rackTLP := fs.Bool("rack-tlp", true, "RACK and tail-loss probes on every connection (false: RTO and early retransmission only)")
 	ackPerConn := fs.Bool("ack-per-conn", false, "one ACK per coalescing round on the latest packet's label, not one per flow (the behaviour before per-flow ACKs)")
-	gateInFlight := fs.Bool("gate-inflight", false, "fcwnd bounds the packets in flight (sent, neither acknowledged nor reported received), not the PSN distance from the window's base (Rev 0.9 §9.1.2)")
+	gateInFlight := fs.Bool("gate-inflight", true, "fcwnd bounds the packets in flight (sent, neither acknowledged nor reported received past a hole), as Isekai's Gen3 does; false: the PSN distance from the window's base (Rev 0.9 §9.1.2)")
 	ackHoles := fs.Bool("ack-holes", false, "with --rack-tlp, receivers acknowledge a packet beyond a hole, or filling one, at once")
 	reroute := fs.Bool("reroute", true, "protective reroute: a flow whose packet times out moves to a new path")
 	rerouteProbe := fs.Bool("reroute-probe", true, "protective reroute on RACK and tail-loss-probe retransmissions too")

@@ -24,13 +24,17 @@ func benchLoss(fs *flag.FlagSet) func(c sim.Common) (sim.Doc, []svgplot.Chart, s
 			*drops, *reorders, *count = "1,5", "1", 500
 		}
 		// Swift's default targets are the emulated fabric's (7 µs base:
-		// 3 µs over an unloaded rack's 4 µs round trip); this link's round
-		// trip is 2 × delay plus a packet's serialisation, so the base
-		// target keeps the same 3 µs of headroom over it — below it Swift
-		// would hold the window under the path's bandwidth-delay product.
+		// 3 µs over an unloaded rack's 4 µs round trip, about nine 4 KiB
+		// packets queued at 100 Gb/s); this link's round trip is
+		// 2 × delay plus a packet's serialisation, so the base target
+		// keeps the same headroom over it in packets (6 µs for 8 KiB
+		// packets) — with less, Swift holds the window at the path's
+		// bandwidth-delay product, and every packet lost and being
+		// repaired leaves the link idle.
 		target := ""
 		if c.Retarget != nil {
-			base := 2**delay + time.Duration(float64(*size)*8/(*gbps)) + 3*time.Microsecond
+			headroom := time.Duration(float64(3*time.Microsecond) * float64(*size) / 4096 * 100 / *gbps)
+			base := 2**delay + time.Duration(float64(*size)*8/(*gbps)) + headroom
 			c.RUE = c.Retarget(base)
 			target = base.String()
 		}

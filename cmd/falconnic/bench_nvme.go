@@ -75,19 +75,24 @@ type nvmeBenchResult struct {
 // figure includes the bench's own, idle, goroutines); QEMU is the VM's
 // whole process (vCPU, main loop, the local disk's AIO).
 type nvmeBenchCPU struct {
-	Unit                                string  `json:"unit"`
-	NVMeDaemon                          float64 `json:"nvme_daemon"`
-	NVMeQEMU                            float64 `json:"nvme_qemu"`
-	LocalQEMU                           float64 `json:"local_qemu"`
-	NVMeCores                           float64 `json:"nvme_cores"`  // daemon + QEMU, during the NVMe runs
-	LocalCores                          float64 `json:"local_cores"` // QEMU during the local runs
+	Unit       string  `json:"unit"`
+	NVMeDaemon float64 `json:"nvme_daemon"`
+	NVMeQEMU   float64 `json:"nvme_qemu"`
+	LocalQEMU  float64 `json:"local_qemu"`
+	NVMeCores  float64 `json:"nvme_cores"`  // daemon + QEMU, during the NVMe runs
+	LocalCores float64 `json:"local_cores"` // QEMU during the local runs
+	// NVMeDaemonSwitches is the daemon's context switches (its threads
+	// sleeping, or preempted) per unit of work: on a virtual host each
+	// costs microseconds, often more than the work it wakes for.
+	NVMeDaemonSwitches                  float64 `json:"nvme_daemon_switches"`
 	nvmeD, nvmeQ, localQ, nvmeC, localC []float64
+	nvmeS                               []float64
 }
 
 // add records one fio run's CPU: the daemon's and QEMU's seconds over a
 // run of wall seconds that moved data at rate v per second for busy
 // seconds (fio's ramp and run time).
-func (c *nvmeBenchCPU) add(nvme bool, daemon, qemuCPU, wall, busy, v float64, perMiB bool) {
+func (c *nvmeBenchCPU) add(nvme bool, daemon, qemuCPU, switches, wall, busy, v float64, perMiB bool) {
 	if wall <= 0 || busy <= 0 || v <= 0 {
 		return
 	}
@@ -100,6 +105,7 @@ func (c *nvmeBenchCPU) add(nvme bool, daemon, qemuCPU, wall, busy, v float64, pe
 		c.nvmeD = append(c.nvmeD, daemon/work*scale)
 		c.nvmeQ = append(c.nvmeQ, qemuCPU/work*scale)
 		c.nvmeC = append(c.nvmeC, (daemon+qemuCPU)/wall)
+		c.nvmeS = append(c.nvmeS, switches/work)
 	} else {
 		c.localQ = append(c.localQ, qemuCPU/work*scale)
 		c.localC = append(c.localC, qemuCPU/wall)
@@ -114,7 +120,8 @@ func (c *nvmeBenchCPU) summarize(perMiB bool) {
 	}
 	c.NVMeDaemon, c.NVMeQEMU, c.LocalQEMU = fioMedian(c.nvmeD), fioMedian(c.nvmeQ), fioMedian(c.localQ)
 	c.NVMeCores, c.LocalCores = fioMedian(c.nvmeC), fioMedian(c.localC)
-	for _, p := range []*float64{&c.NVMeDaemon, &c.NVMeQEMU, &c.LocalQEMU, &c.NVMeCores, &c.LocalCores} {
+	c.NVMeDaemonSwitches = fioMedian(c.nvmeS)
+	for _, p := range []*float64{&c.NVMeDaemon, &c.NVMeQEMU, &c.LocalQEMU, &c.NVMeCores, &c.LocalCores, &c.NVMeDaemonSwitches} {
 		*p = fioRound(*p)
 	}
 }
@@ -294,7 +301,7 @@ func benchNVMe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 				order[0], order[1] = order[1], order[0]
 			}
 			for _, dev := range order {
-				cpu0, qemu0, t0 := vmnetSelfCPU(), vmnetQEMUCPU(vm), time.Now()
+				cpu0, sw0, qemu0, t0 := vmnetSelfCPU(), selfSwitches(), vmnetQEMUCPU(vm), time.Now()
 				out, err := run("fio", "--name="+tc.Name, "--filename="+dev, "--direct=1", "--ioengine=libaio",
 					"--rw="+tc.RW, "--bs="+tc.BS, "--iodepth="+strconv.Itoa(tc.IODepth),
 					"--size="+strconv.Itoa(*sizeMiB)+"M", "--runtime="+strconv.Itoa(int(runFor.Seconds())),
@@ -311,7 +318,7 @@ func benchNVMe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 				// The rate holds over the ramp too; fio's start and exit
 				// are a small part of the wall time.
 				busy := (*runFor + time.Second).Seconds()
-				r.CPU.add(dev == nvmeDev, vmnetSelfCPU()-cpu0, vmnetQEMUCPU(vm)-qemu0, time.Since(t0).Seconds(), busy, v, tc.Metric == "MiB/s")
+				r.CPU.add(dev == nvmeDev, vmnetSelfCPU()-cpu0, vmnetQEMUCPU(vm)-qemu0, selfSwitches()-sw0, time.Since(t0).Seconds(), busy, v, tc.Metric == "MiB/s")
 				if dev == nvmeDev {
 					r.NVMeSamples = append(r.NVMeSamples, v)
 				} else {

@@ -82,23 +82,24 @@ func TestNVMeBenchCPU(t *testing.T) {
 	var c nvmeBenchCPU
 	// 11 s at 100 MiB/s for 11 s of fio time (12 s wall): the daemon's
 	// 2.2 s are 2 ms per MiB, QEMU's 4.4 s 4 ms per MiB; 6.6 s over 12 s
-	// of wall time kept 0.55 cores busy.
-	c.add(true, 2.2, 4.4, 12, 11, 100, true)
-	c.add(true, 3.3, 4.4, 12, 11, 100, true)
-	c.add(true, 4.4, 4.4, 12, 11, 100, true)
-	c.add(false, 0, 3.3, 11, 11, 100, true)
-	c.add(false, 0, 1, 0, 11, 100, true) // no wall time: left out
-	c.add(false, 0, 1, 11, 11, 0, true)  // no work done: left out
+	// of wall time kept 0.55 cores busy. 1,100 to 3,300 context switches
+	// over the 1,100 MiB are 1 to 3 per MiB.
+	c.add(true, 2.2, 4.4, 1100, 12, 11, 100, true)
+	c.add(true, 3.3, 4.4, 2200, 12, 11, 100, true)
+	c.add(true, 4.4, 4.4, 3300, 12, 11, 100, true)
+	c.add(false, 0, 3.3, 0, 11, 11, 100, true)
+	c.add(false, 0, 1, 0, 0, 11, 100, true) // no wall time: left out
+	c.add(false, 0, 1, 0, 11, 11, 0, true)  // no work done: left out
 	c.summarize(true)
-	got := [...]any{c.Unit, c.NVMeDaemon, c.NVMeQEMU, c.LocalQEMU, c.NVMeCores, c.LocalCores}
-	if want := [...]any{"cpu ms per MiB", 3.0, 4.0, 3.0, 0.642, 0.3}; got != want {
+	got := [...]any{c.Unit, c.NVMeDaemon, c.NVMeQEMU, c.LocalQEMU, c.NVMeCores, c.LocalCores, c.NVMeDaemonSwitches}
+	if want := [...]any{"cpu ms per MiB", 3.0, 4.0, 3.0, 0.642, 0.3, 2.0}; got != want {
 		t.Errorf("got %v, want %v", got, want)
 	}
 	// IOPS tests: µs per IO.
 	var d nvmeBenchCPU
-	d.add(true, 1, 2, 10, 10, 1000, false)
+	d.add(true, 1, 2, 5000, 10, 10, 1000, false)
 	d.summarize(false)
-	if d.Unit != "cpu µs per IO" || d.NVMeDaemon != 100 || d.NVMeQEMU != 200 {
+	if d.Unit != "cpu µs per IO" || d.NVMeDaemon != 100 || d.NVMeQEMU != 200 || d.NVMeDaemonSwitches != 0.5 {
 		t.Errorf("per IO: %+v", d)
 	}
 }

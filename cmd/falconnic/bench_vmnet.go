@@ -564,6 +564,16 @@ func vmnetSelfCPU() float64 {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
 
+// selfSwitches is this process's context switches so far, voluntary (a
+// thread slept) and involuntary (preempted), all threads.
+func selfSwitches() float64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return float64(ru.Nvcsw + ru.Nivcsw)
+}
+
 // vmnetQEMUCPU is a QEMU's user+system CPU time in seconds, from /proc (clock
 // ticks of 1/100 s, the Linux USER_HZ).
 func vmnetQEMUCPU(v *qemu.VM) float64 {

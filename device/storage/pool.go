@@ -96,6 +96,7 @@ type ringRun struct {
 type NSPoolCounters struct {
 	Submitted, Full, Batches, QueueFull, Completed, Coalesced, Deliveries, PortStopped stats.Counter
 	RingUnavailable, RingRuns, RingFull, RingEnterErrors, RingRedone                   stats.Counter
+	RingEnters, RingReaps, OutMax                                                      stats.Counter
 }
 
 // Set lists the counters with help text.
@@ -109,10 +110,13 @@ func (c *NSPoolCounters) Set() stats.Set {
 		{Name: "pool_coalesced", Help: "backend IOs done as part of a vectored read or write of adjacent IOs", Counter: &c.Coalesced},
 		{Name: "pool_deliveries", Help: "batches of finished IOs handed to the port", Counter: &c.Deliveries},
 		{Name: "pool_port_stopped", Help: "finished IOs dropped: the port had stopped", Counter: &c.PortStopped},
+		{Name: "pool_out_max", Help: "the most IOs the pool held at once (submitted, not yet handed back; at most 1024)", Counter: &c.OutMax},
 		{Name: "pool_ring_unavailable", Help: "io_uring asked for but refused by the kernel: the workers do the IO", Counter: &c.RingUnavailable},
 		{Name: "pool_ring_runs", Help: "runs of adjacent reads or writes submitted through io_uring", Counter: &c.RingRuns},
 		{Name: "pool_ring_full", Help: "runs that found the io_uring full and went to the workers", Counter: &c.RingFull},
 		{Name: "pool_ring_enter_errors", Help: "io_uring_enter calls that failed (the entries are submitted again)", Counter: &c.RingEnterErrors},
+		{Name: "pool_ring_enters", Help: "io_uring_enter calls that handed runs to the kernel (runs per call: pool_ring_runs / this)", Counter: &c.RingEnters},
+		{Name: "pool_ring_reaps", Help: "wake-ups of the port by the ring's completion eventfd", Counter: &c.RingReaps},
 		{Name: "pool_ring_redone", Help: "io_uring runs that came back short or with EAGAIN and were redone synchronously", Counter: &c.RingRedone},
 	}
 }
@@ -137,6 +141,7 @@ func (p *nsPool) Submit(io *nvme.IO) bool {
 		return false
 	}
 	p.out++
+	p.Stats.OutMax.Max(uint64(p.out))
 	p.pending = append(p.pending, io)
 	p.Stats.Submitted.Inc()
 	return true
@@ -272,7 +277,11 @@ func (p *nsPool) submitRing() {
 	if p.ring == nil {
 		return
 	}
-	if _, err := p.ring.Submit(); err == nil {
+	n, err := p.ring.Submit()
+	if err == nil {
+		if n > 0 {
+			p.Stats.RingEnters.Inc()
+		}
 		return
 	}
 	p.Stats.RingEnterErrors.Inc()
@@ -293,6 +302,7 @@ func (p *nsPool) submitRing() {
 // synchronously (rare: a file changed under the namespace, or a device
 // that refused a non-blocking attempt).
 func (p *nsPool) reapRing(*falcon.Endpoint) {
+	p.Stats.RingReaps.Inc()
 	p.ring.Reap(func(c uring.CQE) {
 		if c.UserData >= uint64(len(p.runs)) {
 			return // not one of ours: cannot happen

@@ -119,6 +119,24 @@ func (w *TxWindow) Outstanding() uint32 { return uint32(w.next.Sub(w.base)) }
 // acknowledged nor reported received.
 func (w *TxWindow) InFlight() uint32 { return w.Outstanding() - w.landed }
 
+// Unsettled returns the outstanding packets that still hold the window
+// when it is gated on packets in flight: those in flight, and the
+// received ones before the first hole — the receiver keeps them for its
+// ULP (a slow host), and only the packets past a hole it has not
+// acknowledged yet are set aside (they wait for the repair, not for the
+// receiver).
+func (w *TxWindow) Unsettled() uint32 {
+	n := w.Outstanding()
+	lead := uint32(0)
+	for ; lead < n; lead++ {
+		s := &w.slots[uint32(w.base.Add(lead))&w.mask]
+		if !s.Received && s.State != SlotAcked {
+			break
+		}
+	}
+	return n - w.landed + lead
+}
+
 // MarkReceived records that the peer's EACK data-rx bitmap shows an
 // outstanding slot (received, its ULP acknowledgement pending).
 func (w *TxWindow) MarkReceived(s *TxSlot) {

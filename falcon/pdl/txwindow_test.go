@@ -117,3 +117,33 @@ func TestTxWindowInFlight(t *testing.T) {
 		t.Errorf("base %d outstanding %d, want 3 and 1", w.Base(), w.Outstanding())
 	}
 }
+
+// Unsettled counts what InFlight does plus the received slots before the
+// first hole: a receiver holding packets for its slow ULP keeps them in
+// the window, while packets past a hole are set aside until the repair.
+func TestTxWindowUnsettled(t *testing.T) {
+	var w TxWindow
+	w.Init(0xfffffffe, 8) // PSNs 0xfffffffe, 0xffffffff, 0, 1, 2, 3
+	for i := 0; i < 6; i++ {
+		w.Alloc()
+	}
+	steps := []struct {
+		do               func()
+		inFlight, unsett uint32
+	}{
+		{func() {}, 6, 6},
+		{func() { w.MarkReceived(w.Slot(1)); w.MarkReceived(w.Slot(2)) }, 4, 4},        // past the hole at the base
+		{func() { w.MarkReceived(w.Slot(0xfffffffe)) }, 3, 4},                          // the base held for the ULP
+		{func() { w.MarkAcked(w.Slot(0xffffffff)) }, 2, 4},                             // acked out of order: 0 is the hole
+		{func() { w.MarkReceived(w.Slot(0)) }, 1, 6},                                   // no hole left: all held
+		{func() { w.ClearReceived(w.Slot(0)) }, 2, 4},                                  // refused: the hole again
+		{func() { w.MarkAcked(w.Slot(0xfffffffe)); w.Advance() }, 2, 2},                // the base moves over two: 0 is the hole
+		{func() { w.MarkAcked(w.Slot(0)); w.MarkAcked(w.Slot(1)); w.Advance() }, 1, 2}, // 2 held, 3 in flight
+	}
+	for i, st := range steps {
+		st.do()
+		if got, u := w.InFlight(), w.Unsettled(); got != st.inFlight || u != st.unsett {
+			t.Fatalf("step %d: in flight %d unsettled %d, want %d and %d (outstanding %d)", i, got, u, st.inFlight, st.unsett, w.Outstanding())
+		}
+	}
+}

@@ -191,6 +191,7 @@ func us(d time.Duration) float64 { return round(float64(d)/1e3, 3) }
 // ConnTotals sums the initiator-side counters of qps.
 type ConnTotals struct {
 	TxPackets, RetxRTO, RetxEarly, RetxRACK, RetxTLP, RetxOther uint64
+	RetxULPPoke                                                 uint64
 }
 
 // Totals sums the counters of the initiator side of qps.
@@ -200,6 +201,7 @@ func Totals(qps []*QP) ConnTotals {
 		s := &q.Conn.Stats
 		t.TxPackets += s.TxTxnPackets.Load()
 		t.RetxRTO += s.RetxRTO.Load()
+		t.RetxULPPoke += s.RetxULPPoke.Load()
 		t.RetxEarly += s.RetxEarly.Load()
 		t.RetxRACK += s.RetxRACK.Load()
 		t.RetxTLP += s.RetxTLP.Load()

@@ -40,14 +40,17 @@ type IncastPoint struct {
 	P99Ideal    float64 `json:"p99_over_ideal"`
 	// Censored operations were still running at the end: they count with
 	// their age. LatencyUnknown: the run was too short to judge p99.
-	Censored       int               `json:"ops_running_at_end"`
-	LatencyUnknown bool              `json:"latency_unknown"`
-	TxPackets      uint64            `json:"tx_packets"`
-	RetxRTO        uint64            `json:"retx_rto"`
-	RTOPct         float64           `json:"rto_pct"`
-	Drops          map[string]uint64 `json:"drops"`
-	Events         uint64            `json:"packet_events"`
-	WallS          float64           `json:"wall_s"`
+	Censored       int     `json:"ops_running_at_end"`
+	LatencyUnknown bool    `json:"latency_unknown"`
+	TxPackets      uint64  `json:"tx_packets"`
+	RetxRTO        uint64  `json:"retx_rto"`
+	RTOPct         float64 `json:"rto_pct"`
+	// RetxULPPoke counts RTO resends of packets the receiver reported
+	// holding (not lost; not in RetxRTO).
+	RetxULPPoke uint64            `json:"retx_ulp_poke"`
+	Drops       map[string]uint64 `json:"drops"`
+	Events      uint64            `json:"packet_events"`
+	WallS       float64           `json:"wall_s"`
 }
 
 // IncastTable is the TX window and initiator table size of the incast
@@ -160,7 +163,7 @@ func incastRun(cfg IncastConfig, qps int) (IncastPoint, error) {
 		}
 	}
 	t := Totals(s.QPs)
-	p.TxPackets, p.RetxRTO = t.TxPackets, t.RetxRTO
+	p.TxPackets, p.RetxRTO, p.RetxULPPoke = t.TxPackets, t.RetxRTO, t.RetxULPPoke
 	if t.TxPackets > 0 {
 		p.RTOPct = round(100*float64(t.RetxRTO)/float64(t.TxPackets), 4)
 	}
