@@ -208,6 +208,35 @@ func TestSwiftRetransmitCuts(t *testing.T) {
 	}
 }
 
+// With CongestedRetxCuts, an early retransmission cuts only when the
+// flow's latest delay sample was more than a quarter above its target:
+// a loss in a full queue, not a corrupted packet on an idle path.
+func TestSwiftCongestedRetransmitCuts(t *testing.T) {
+	f := newFlow(t, SwiftConfig{BaseTarget: 10 * time.Microsecond, FSRange: -1, CongestedRetxCuts: true})
+	f.advance(100)
+	f.ack(5, 0, 1, 0) // 5 µs: below the 10 µs target
+	w := f.ev.Fcwnd.Float()
+	f.advance(10)
+	if got := f.retx(rue.RetxRACK, 1).Fcwnd.Float(); got != w {
+		t.Fatalf("RACK retransmission on an idle path: %.3f → %.3f, want no cut", w, got)
+	}
+	f.ack(12, 0, 1, 0) // above target, within a quarter of it: Swift's own decrease
+	w = f.ev.Fcwnd.Float()
+	f.advance(30)
+	if got := f.retx(rue.RetxTLP, 1).Fcwnd.Float(); got != w {
+		t.Errorf("TLP retransmission 20 %% over target: %.3f → %.3f, want no cut", w, got)
+	}
+	f.ack(30, 0, 1, 0) // a full queue
+	w = f.ev.Fcwnd.Float()
+	f.advance(40)
+	if got := f.retx(rue.RetxRACK, 1).Fcwnd.Float(); !near(got, w/2, 0.01) {
+		t.Errorf("RACK retransmission in a full queue: %.3f → %.3f, want halved", w, got)
+	}
+	if f.s.Stats.RetxIgnored != 2 || f.s.Stats.RetxCuts != 1 {
+		t.Errorf("stats %+v", f.s.Stats)
+	}
+}
+
 // Persistent congestion walks the window down to the floor and no
 // further; below one packet it turns into an inter-packet gap of
 // srtt/fcwnd, counted from the previous send.

@@ -77,8 +77,8 @@ func parseSwift(s string) (firmware.SwiftConfig, error) {
 			cfg.TargetLevel = uint8(n)
 		case "plb":
 			cfg.PLB = v == "1"
-		case "earlycuts":
-			cfg.EarlyRetxCuts = v == "1"
+		case "earlycuts": // 1: every early retransmission cuts; congested: those on a flow whose delay was above target
+			cfg.EarlyRetxCuts, cfg.CongestedRetxCuts = v == "1", v == "congested"
 		case "rtoonly": // the former name, inverted
 			cfg.EarlyRetxCuts = v == "0"
 		case "delay": // the delay signal: fabric (default), forward or reverse (synchronised clocks: the simulator's)
@@ -130,7 +130,7 @@ func runSimBench(name string, def simBench, args []string, stdout, stderr io.Wri
 	check := fs.Bool("check", false, "exit 1 when a goal is not met")
 	plot := fs.String("plot", "", "write the figure to this .svg file")
 	fw := fs.String("firmware", "swift", "congestion control of every NIC: swift or fixed")
-	swiftSet := fs.String("swift", "", "Swift settings over its defaults: base=7us,hop=2us,fs=20us,ai=1,beta=0.8,mdf=0.5,sub=0,min=0.01,level=15,plb=0,earlycuts=0,reqalpha=0,delay=fabric")
+	swiftSet := fs.String("swift", "", "Swift settings over its defaults: base=7us,hop=2us,fs=20us,ai=1,beta=0.8,mdf=0.5,sub=0,min=0.01,level=15,plb=0,earlycuts=0 (1: every early retransmission cuts; congested: those on a flow whose delay was over 1.25 × target),reqalpha=0,delay=fabric")
 	rackTLP := fs.Bool("rack-tlp", true, "RACK and tail-loss probes on every connection (false: RTO and early retransmission only)")
 	ackPerConn := fs.Bool("ack-per-conn", false, "one ACK per coalescing round on the latest packet's label, not one per flow (the behaviour before per-flow ACKs)")
 	gateInFlight := fs.Bool("gate-inflight", true, "fcwnd bounds the packets in flight (sent, neither acknowledged nor reported received past a hole), as Isekai's Gen3 does; false: the PSN distance from the window's base (Rev 0.9 §9.1.2)")
