@@ -47,10 +47,16 @@ type IncastPoint struct {
 	RTOPct         float64 `json:"rto_pct"`
 	// RetxULPPoke counts RTO resends of packets the receiver reported
 	// holding (not lost; not in RetxRTO).
-	RetxULPPoke uint64            `json:"retx_ulp_poke"`
-	Drops       map[string]uint64 `json:"drops"`
-	Events      uint64            `json:"packet_events"`
-	WallS       float64           `json:"wall_s"`
+	RetxULPPoke uint64 `json:"retx_ulp_poke"`
+	// The other retransmissions, by reason: RACK, tail-loss probes, early
+	// (OOO distance), and the rest (OWN, NACK, Go-Back-N).
+	RetxRACK  uint64            `json:"retx_rack"`
+	RetxTLP   uint64            `json:"retx_tlp"`
+	RetxEarly uint64            `json:"retx_early"`
+	RetxOther uint64            `json:"retx_other"`
+	Drops     map[string]uint64 `json:"drops"`
+	Events    uint64            `json:"packet_events"`
+	WallS     float64           `json:"wall_s"`
 }
 
 // IncastTable is the TX window and initiator table size of the incast
@@ -164,6 +170,7 @@ func incastRun(cfg IncastConfig, qps int) (IncastPoint, error) {
 	}
 	t := Totals(s.QPs)
 	p.TxPackets, p.RetxRTO, p.RetxULPPoke = t.TxPackets, t.RetxRTO, t.RetxULPPoke
+	p.RetxRACK, p.RetxTLP, p.RetxEarly, p.RetxOther = t.RetxRACK, t.RetxTLP, t.RetxEarly, t.RetxOther
 	if t.TxPackets > 0 {
 		p.RTOPct = round(100*float64(t.RetxRTO)/float64(t.TxPackets), 4)
 	}
