@@ -725,19 +725,24 @@ func TestGateInFlightHeldPacketsKeepTheWindow(t *testing.T) {
 	for range 4 {
 		s.deliver(0)
 	}
-	s.wait(10 * time.Microsecond) // B's coalescing timer
-	acks := 0
-	for len(s.q) > 0 && strings.HasPrefix(s.line(s.q[0], false), "B→A") {
-		s.deliver(0)
-		acks++
-	}
-	sent := 0
-	for _, f := range s.q {
-		if strings.HasPrefix(s.line(f, false), "A→B PushData") {
-			sent++
+	// fromB delivers B's queued frames to A and counts them; sent counts
+	// the Push Data A then has queued.
+	fromB := func() (n int) {
+		for ; len(s.q) > 0 && strings.HasPrefix(s.line(s.q[0], false), "B→A"); n++ {
+			s.deliver(0)
 		}
+		return n
 	}
-	if len(held) != 4 || acks == 0 || sent != 0 {
+	sent := func() (n int) {
+		for _, f := range s.q {
+			if strings.HasPrefix(s.line(f, false), "A→B PushData") {
+				n++
+			}
+		}
+		return n
+	}
+	s.wait(10 * time.Microsecond) // B's coalescing timer
+	if acks, sent := fromB(), sent(); len(held) != 4 || acks == 0 || sent != 0 {
 		t.Fatalf("%d requests held by B's ULP, %d frames from B, %d new packets from A; want 4, some, 0", len(held), acks, sent)
 	}
 	// The ULP catches up: the window opens again.
@@ -745,16 +750,8 @@ func TestGateInFlightHeldPacketsKeepTheWindow(t *testing.T) {
 		s.cb.AckPush(rsn)
 	}
 	s.wait(10 * time.Microsecond)
-	for len(s.q) > 0 && strings.HasPrefix(s.line(s.q[0], false), "B→A") {
-		s.deliver(0)
-	}
-	sent = 0
-	for _, f := range s.q {
-		if strings.HasPrefix(s.line(f, false), "A→B PushData") {
-			sent++
-		}
-	}
-	if sent != 4 {
-		t.Errorf("%d new packets after B's ULP acknowledged, want 4; transcript:\n%s", sent, strings.Join(s.log, "\n"))
+	fromB()
+	if n := sent(); n != 4 {
+		t.Errorf("%d new packets after B's ULP acknowledged, want 4; transcript:\n%s", n, strings.Join(s.log, "\n"))
 	}
 }

@@ -110,7 +110,7 @@ func (c *NSPoolCounters) Set() stats.Set {
 		{Name: "pool_coalesced", Help: "backend IOs done as part of a vectored read or write of adjacent IOs", Counter: &c.Coalesced},
 		{Name: "pool_deliveries", Help: "batches of finished IOs handed to the port", Counter: &c.Deliveries},
 		{Name: "pool_port_stopped", Help: "finished IOs dropped: the port had stopped", Counter: &c.PortStopped},
-		{Name: "pool_out_max", Help: "the most IOs the pool held at once (submitted, not yet handed back; at most 1024)", Counter: &c.OutMax},
+		{Name: "pool_out_max", Help: "the most IOs the pool held at once (submitted, not yet handed back; it takes at most 1024)", Counter: &c.OutMax},
 		{Name: "pool_ring_unavailable", Help: "io_uring asked for but refused by the kernel: the workers do the IO", Counter: &c.RingUnavailable},
 		{Name: "pool_ring_runs", Help: "runs of adjacent reads or writes submitted through io_uring", Counter: &c.RingRuns},
 		{Name: "pool_ring_full", Help: "runs that found the io_uring full and went to the workers", Counter: &c.RingFull},
