@@ -83,7 +83,7 @@ type soakReport struct {
 // completion reached for 2 s, is a lost notification) and the Falcon
 // ports' resends and late wakes.
 var soakCounters = []string{"watchdog_avail_no_kick", "watchdog_used_no_call", "watchdog_not_taken", "watchdog_avail_held", "watchdog_checks", "call_fd_swaps", "call_no_fd", "call_failed",
-	"retx_rto", "port_timer_late"}
+	"retx_rto", "retx_ulp_poke", "port_timer_late"}
 
 func benchSoak(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("bench soak", flag.ContinueOnError)

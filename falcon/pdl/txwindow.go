@@ -134,7 +134,7 @@ func (w *TxWindow) Unsettled() uint32 {
 			break
 		}
 	}
-	return n - w.landed + lead
+	return w.InFlight() + lead
 }
 
 // MarkReceived records that the peer's EACK data-rx bitmap shows an

@@ -188,7 +188,9 @@ func round(v float64, digits int) float64 {
 
 func us(d time.Duration) float64 { return round(float64(d)/1e3, 3) }
 
-// ConnTotals sums the initiator-side counters of qps.
+// ConnTotals sums the initiator-side counters of qps. RetxRTO counts
+// every resend on the RTO timer; RetxULPPoke is the part of it that went
+// to packets the peer held for its ULP (not lost).
 type ConnTotals struct {
 	TxPackets, RetxRTO, RetxEarly, RetxRACK, RetxTLP, RetxOther uint64
 	RetxULPPoke                                                 uint64
@@ -200,7 +202,7 @@ func Totals(qps []*QP) ConnTotals {
 	for _, q := range qps {
 		s := &q.Conn.Stats
 		t.TxPackets += s.TxTxnPackets.Load()
-		t.RetxRTO += s.RetxRTO.Load()
+		t.RetxRTO += s.RetxRTO.Load() + s.RetxULPPoke.Load()
 		t.RetxULPPoke += s.RetxULPPoke.Load()
 		t.RetxEarly += s.RetxEarly.Load()
 		t.RetxRACK += s.RetxRACK.Load()

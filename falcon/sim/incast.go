@@ -45,8 +45,8 @@ type IncastPoint struct {
 	TxPackets      uint64  `json:"tx_packets"`
 	RetxRTO        uint64  `json:"retx_rto"`
 	RTOPct         float64 `json:"rto_pct"`
-	// RetxULPPoke counts RTO resends of packets the receiver reported
-	// holding (not lost; not in RetxRTO).
+	// RetxULPPoke is the part of RetxRTO that resent packets the
+	// receiver reported holding (not lost).
 	RetxULPPoke uint64 `json:"retx_ulp_poke"`
 	// The other retransmissions, by reason: RACK, tail-loss probes, early
 	// (OOO distance), and the rest (OWN, NACK, Go-Back-N).
