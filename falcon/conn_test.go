@@ -306,6 +306,52 @@ func TestPacingBelowOnePacket(t *testing.T) {
 	}
 }
 
+// A paced connection's tail-loss probe leaves through the pacing gap like
+// any departure [S §10.3.5]: not one PTO after the lost packet, but one IPG
+// after it, so probes under an incast add nothing to the rate the RUE set.
+func TestTLPProbeWaitsForThePacingGap(t *testing.T) {
+	const ipg = 400 * time.Microsecond
+	s := newScript(t, ConnConfig{SCID: 1, DCID: 2, TLP: true, InitFcwnd: rue.One / 4,
+		InitRTO: 5 * time.Millisecond, MinRTO: 5 * time.Millisecond})
+	s.a.cfg.RUE = &fixedRUE{rue.Response{Fcwnd: rue.One / 4, Ncwnd: 8, IPG: ipg, RTO: 5 * time.Millisecond}}
+	s.ub.onReq = func(c *Conn, r *Request) { c.AckPush(r.RSN) }
+	s.ca.Push(1, nil)
+	s.deliver(0)
+	s.wait(10 * time.Microsecond) // an RTT sample: PTO = 50 µs
+	s.deliver(0)
+	s.flushAll()
+	s.wait(ipg) // the gap after push 1 has passed
+	lost := false
+	var sends []time.Duration
+	s.autoLose = func(dir, desc string) bool {
+		if dir != "A→B" {
+			return false
+		}
+		sends = append(sends, s.clk.Now())
+		if !lost { // push 2's first transmission
+			lost = true
+			return true
+		}
+		return false
+	}
+	s.ca.Push(2, nil)
+	for s.clk.Now() < 3*time.Millisecond && len(s.ua.cpls) < 2 {
+		s.wait(10 * time.Microsecond)
+		s.flushAll()
+	}
+	s.settle()
+	if len(s.ua.cpls) != 2 || len(sends) < 2 {
+		t.Fatalf("%d completions, %d sends of push 2; want 2 and a probe", len(s.ua.cpls), len(sends))
+	}
+	if d := sends[1] - sends[0]; d < ipg {
+		t.Errorf("probe %v after the lost packet, want ≥ the %v gap", d, ipg)
+	}
+	if s.ca.Stats.RetxTLP.Load() != 1 || s.ca.Stats.RetxRTO.Load() != 0 || s.ca.Stats.TLPPaced.Load() == 0 {
+		t.Errorf("tlp %d rto %d tlp_paced %d, want 1, 0, > 0", s.ca.Stats.RetxTLP.Load(),
+			s.ca.Stats.RetxRTO.Load(), s.ca.Stats.TLPPaced.Load())
+	}
+}
+
 // A pull whose Pull Data never comes (the target ULP never answers) is timed
 // out by the TL with kCmplLocalTO; Pull Data that turns up later is acked
 // and discarded.

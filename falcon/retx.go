@@ -263,6 +263,14 @@ func (c *Conn) maxProbes() uint8 {
 // a PTO apart until an ACK re-arms the probe; when probes reroute, each
 // goes out on a new path.
 func (c *Conn) tlpProbe(now time.Duration) {
+	if c.fcwnd < rue.One && now < c.nextSend {
+		// Below one packet of fcwnd every departure, a probe too, leaves
+		// through the pacing gap [S §10.3.5]: a probe sent a PTO after
+		// a paced packet would outrun the rate the RUE set.
+		c.Stats.TLPPaced.Inc()
+		c.tlpAt, c.tlpArmed = c.nextSend, true
+		return
+	}
 	c.tlpFired = true
 	c.tlpProbes++
 	if c.tlpProbes < c.maxProbes() {
