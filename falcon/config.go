@@ -104,7 +104,9 @@ type ConnConfig struct {
 	// cover a lost probe, or the lost ACK of one, at the PTO's pace rather
 	// than the RTO's: a probe the receiver already holds costs it one
 	// duplicate and draws the ACK the sender lacks. RerouteOnProbe probes
-	// up to maxRerouteProbes times whatever this says.
+	// up to maxRerouteProbes times whatever this says. Below one packet
+	// of fcwnd a probe that falls due inside the pacing gap waits for its
+	// end, as every departure of a paced connection does.
 	TLPProbes uint8
 	// GateInFlight lets fcwnd bound the packets in flight — sent and not
 	// acknowledged — rather than the PSN distance from the window's base
