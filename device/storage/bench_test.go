@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"falconnic/device/port"
 )
 
 const benchNSSize = 64 << 20
@@ -39,7 +41,11 @@ func benchBlkNS(b *testing.B, ns NamespaceSpec, typ uint32, size, depth int, ran
 
 // benchBlkCores is benchBlkNS with the ports on cores goroutines.
 func benchBlkCores(b *testing.B, ns NamespaceSpec, typ uint32, size, depth int, random bool, cores int) {
-	r := newBlkRigCores(b, ns, 1, cores)
+	benchBlkOn(b, newBlkRigCores(b, ns, 1, cores), typ, size, depth, random)
+}
+
+// benchBlkOn runs the workload on the rig r.
+func benchBlkOn(b *testing.B, r *blkRig, typ uint32, size, depth int, random bool) {
 	r.start()
 	r.Q.UseIndirect = true
 	rng := rand.New(rand.NewSource(1))
@@ -164,6 +170,34 @@ func BenchmarkBlkSeq128KQD32Cores(b *testing.B) {
 		for _, cores := range []int{1, 2} {
 			b.Run(fmt.Sprintf("file/%s/cores=%d", dir.name, cores), func(b *testing.B) {
 				benchBlkCores(b, benchFileNS(b), dir.typ, 128<<10, 32, false, cores)
+			})
+		}
+	}
+}
+
+// BenchmarkBlkFirmware runs the VM bench's workloads with each firmware
+// on both ports (memory namespace, one goroutine for both ports, as the
+// daemon runs them): between two ports of one daemon Swift should cost
+// what Fixed costs, its windows open and its per-event work a few
+// hundred ns per ACK. Compare cpu-ns/op and IOPS, interleaved.
+func BenchmarkBlkFirmware(b *testing.B) {
+	for _, w := range []struct {
+		name        string
+		typ         uint32
+		size, depth int
+		random      bool
+	}{
+		{"randread4k/qd32", blkTypeIn, 4096, 32, true},
+		{"randwrite4k/qd32", blkTypeOut, 4096, 32, true},
+		{"randread4k/qd1", blkTypeIn, 4096, 1, true},
+		{"read128k/qd32", blkTypeIn, 128 << 10, 32, false},
+		{"write128k/qd32", blkTypeOut, 128 << 10, 32, false},
+	} {
+		for _, fw := range []string{port.FirmwareSwift, port.FirmwareFixed} {
+			b.Run(w.name+"/"+fw, func(b *testing.B) {
+				ns := NamespaceSpec{NSID: 1, Backing: NamespaceMemory, Size: benchNSSize}
+				r := newBlkRigFirmware(b, ns, 1, 1, port.FirmwareSpec{Name: fw})
+				benchBlkOn(b, r, w.typ, w.size, w.depth, w.random)
 			})
 		}
 	}

@@ -49,8 +49,18 @@ func newBlkRigQ(t testing.TB, ns NamespaceSpec, queues int) *blkRig {
 // newBlkRigCores is newBlkRigQ with the two ports on one goroutine (cores
 // 1, the initiator's hosting the target's) or each on its own (2).
 func newBlkRigCores(t testing.TB, ns NamespaceSpec, queues, cores int) *blkRig {
+	return newBlkRigFirmware(t, ns, queues, cores, port.FirmwareSpec{})
+}
+
+// newBlkRigFirmware is newBlkRigCores with fw on both ports.
+func newBlkRigFirmware(t testing.TB, ns NamespaceSpec, queues, cores int, fw port.FirmwareSpec) *blkRig {
 	ctx, cancel := context.WithCancel(context.Background())
 	a, b := port.New(nil, nil), port.New(nil, nil)
+	for _, p := range []*port.Port{a, b} {
+		if err := p.UseFirmware(fw); err != nil {
+			t.Fatal(err)
+		}
+	}
 	ini, tgt := NewNVMeFunc(a, 1), NewNVMeFunc(b, 2) // before Run: SetULP
 	if cores == 1 {                                  // as the daemon runs them by default (NVMeSpec.Cores)
 		a.Adopt(b)
