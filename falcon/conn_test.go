@@ -315,11 +315,7 @@ func TestTLPProbeWaitsForThePacingGap(t *testing.T) {
 		InitRTO: 5 * time.Millisecond, MinRTO: 5 * time.Millisecond})
 	s.a.cfg.RUE = &fixedRUE{rue.Response{Fcwnd: rue.One / 4, Ncwnd: 8, IPG: ipg, RTO: 5 * time.Millisecond}}
 	s.ub.onReq = func(c *Conn, r *Request) { c.AckPush(r.RSN) }
-	s.ca.Push(1, nil)
-	s.deliver(0)
-	s.wait(10 * time.Microsecond) // an RTT sample: PTO = 50 µs
-	s.deliver(0)
-	s.flushAll()
+	s.pushAcked(1) // an RTT sample: PTO = 50 µs
 	s.wait(ipg) // the gap after push 1 has passed
 	lost := false
 	var sends []time.Duration
@@ -683,11 +679,7 @@ func TestTLPProbesRepeatAfterLostProbe(t *testing.T) {
 		s := newScript(t, ConnConfig{SCID: 1, DCID: 2, TLP: true, TLPProbes: tc.probes,
 			InitRTO: 300 * time.Microsecond, MinRTO: 300 * time.Microsecond})
 		s.ub.onReq = func(c *Conn, r *Request) { c.AckPush(r.RSN) }
-		s.ca.Push(1, nil)
-		s.deliver(0)
-		s.wait(10 * time.Microsecond) // an RTT sample: PTO = 50 µs
-		s.deliver(0)
-		s.flushAll()
+		s.pushAcked(1) // an RTT sample: PTO = 50 µs
 		lost := 0
 		s.autoLose = func(dir, desc string) bool { // the push and the first probe
 			if dir == "A→B" && lost < 2 {

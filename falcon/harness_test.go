@@ -163,6 +163,16 @@ func (s *script) wait(d time.Duration) {
 	s.t.Fatal("timers do not settle")
 }
 
+// pushAcked sends one push from A and delivers it and its coalesced ACK:
+// A then has an 8 µs RTT sample, so its PTO is the 50 µs floor.
+func (s *script) pushAcked(cookie uint64) {
+	s.ca.Push(cookie, nil)
+	s.deliver(0)
+	s.wait(10 * time.Microsecond)
+	s.deliver(0)
+	s.flushAll()
+}
+
 // settle delivers everything and lets ACK coalescing timers fire until
 // the link is quiet.
 func (s *script) settle() {

@@ -201,11 +201,7 @@ func TestRerouteProbesRepeat(t *testing.T) {
 		s := newScript(t, ConnConfig{SCID: 1, DCID: 2, TLP: true, InitRTO: 10 * time.Millisecond,
 			MinRTO: 10 * time.Millisecond, ProtectiveReroute: rr, RerouteOnProbe: rr})
 		s.ub.onReq = func(c *Conn, r *Request) { c.AckPush(r.RSN) }
-		s.ca.Push(1, nil)
-		s.deliver(0)
-		s.wait(10 * time.Microsecond) // an RTT sample: PTO = 50 µs
-		s.deliver(0)
-		s.flushAll()
+		s.pushAcked(1) // an RTT sample: PTO = 50 µs
 		label := s.ca.cfg.FlowLabels[0]
 		s.autoLose = func(dir, desc string) bool { return dir == "A→B" } // the path dies
 		s.ca.Push(2, nil)
