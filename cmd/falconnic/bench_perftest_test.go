@@ -115,9 +115,9 @@ func TestPerftestCalibrationMatchesItsReport(t *testing.T) {
 	}
 	// ib_send_lat under a loaded host (session 31): exit status 0, the
 	// warning, and a report of inf that no parser can use.
-	ok := perftestResult{Client: "Correlation coefficient r^2: 0.800849 < 0.9\n" +
+	inf := perftestResult{Client: "Correlation coefficient r^2: 0.800849 < 0.9\n" +
 		" #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]\n 8       1000          inf            inf          inf\n"}
-	if !calibrationFailed(ok) {
+	if !calibrationFailed(inf) {
 		t.Error("a report after a failed calibration, exit status 0, is not run again")
 	}
 	if calibrationFailed(perftestResult{Client: " 8       1000          2.10           9.80         3.05\n"}) {
