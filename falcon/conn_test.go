@@ -316,7 +316,7 @@ func TestTLPProbeWaitsForThePacingGap(t *testing.T) {
 	s.a.cfg.RUE = &fixedRUE{rue.Response{Fcwnd: rue.One / 4, Ncwnd: 8, IPG: ipg, RTO: 5 * time.Millisecond}}
 	s.ub.onReq = func(c *Conn, r *Request) { c.AckPush(r.RSN) }
 	s.pushAcked(1) // an RTT sample: PTO = 50 µs
-	s.wait(ipg) // the gap after push 1 has passed
+	s.wait(ipg)    // the gap after push 1 has passed
 	lost := false
 	var sends []time.Duration
 	s.autoLose = func(dir, desc string) bool {
