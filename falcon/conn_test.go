@@ -793,3 +793,55 @@ func TestGateInFlightHeldPacketsKeepTheWindow(t *testing.T) {
 		t.Errorf("%d new packets after B's ULP acknowledged, want 4; transcript:\n%s", n, strings.Join(s.log, "\n"))
 	}
 }
+
+// After a host stall (the clock jumps past every loss timer while nothing
+// runs), Resumed restarts the due timers instead of letting the first
+// timer pass resend a window the peer holds; a loss inside the stall is
+// still recovered, one timeout after the resume. Without Resumed the
+// same stall resends the window on RTO.
+func TestResumedRestartsLossTimersAfterAStall(t *testing.T) {
+	const rto = time.Millisecond
+	for _, resumed := range []bool{true, false} {
+		s := newScript(t, ConnConfig{SCID: 1, DCID: 2, TLP: true, InitRTO: rto, MinRTO: rto})
+		s.a.cfg.RUE = &fixedRUE{rue.Response{Fcwnd: 32 * rue.One, Ncwnd: 64, RTO: rto}}
+		s.ub.onReq = func(c *Conn, r *Request) { c.AckPush(r.RSN) }
+		s.pushAcked(1)
+		for cookie := uint64(2); cookie <= 9; cookie++ {
+			s.ca.Push(cookie, nil)
+		}
+		s.lose(len(s.q) - 1) // push 9 is lost on the wire
+		stall := func() {
+			now := s.clk.Now() + 5*time.Millisecond
+			s.clk.Set(now) // nothing ran meanwhile: no ACK could be sent or handled
+			if resumed {
+				s.a.Resumed(now)
+				s.b.Resumed(now)
+			}
+			s.a.OnTimer(now)
+			s.b.OnTimer(now)
+		}
+		stall()
+		st := &s.ca.Stats
+		if resumed {
+			if st.RetxRTO.Load() != 0 || st.RetxTLP.Load() != 0 || st.RTOResumed.Load() != 8 || st.TLPResumed.Load() != 1 {
+				t.Fatalf("resumed: retx_rto %d retx_tlp %d rto_resumed %d tlp_resumed %d, want 0 0 8 1",
+					st.RetxRTO.Load(), st.RetxTLP.Load(), st.RTOResumed.Load(), st.TLPResumed.Load())
+			}
+		} else if st.RetxRTO.Load() != 8 {
+			t.Fatalf("not resumed: retx_rto %d, want the 8 packets in flight", st.RetxRTO.Load())
+		}
+		s.settle() // the held pushes arrive, their ACKs come back
+		if resumed && st.RetxRTO.Load()+st.RetxTLP.Load()+st.RetxRACK.Load() != 0 {
+			t.Fatalf("resends before the timeout after the resume: rto %d tlp %d rack %d",
+				st.RetxRTO.Load(), st.RetxTLP.Load(), st.RetxRACK.Load())
+		}
+		for end := s.clk.Now() + 10*rto; len(s.ua.cpls) < 9 && s.clk.Now() < end; {
+			s.wait(10 * time.Microsecond)
+			s.flushAll()
+		}
+		s.settle()
+		if len(s.ua.cpls) != 9 || !s.ca.Idle() {
+			t.Fatalf("resumed %v: %d of 9 pushes completed, idle %v", resumed, len(s.ua.cpls), s.ca.Idle())
+		}
+	}
+}

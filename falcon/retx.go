@@ -308,3 +308,54 @@ func (c *Conn) retxEvent(s *pdl.TxSlot, reason rue.RetxReason, now time.Duration
 	c.Stats.RUERetxEvents[reason].Inc()
 	c.rueEvent(now, s.Flow, rue.EventRetx, 0, 0, 0, wire.TimestampAt(now), 0, 0, 0, 0, false, false, n, reason)
 }
+
+// Resumed tells the endpoint that its host had stopped running it until
+// now: its I/O loop woke a millisecond or more past a due deadline. For
+// that time no acknowledgement could be handled here, nor, when the peer
+// shares the host, sent there, so a timeout that expired in it says
+// nothing about loss; firing it would resend a window the peer holds, and
+// the RUE would cut the window for a congestion that never was. Every loss
+// timer due sooner than one timeout from now (a packet's RTO deadline, the
+// tail-loss probe) restarts at now instead: after a stall a packet is
+// resent only when the endpoint has run for a whole timeout without its
+// acknowledgement. A real loss inside a stall is recovered one timeout
+// later. Call before OnTimer(now); the I/O loop, which alone sees its
+// wake-ups, decides what a stall is.
+func (e *Endpoint) Resumed(now time.Duration) {
+	e.visit = e.visit[:0]
+	e.visit = append(e.visit, e.timers...)
+	for i, c := range e.visit {
+		e.visit[i] = nil
+		if !c.dead {
+			c.resumed(now)
+		}
+	}
+}
+
+// resumed restarts c's loss timers due before one timeout from now.
+func (c *Conn) resumed(now time.Duration) {
+	if c.rtoArmed {
+		c.rtoArmed = false
+		restart := now + c.rto
+		for i := range c.tx {
+			w := &c.tx[i]
+			for psn := w.Base(); psn != w.Next(); psn = psn.Add(1) {
+				s := w.Slot(psn)
+				if !live(s) {
+					continue
+				}
+				if s.Deadline <= now {
+					c.Stats.RTOResumed.Inc()
+				}
+				s.Deadline = max(s.Deadline, restart)
+				c.armRTO(s.Deadline)
+			}
+		}
+	}
+	if c.tlpArmed && c.tlpAt <= now {
+		c.Stats.TLPResumed.Inc()
+	}
+	if c.tlpArmed {
+		c.tlpAt = max(c.tlpAt, now+c.pto())
+	}
+}

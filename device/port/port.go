@@ -73,7 +73,11 @@ type Port struct {
 	core    []*Port
 	runner  *Port
 	adopted int
-	Stats   Counters
+	// resumeStalls: a timer pass lateWake or more past its deadline tells
+	// the endpoints they were stalled (falcon.Endpoint.Resumed). Only on
+	// the real clock: a test's clock.Manual jumps when the test says so.
+	resumeStalls bool
+	Stats        Counters
 	// WrapLink, when set (before the port runs), sees this port's link to
 	// each other port of the daemon as LinkTo makes it, and returns the
 	// link to use in its place (the daemon's capture taps it).
@@ -101,6 +105,10 @@ type Counters struct {
 	// goroutine can handle the ACK: these explain retx_rto on links that
 	// never lose a packet.
 	TimerLate, TimerLateMaxUs stats.Counter
+	// Resumed counts timer passes that ran lateWake or more past the
+	// deadline the goroutine waited for, after which the endpoints
+	// restarted their due loss timers (falcon.Endpoint.Resumed).
+	Resumed stats.Counter
 	// SpinDenied counts the times a polling ULP's port slept on its
 	// timer instead of spinning: other goroutines held every spinning
 	// place (spinners).
@@ -121,6 +129,7 @@ func (c *Counters) Set() stats.Set {
 		{Name: "port_ctl_queue_full", Help: "control-channel frames dropped: the port's queue was full", Counter: &c.CtlQueueFull},
 		{Name: "port_ctl_no_handler", Help: "control-channel frames dropped: no function handles them", Counter: &c.CtlNoHandler},
 		{Name: "port_timer_late", Help: "timer wakes 1 ms or more past their deadline (the host did not run the port's goroutine)", Counter: &c.TimerLate},
+		{Name: "port_resumed", Help: "timer passes 1 ms or more past their deadline (woken late, or spun or busy past it) after which the endpoints restarted their due loss timers instead of resending", Counter: &c.Resumed},
 		{Name: "port_timer_late_max_us", Help: "the latest timer wake, µs past its deadline", Counter: &c.TimerLateMaxUs},
 		{Name: "port_spin_denied", Help: "waits for a polling ULP's deadline slept on the timer, not spun: GOMAXPROCS-1 goroutines already spin (one P stays for the network poller)", Counter: &c.SpinDenied},
 		{Name: "port_spin_no_idle_cpu", Help: "waits for a polling ULP's deadline slept on the timer, not spun: the host's runnable threads left no CPU idle (a spin would take one from a guest)", Counter: &c.SpinNoIdleCPU},
@@ -144,6 +153,7 @@ func New(clk clock.Clock, link falcon.Link) *Port {
 	p := &Port{clk: clk, bc: &burstClock{base: clk}, work: make(chan portWork, queueLen), dead: make(chan struct{}),
 		windows: map[uint32]rue.Fixed{}, links: map[*Port]falcon.RefLink{}}
 	p.core = []*Port{p}
+	p.resumeStalls = clk == clock.Real
 	p.rue = &portRUE{p: p}
 	if err := p.UseFirmware(FirmwareSpec{}); err != nil {
 		panic("port: the default firmware: " + err.Error())
@@ -473,7 +483,7 @@ func (p *Port) Run(ctx context.Context) {
 			}
 			armed = none // fired: the next pass arms it again
 		}
-		p.drainThenPass()
+		p.drainThenPass(at)
 	}
 }
 
@@ -492,12 +502,12 @@ func (p *Port) spin(ctx context.Context, at time.Duration) bool {
 			return false
 		case w := <-p.work:
 			w.p.handle(w)
-			p.drainThenPass()
+			p.drainThenPass(at)
 			return true
 		default:
 		}
 		if p.clk.Now() >= at {
-			p.drainThenPass()
+			p.drainThenPass(at)
 			return true
 		}
 		runtime.Gosched()
@@ -539,7 +549,14 @@ const lateWake = time.Millisecond
 // two ports of one daemon). Go's select picks among ready cases at random,
 // so the order is made here. The queue is drained to its size at most, so
 // timers still run under a steady stream.
-func (p *Port) drainThenPass() {
+//
+// due is the earliest deadline the goroutine knew of when it last waited
+// (negative: none). A pass lateWake or more past it ran after the host
+// had not run the goroutine (or after a backlog of work) for that long:
+// no ACK was handled meanwhile, nor sent by a peer port the same stall
+// stopped, so the endpoints restart their due loss timers (Resumed)
+// rather than resend what the peer holds.
+func (p *Port) drainThenPass(due time.Duration) {
 	for n := 0; n < queueLen; n++ {
 		select {
 		case w := <-p.work:
@@ -550,7 +567,14 @@ func (p *Port) drainThenPass() {
 		break
 	}
 	now := p.clk.Now()
+	stalled := p.resumeStalls && due >= 0 && now-due >= lateWake
+	if stalled {
+		p.Stats.Resumed.Inc()
+	}
 	for _, q := range p.core {
+		if stalled {
+			q.ep.Resumed(now)
+		}
 		q.pass(now)
 	}
 }

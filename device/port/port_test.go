@@ -301,8 +301,9 @@ func TestPortHandlesQueuedWorkBeforeDueTimers(t *testing.T) {
 			t.Fatal("the port refused work")
 		}
 	}
+	due := clk.Now()
 	clk.Advance(10 * time.Millisecond) // the goroutine slept past the deadline
-	p.drainThenPass()
+	p.drainThenPass(due)
 	select {
 	case <-fired:
 		order = append(order, "timer")
@@ -311,6 +312,38 @@ func TestPortHandlesQueuedWorkBeforeDueTimers(t *testing.T) {
 	}
 	if want := "work work work timer"; strings.Join(order, " ") != want {
 		t.Fatalf("ran %v, want %s", order, want)
+	}
+}
+
+// TestPortResumesItsEndpointAfterAStall: a timer pass a millisecond or
+// more past the deadline the goroutine waited for (the host did not run
+// it) restarts the endpoint's due RTOs instead of resending; a pass on
+// time, or on a port that does not resume stalls, resends.
+func TestPortResumesItsEndpointAfterAStall(t *testing.T) {
+	for _, tc := range []struct {
+		resume   bool
+		late     time.Duration
+		wantRetx uint64
+	}{{true, 10 * time.Millisecond, 0}, {false, 10 * time.Millisecond, 1}, {true, 500 * time.Microsecond, 1}} {
+		clk := clock.NewManual(time.Second)
+		p := New(clk, nil) // not running: the test is its goroutine
+		p.resumeStalls = tc.resume
+		c, err := p.Connect(falcon.ConnConfig{SCID: 1, DCID: 2,
+			InitRTO: time.Millisecond, MinRTO: time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Push(1, nil)
+		due, ok := p.coreDeadline()
+		if !ok {
+			t.Fatal("no RTO armed for the push")
+		}
+		clk.Set(due + tc.late)
+		p.drainThenPass(due)
+		if got := c.Stats.RetxRTO.Load(); got != tc.wantRetx {
+			t.Errorf("resume %v, %v late: retx_rto %d, want %d (rto_resumed %d, port_resumed %d)", tc.resume, tc.late,
+				got, tc.wantRetx, c.Stats.RTOResumed.Load(), p.Stats.Resumed.Load())
+		}
 	}
 }
 
