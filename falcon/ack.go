@@ -138,7 +138,11 @@ func (c *Conn) cumAck(dbase, rbase wire.PSN, now time.Duration, standalone bool)
 
 // acked runs when the peer acknowledged an outstanding packet.
 func (c *Conn) acked(i int, psn wire.PSN, s *pdl.TxSlot, now time.Duration) {
-	c.flows[s.Flow].acked++
+	f := &c.flows[s.Flow]
+	f.acked++
+	if f.undoArmed && f.undoPSN == psn && int(f.undoWin) == i {
+		f.undoAcked = true
+	}
 	c.landed(s.Flow)
 	if s.SentAt > c.rackXmit {
 		c.rackXmit = s.SentAt
@@ -205,6 +209,32 @@ func (c *Conn) onAck(a wire.Ack, iv wire.Timestamp, now time.Duration) {
 	}
 	c.rearmTLP(now)
 	c.rueEvent(now, c.flowOf(c.rxFlow), rue.EventACK, a.T1(), a.T2(), iv, t4, a.RxBufferLevel(), a.HopCount(), a.RUEValue(), 0, eack, drop, 0, rue.RetxRTO)
+	c.judgeTimeouts(a.T1(), now)
+}
+
+// judgeTimeouts ends each RTO episode whose first resent packet is now
+// acknowledged. t1 is the ACK's: the send time of the newest packet the
+// peer had received when it acknowledged. If that left before the resend,
+// the ACK answers the original, which was not lost: the timeouts were
+// spurious (Eifel detection, RFC 3522; the links of one daemon and the UDP
+// fabric keep a flow's packets in order, and a reordering that fooled it
+// would only undo a cut). The RUE then gets the window from before them
+// (EventUndo). An ACK without timestamps, or a piggybacked one, proves
+// nothing: the next standalone ACK judges, with a later t1.
+func (c *Conn) judgeTimeouts(t1 wire.Timestamp, now time.Duration) {
+	for fl := range c.flows[:c.cfg.Flows] {
+		f := &c.flows[fl]
+		if !f.undoArmed || !f.undoAcked {
+			continue
+		}
+		f.undoArmed = false
+		if t1 == 0 || t1.Sub(wire.TimestampAt(f.undoAt)) >= 0 {
+			c.Stats.RTOGenuine.Inc()
+			continue
+		}
+		c.Stats.RTOSpurious.Inc()
+		c.rueEvent(now, uint8(fl), rue.EventUndo, 0, 0, 0, wire.TimestampAt(now), 0, 0, 0, 0, false, false, 0, rue.RetxRTO)
+	}
 }
 
 // onEACK merges the EACK's bitmaps into the TX windows, then runs early

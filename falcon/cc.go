@@ -39,6 +39,9 @@ func (c *Conn) rueEvent(now time.Duration, flow uint8, typ rue.EventType, t1, t2
 	ev.FabricMarker, ev.NICMarker, ev.NcwndUp = f.fabricMarker, c.nicMark, c.ncwndUp
 	ev.DelayState, ev.RTTState, ev.BaseDelay, ev.CCOpaque, ev.PLBState = f.delayState, f.rttState, f.baseDelay, c.ccOpaque, f.plbState
 	ev.Now = uint32(wire.TimestampAt(now)) & (1<<24 - 1)
+	if typ == rue.EventUndo {
+		ev.UndoFcwnd = f.undoFcwnd
+	}
 	if r, ok := eng.Handle(ev); ok {
 		c.applyRUE(&r)
 	}

@@ -118,6 +118,15 @@ type flowCC struct {
 	credit                 int32  // weighted round robin's accumulated credit
 	rerouted               bool
 	rerouteAt, holdUntil   time.Duration // protective reroute's last time and PLB hold
+	// An RTO episode (judgeTimeouts): the flow's first RTO resend since
+	// the last episode ended, at undoAt, of packet undoPSN in window
+	// undoWin, found the flow's window at undoFcwnd; undoAcked: that
+	// packet has been acknowledged since.
+	undoArmed, undoAcked bool
+	undoWin              uint8
+	undoPSN              wire.PSN
+	undoFcwnd            rue.Fixed
+	undoAt               time.Duration
 }
 
 type rsnRing struct {

@@ -845,3 +845,75 @@ func TestResumedRestartsLossTimersAfterAStall(t *testing.T) {
 		}
 	}
 }
+
+// cuttingRUE halves the window on each RTO event and, on EventUndo, takes
+// the window the event carries; it records the events.
+type cuttingRUE struct {
+	fcwnd  rue.Fixed
+	events []rue.Event
+}
+
+func (r *cuttingRUE) Handle(ev *rue.Event) (rue.Response, bool) {
+	r.events = append(r.events, *ev)
+	switch {
+	case ev.Type == rue.EventRetx && ev.RetxReason == rue.RetxRTO:
+		r.fcwnd /= 2
+	case ev.Type == rue.EventUndo:
+		r.fcwnd = max(r.fcwnd, ev.UndoFcwnd)
+	}
+	return rue.Response{Conn: ev.Conn, Flow: ev.Flow, Fcwnd: r.fcwnd, Ncwnd: 64, RTO: time.Millisecond}, true
+}
+
+// An RTO episode is judged when the first resent packet is acknowledged:
+// spurious when the ACK answers the original (its t1 is older than the
+// resend), and the RUE then gets the window from before the timeouts
+// (EventUndo); genuine when the originals were lost, and the cut stays.
+func TestSpuriousTimeoutsAreUndone(t *testing.T) {
+	for _, spurious := range []bool{true, false} {
+		s := newScript(t, ConnConfig{SCID: 1, DCID: 2, InitRTO: time.Millisecond, MinRTO: time.Millisecond})
+		r := &cuttingRUE{fcwnd: 32 * rue.One}
+		s.a.cfg.RUE = r
+		s.ub.onReq = func(c *Conn, r *Request) { c.AckPush(r.RSN) }
+		s.pushAcked(1)
+		for cookie := uint64(2); cookie <= 5; cookie++ {
+			s.ca.Push(cookie, nil)
+		}
+		if !spurious {
+			for len(s.q) > 0 {
+				s.lose(0)
+			}
+		}
+		s.wait(time.Millisecond) // every push times out and is resent
+		st := &s.ca.Stats
+		if st.RetxRTO.Load() != 4 || r.fcwnd >= 32*rue.One {
+			t.Fatalf("spurious %v: retx_rto %d fcwnd %v, want 4 resends and a cut window", spurious, st.RetxRTO.Load(), r.fcwnd)
+		}
+		if spurious {
+			for i := 0; i < 4; i++ { // the originals reach B; its ACK overtakes the resends
+				s.deliver(0)
+			}
+			s.wait(20 * time.Microsecond)
+			s.deliver(len(s.q) - 1)
+		}
+		s.settle()
+		undos := 0
+		for _, ev := range r.events {
+			if ev.Type == rue.EventUndo {
+				undos++
+				if ev.UndoFcwnd != 32*rue.One {
+					t.Errorf("undo carries fcwnd %v, want the 32 from before the timeouts", ev.UndoFcwnd)
+				}
+			}
+		}
+		want := map[bool][3]uint64{true: {1, 0, 1}, false: {0, 1, 0}}[spurious]
+		if got := [3]uint64{st.RTOSpurious.Load(), st.RTOGenuine.Load(), uint64(undos)}; got != want {
+			t.Errorf("spurious %v: rto_spurious, rto_genuine, undo events %v, want %v", spurious, got, want)
+		}
+		if spurious != (r.fcwnd == 32*rue.One) {
+			t.Errorf("spurious %v: fcwnd %v after the episode", spurious, r.fcwnd)
+		}
+		if len(s.ua.cpls) != 5 {
+			t.Errorf("spurious %v: %d of 5 pushes completed", spurious, len(s.ua.cpls))
+		}
+	}
+}

@@ -130,6 +130,9 @@ func (c *Conn) rtoFire(i int, psn wire.PSN, s *pdl.TxSlot, now time.Duration) {
 	}
 	s.Retries++
 	c.Stats.RetxRTO.Inc()
+	if f := &c.flows[s.Flow]; !f.undoArmed {
+		f.undoArmed, f.undoAcked, f.undoWin, f.undoPSN, f.undoFcwnd, f.undoAt = true, false, uint8(i), psn, f.fcwnd, now
+	}
 	moved := c.reroute(s.Flow, now)
 	c.retransmit(i, psn, s, now)
 	if moved {

@@ -149,6 +149,7 @@ type SwiftCounters struct {
 	Increases, Decreases, HeldByMark uint64 // fcwnd steps; decreases skipped as within an RTT of the last
 	RetxCuts, RetxFloor              uint64 // fcwnd cut by a retransmission; pinned at the floor by the retry limit
 	RetxIgnored                      uint64 // early, RACK and TLP retransmissions left alone (EarlyRetxCuts off)
+	Undos                            uint64 // windows restored after spurious timeouts (EventUndo)
 	AtFloor, Paced                   uint64 // responses with fcwnd at its floor; below one (an inter-packet gap)
 	NcwndUp, NcwndDown, NcwndNack    uint64 // ncwnd steps by rx-buffer level; cuts by a resource NACK
 	PLBRounds, PLBCongested, Repaths uint64 // PLB rounds ended, of them congested; path changes asked for
@@ -333,6 +334,14 @@ func (s *Swift) Handle(ev *rue.Event) (rue.Response, bool) {
 			r.FabricMarker = now
 		} else {
 			s.Stats.HeldByMark++
+		}
+	case rue.EventUndo:
+		// The timeouts that cut the window were spurious: it goes back
+		// to where they found it, unless it has grown past that since
+		// (RFC 4015's response).
+		if u := ev.UndoFcwnd.Float(); u > fcwnd {
+			fcwnd = u
+			s.Stats.Undos++
 		}
 	}
 

@@ -208,6 +208,37 @@ func TestSwiftRetransmitCuts(t *testing.T) {
 	}
 }
 
+// EventUndo (spurious timeouts) restores the window from before the
+// cuts, and leaves alone a window that has grown past it since.
+func TestSwiftUndoRestoresTheWindow(t *testing.T) {
+	f := newFlow(t, SwiftConfig{BaseTarget: 10 * time.Microsecond, FSRange: -1})
+	f.advance(100)
+	f.ack(5, 0, 1, 0)
+	before := f.ev.Fcwnd
+	f.advance(10)
+	f.retx(rue.RetxRTO, 1)
+	f.advance(10)
+	f.retx(rue.RetxRTO, 1)
+	if f.ev.Fcwnd >= before/2 {
+		t.Fatalf("two RTOs an RTT apart left fcwnd %v of %v", f.ev.Fcwnd, before)
+	}
+	undo := func(w rue.Fixed) rue.Response {
+		e := &f.ev
+		e.Type, e.UndoFcwnd, e.NumAcked = rue.EventUndo, w, 0
+		e.T1, e.T2, e.T3, e.T4 = 0, 0, 0, f.now
+		return f.post()
+	}
+	if r := undo(before); r.Fcwnd != before {
+		t.Errorf("undo to %v gave %v", before, r.Fcwnd)
+	}
+	if r := undo(before / 4); r.Fcwnd != before {
+		t.Errorf("undo to a smaller window %v cut %v to %v", before/4, before, r.Fcwnd)
+	}
+	if f.s.Stats.Undos != 1 || f.s.Stats.Samples != 1 {
+		t.Errorf("undos %d samples %d, want 1 and 1", f.s.Stats.Undos, f.s.Stats.Samples)
+	}
+}
+
 // With CongestedRetxCuts, an early retransmission cuts only when the
 // flow's latest delay sample was more than a quarter above its target:
 // a loss in a full queue, not a corrupted packet on an idle path.

@@ -319,7 +319,7 @@ func (fw *fwEngine) counters() map[string]uint64 {
 	return map[string]uint64{
 		"events": s.Events, "samples": s.Samples, "no_sample": s.NoSample,
 		"increases": s.Increases, "decreases": s.Decreases, "held_by_marker": s.HeldByMark,
-		"retx_cuts": s.RetxCuts, "retx_floor": s.RetxFloor, "retx_ignored": s.RetxIgnored,
+		"retx_cuts": s.RetxCuts, "retx_floor": s.RetxFloor, "retx_ignored": s.RetxIgnored, "undos": s.Undos,
 		"at_floor": s.AtFloor, "paced": s.Paced,
 		"ncwnd_up": s.NcwndUp, "ncwnd_down": s.NcwndDown, "ncwnd_nack": s.NcwndNack,
 		"plb_rounds": s.PLBRounds, "plb_congested": s.PLBCongested, "repaths": s.Repaths, "alpha_set": s.AlphaSet,

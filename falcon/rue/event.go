@@ -41,11 +41,17 @@ const (
 	EventACK  EventType = 0
 	EventNACK EventType = 1
 	EventRetx EventType = 2
+	// EventUndo is not in Rev 0.9: the datapath found that the RTO
+	// retransmissions which began at the flow's last timeout were
+	// spurious (the peer had the packets: Eifel detection, RFC 3522), and
+	// UndoFcwnd carries the flow's window from before them, for the RUE to
+	// restore if it cut for them (the Eifel response, RFC 4015).
+	EventUndo EventType = 3
 )
 
-var eventTypeNames = [...]string{"ACK", "NACK", "RETX"}
+var eventTypeNames = [...]string{"ACK", "NACK", "RETX", "UNDO"}
 
-// String returns "ACK", "NACK" or "RETX".
+// String returns "ACK", "NACK", "RETX" or "UNDO".
 func (t EventType) String() string {
 	if int(t) < len(eventTypeNames) {
 		return eventTypeNames[t]
@@ -83,6 +89,7 @@ type Event struct {
 	EACK       bool
 	EACKDrop   bool // the EACK shows a hole (presumed drop)
 	ECN        uint32
+	UndoFcwnd  Fixed // EventUndo: the flow's fcwnd before the spurious timeouts
 
 	// ConnFcwnd is the connection's fabric window, the sum over its flows
 	// (what the transmit gate enforces; pacing applies below one).
