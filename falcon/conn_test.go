@@ -917,3 +917,54 @@ func TestSpuriousTimeoutsAreUndone(t *testing.T) {
 		}
 	}
 }
+
+// Frames stamped with their arrival at the NIC (ArrivedAt) carry it as
+// their receive time: a data packet's t2 in the ACK, an ACK's t4 in the
+// RUE event, so time spent in either NIC's ingress queue is hold, not
+// fabric delay. Without a stamp the receive time is when the endpoint
+// handles the frame.
+func TestArrivalStampsAreTheReceiveTimes(t *testing.T) {
+	const queued = 300 * time.Microsecond
+	for _, stamped := range []bool{true, false} {
+		s := newScript(t, ConnConfig{SCID: 1, DCID: 2})
+		r := &cuttingRUE{fcwnd: 32 * rue.One}
+		s.a.cfg.RUE = r
+		s.ub.onReq = func(c *Conn, r *Request) { c.AckPush(r.RSN) }
+		sent := s.clk.Now()
+		s.ca.Push(1, nil)
+		s.clk.Set(sent + queued) // the push waits in B's ingress queue
+		if stamped {
+			s.b.ArrivedAt(sent)
+		}
+		s.deliver(0)
+		s.b.ArrivedAt(-1)
+		s.wait(20 * time.Microsecond) // B's coalesced ACK goes out
+		acked := s.clk.Now()
+		s.clk.Set(acked + queued) // the ACK waits in A's ingress queue
+		if stamped {
+			s.a.ArrivedAt(acked)
+		}
+		s.deliver(0)
+		s.a.ArrivedAt(-1)
+		var ev *rue.Event
+		for i := range r.events {
+			if r.events[i].Type == rue.EventACK {
+				ev = &r.events[i]
+			}
+		}
+		if ev == nil {
+			t.Fatal("no ACK event")
+		}
+		rtt := wire.Timestamp(ev.T4).Sub(wire.Timestamp(ev.T1))
+		hold := wire.Timestamp(ev.T3).Sub(wire.Timestamp(ev.T2))
+		fabric := rtt - hold
+		// Stamped, the fabric delay is what the script's 20 µs wait adds
+		// between B's ACK and A's stamp.
+		if stamped && fabric > 20*time.Microsecond || !stamped && fabric < 2*queued {
+			t.Errorf("stamped %v: fabric delay %v (rtt %v, hold %v)", stamped, fabric, rtt, hold)
+		}
+		if got := s.ca.rtt.Or(0); stamped && got > queued+25*time.Microsecond {
+			t.Errorf("stamped: rtt sample %v includes A's ingress wait", got)
+		}
+	}
+}

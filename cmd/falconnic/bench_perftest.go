@@ -93,7 +93,12 @@ type benchRow struct {
 	// rdma.rdma_doorbells over rdma.verbs.send_wqes): 1 or more without
 	// doorbell polling, toward 0 while the NICs poll.
 	DoorbellFrames *benchSeries `json:"falconnic_doorbell_frames_per_wqe,omitempty"`
-	RXE            benchSeries  `json:"rxe"`
+	// RetxRTO is the Falcon ports' resends on RTO per sample (retx_rto
+	// summed over the NICs); stderr adds how many RTO episodes were found
+	// spurious (rto_spurious), deadlines restarted after a host stall
+	// (rto_resumed) and duplicates the receivers dropped (rx_drop_dup_old).
+	RetxRTO *benchSeries `json:"falconnic_retx_rto,omitempty"`
+	RXE     benchSeries  `json:"rxe"`
 	// Ratio is falconnic/rxe of the medians: ≥ 5 is the bandwidth goal,
 	// ≤ 0.5 the latency goal.
 	Ratio   float64 `json:"ratio_falconnic_over_rxe"`
@@ -180,6 +185,7 @@ func benchPerftest(ctx context.Context, args []string, stdout, stderr io.Writer)
 	results := map[pairKind][][]float64{}
 	cpu := make([][]float64, len(cases))      // the falconnic daemon's ms per MiB
 	dbFrames := make([][]float64, len(cases)) // DB_SQ frames per send WQE
+	retx := make([][]float64, len(cases))     // resends on RTO per sample
 	failures := map[pairKind]int{}
 	// One pair at a time: two TCG guests already use most of two cores.
 	for _, kind := range kinds {
@@ -199,12 +205,12 @@ func benchPerftest(ctx context.Context, args []string, stdout, stderr io.Writer)
 			for i, c := range cases {
 				// A failed run (Soft-RoCE under TCG fails now and then) is
 				// counted and retried, at most benchRetries times per sample.
-				cpu0, db0 := p.daemonCPU(), p.doorbells(ctx)
+				cpu0, db0, fc0 := p.daemonCPU(), p.doorbells(ctx), p.daemonCounters(ctx)
 				r := p.run(ctx, c.argv, 5*time.Minute)
 				for try := 0; r.Err() != nil && try < benchRetries && ctx.Err() == nil; try++ {
 					fmt.Fprintf(stderr, "bench perftest: %s: %s failed, retrying: %v\n", p.device, strings.Join(c.argv, " "), r.Err())
 					failures[kind]++
-					cpu0, db0 = p.daemonCPU(), p.doorbells(ctx)
+					cpu0, db0, fc0 = p.daemonCPU(), p.doorbells(ctx), p.daemonCounters(ctx)
 					r = p.run(ctx, c.argv, 5*time.Minute)
 				}
 				used := p.daemonCPU() - cpu0
@@ -213,6 +219,13 @@ func benchPerftest(ctx context.Context, args []string, stdout, stderr io.Writer)
 					dbFrames[i] = append(dbFrames[i], f)
 					fmt.Fprintf(stderr, "bench perftest: %d DB_SQ frames for %d send WQEs (%.3f per WQE); polling: %s\n",
 						db.frames-db0.frames, db.wqes-db0.wqes, f, pollDeltas(db0, db))
+				}
+				if kind == pairFalcon {
+					fc := p.daemonCounters(ctx)
+					d := func(k string) uint64 { return fc[k] - fc0[k] }
+					retx[i] = append(retx[i], float64(d("retx_rto")))
+					fmt.Fprintf(stderr, "bench perftest: %d resends on RTO, %d RTO episodes spurious; %d deadlines restarted after host stalls; %d duplicates dropped\n",
+						d("retx_rto"), d("rto_spurious"), d("rto_resumed"), d("rx_drop_dup_old"))
 				}
 				if err := r.Err(); err != nil {
 					p.close()
@@ -251,6 +264,9 @@ func benchPerftest(ctx context.Context, args []string, stdout, stderr io.Writer)
 		}
 		if len(dbFrames[i]) > 0 {
 			row.DoorbellFrames = &benchSeries{dbFrames[i], perftestMedian(dbFrames[i])}
+		}
+		if len(retx[i]) > 0 {
+			row.RetxRTO = &benchSeries{retx[i], perftestMedian(retx[i])}
 		}
 		if c.bandwidth {
 			row.Unit = "MB/s (perftest BW average)"
