@@ -198,7 +198,7 @@ func (c *Conn) onAck(a wire.Ack, iv wire.Timestamp, now time.Duration) {
 	if !c.cumAck(a.DataBase(), a.ReqBase(), now, true) {
 		return
 	}
-	t4 := wire.TimestampAt(c.ep.rxTime(now))
+	t4 := wire.TimestampAt(now)
 	rtt := t4.Sub(a.T1())
 	if (a.T1() != 0 || a.T2() != 0) && rtt > 0 && rtt < time.Second {
 		c.rtt.Sample(rtt)
@@ -316,7 +316,7 @@ func (c *Conn) onNack(n wire.Nack, iv wire.Timestamp, now time.Duration) {
 		c.Stats.RxNackBadCode.Inc()
 		return
 	}
-	c.rueEvent(now, c.flowOf(c.rxFlow), rue.EventNACK, n.T1(), n.T2(), iv, wire.TimestampAt(c.ep.rxTime(now)), n.RxBufferLevel(), n.HopCount(), n.RUEValue(), uint8(code), false, false, 0, rue.RetxRTO)
+	c.rueEvent(now, c.flowOf(c.rxFlow), rue.EventNACK, n.T1(), n.T2(), iv, wire.TimestampAt(now), n.RxBufferLevel(), n.HopCount(), n.RUEValue(), uint8(code), false, false, 0, rue.RetxRTO)
 	h(c, n, i, psn, s, now)
 }
 

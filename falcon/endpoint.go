@@ -124,10 +124,6 @@ type Endpoint struct {
 	rng     interface{ Uint32() uint32 }
 	nXoff   int
 	xonNext int // where the next Xon scan starts (round robin)
-	// arrived is when the frames being received reached the NIC, if the
-	// I/O layer said (ArrivedAt; arrivedSet).
-	arrived    time.Duration
-	arrivedSet bool
 	// Connections with a pending timer, by deadline (timers.go).
 	timers []*Conn
 	visit  []*Conn
@@ -399,26 +395,4 @@ func (e *Endpoint) sendOn(l Link, pkt []byte, flow uint32, ref bool, mem *frameb
 	case l != nil:
 		l.Send(frame, flow)
 	}
-}
-
-// ArrivedAt tells the endpoint when the frames it receives from now on
-// reached the NIC, until the next call; a negative t: when it handles
-// them. Their receive timestamps, t2 of a transaction packet and t4 of an
-// ACK or NACK [S §7.7], are then that time: a NIC stamps a packet at its
-// ingress, so the time it waits there for the NIC's pipeline is the
-// receiver's hold (t3 − t2), not fabric delay. An I/O layer whose
-// receiver runs on a shared host (the daemon's ports) gives the time its
-// queue took each frame in; without it, a host that did not run that
-// queue for a while would read as a congested fabric.
-func (e *Endpoint) ArrivedAt(t time.Duration) {
-	e.arrived, e.arrivedSet = t, t >= 0
-}
-
-// rxTime is the receive time of the frame being handled: when it reached
-// the NIC (ArrivedAt), else now. Never later than now.
-func (e *Endpoint) rxTime(now time.Duration) time.Duration {
-	if e.arrivedSet && e.arrived < now {
-		return e.arrived
-	}
-	return now
 }

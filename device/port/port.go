@@ -92,8 +92,7 @@ type portWork struct {
 	burst *portBurst    // a burst of frames from another port (portLink)
 	flow  uint32
 	fn    func(*falcon.Endpoint)
-	sa    PacketOpener  // pkt is a PSP datagram this SA opens (ReceiveSealed)
-	at    time.Duration // when the port's queue took pkt or burst in: the frames' arrival at the NIC
+	sa    PacketOpener // pkt is a PSP datagram this SA opens (ReceiveSealed)
 }
 
 // Counters count the port's queue and demux drops.
@@ -298,7 +297,7 @@ func (p *Port) nextDeadline() (time.Duration, bool) {
 
 // Receive queues a Falcon frame from the link (copied; never blocks).
 func (p *Port) Receive(pkt []byte, flow uint32) {
-	w := portWork{p: p, flow: flow, at: p.clk.Now()}
+	w := portWork{p: p, flow: flow}
 	w.pkt, w.buf = copyFrame(pkt)
 	select {
 	case p.work <- w:
@@ -736,31 +735,24 @@ func (p *Port) handle(w portWork) {
 	case w.burst != nil:
 		// One burst of the endpoint's counters per burst of frames: its
 		// per-packet counts are published once, at EndBurst. The frames
-		// of a burst arrived together: they share one receive timestamp,
-		// when the queue took the burst in (ArrivedAt), and one clock for
-		// the work they cause, the clock read above.
+		// of a burst arrived together: they share one timestamp, the
+		// clock read above, as a NIC stamps a batch it takes off a ring.
 		p.ep.BeginBurst()
-		p.ep.ArrivedAt(w.at)
 		p.Stats.RxPackets.Add(uint64(len(w.burst.frames)))
 		for _, f := range w.burst.frames {
 			p.cur = f.buf
 			p.ep.ReceiveInProcess(f.pkt, f.flow)
 			putFrame(p.cur)
 		}
-		p.ep.ArrivedAt(-1)
 		p.ep.EndBurst()
 		p.cur = nil
 		putBurst(w.burst)
 	case w.sa != nil:
-		p.ep.ArrivedAt(w.at)
 		p.receiveSealed(w)
-		p.ep.ArrivedAt(-1)
 	default:
 		p.Stats.RxPackets.Inc()
 		p.cur = w.buf
-		p.ep.ArrivedAt(w.at)
 		p.ep.Receive(w.pkt, w.flow)
-		p.ep.ArrivedAt(-1)
 		putFrame(p.cur)
 		p.cur = nil
 	}
@@ -945,7 +937,7 @@ func (ob *portOutbox) flush() {
 	b := ob.burst
 	ob.burst = nil
 	select {
-	case ob.to.work <- portWork{p: ob.to, burst: b, at: ob.to.clk.Now()}:
+	case ob.to.work <- portWork{p: ob.to, burst: b}:
 	default:
 		ob.to.Stats.RxQueueFull.Add(uint64(len(b.frames)))
 		for _, f := range b.frames {
