@@ -81,9 +81,9 @@ type soakReport struct {
 // soakCounters are the daemon counters the soak adds up: the ring
 // watchdog's (any non-zero but watchdog_avail_held, a held ring that no
 // completion reached for 2 s, is a lost notification) and the Falcon
-// ports' resends and late wakes.
+// ports' resends, spurious RTO episodes, late wakes and stall resumes.
 var soakCounters = []string{"watchdog_avail_no_kick", "watchdog_used_no_call", "watchdog_not_taken", "watchdog_avail_held", "watchdog_checks", "call_fd_swaps", "call_no_fd", "call_failed",
-	"retx_rto", "retx_ulp_poke", "port_timer_late"}
+	"retx_rto", "retx_ulp_poke", "rto_spurious", "port_timer_late", "port_resumed"}
 
 func benchSoak(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("bench soak", flag.ContinueOnError)
