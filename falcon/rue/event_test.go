@@ -14,7 +14,7 @@ func TestFixedPoint(t *testing.T) {
 	if (3*One+One/4).String() != "3.250" || (5*One).Int() != 5 {
 		t.Error("formatting")
 	}
-	for _, e := range []EventType{EventACK, EventNACK, EventRetx} {
+	for _, e := range []EventType{EventACK, EventNACK, EventRetx, EventUndo} {
 		if e.String()[0] == 'E' {
 			t.Errorf("event type %d unnamed", e)
 		}
