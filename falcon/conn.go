@@ -79,6 +79,7 @@ type Conn struct {
 	rtoAt, tlpAt, rnrAt, txnAt             time.Duration
 	rtoArmed, tlpArmed, rnrArmed, txnArmed bool
 	paceArmed, tlpFired, xoff, inCB        bool
+	tlpResumed                             bool  // tlpAt was restarted after a host stall since it was armed (Resumed)
 	tlpProbes                              uint8 // probes since the last ACK
 
 	ini     tl.Initiator

@@ -917,3 +917,28 @@ func TestSpuriousTimeoutsAreUndone(t *testing.T) {
 		}
 	}
 }
+
+// A host that stalls the endpoint again and again delays a resend by one
+// timeout, not forever: each packet's deadline restarts once per
+// transmission.
+func TestResumedRestartsEachDeadlineOnce(t *testing.T) {
+	const rto = time.Millisecond
+	s := newScript(t, ConnConfig{SCID: 1, DCID: 2, InitRTO: rto, MinRTO: rto})
+	s.a.cfg.RUE = &fixedRUE{rue.Response{Fcwnd: 32 * rue.One, Ncwnd: 64, RTO: rto}}
+	s.ub.onReq = func(c *Conn, r *Request) { c.AckPush(r.RSN) }
+	s.pushAcked(1)
+	s.ca.Push(2, nil)
+	s.lose(0)
+	st := &s.ca.Stats
+	// Stalls in a row, each past the deadline: the first restarts it, the
+	// second resends, the third restarts the resend's deadline.
+	for i, want := range [][2]uint64{{1, 0}, {1, 1}, {2, 1}} {
+		now := s.clk.Now() + 5*time.Millisecond
+		s.clk.Set(now)
+		s.a.Resumed(now)
+		s.a.OnTimer(now)
+		if got := [2]uint64{st.RTOResumed.Load(), st.RetxRTO.Load()}; got != want {
+			t.Fatalf("after stall %d: rto_resumed, retx_rto %v, want %v", i+1, got, want)
+		}
+	}
+}

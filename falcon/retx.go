@@ -235,7 +235,7 @@ func (c *Conn) rearmTLP(now time.Duration) {
 	if !c.cfg.TLP {
 		return
 	}
-	c.tlpFired, c.tlpProbes = false, 0
+	c.tlpFired, c.tlpProbes, c.tlpResumed = false, 0, false
 	if c.tx[reqW].Outstanding() == 0 && c.tx[dataW].Outstanding() == 0 {
 		c.tlpArmed = false
 		return
@@ -274,7 +274,7 @@ func (c *Conn) tlpProbe(now time.Duration) {
 		c.tlpAt, c.tlpArmed = c.nextSend, true
 		return
 	}
-	c.tlpFired = true
+	c.tlpFired, c.tlpResumed = true, false
 	c.tlpProbes++
 	if c.tlpProbes < c.maxProbes() {
 		c.tlpAt, c.tlpArmed = now+c.pto(), true
@@ -322,8 +322,11 @@ func (c *Conn) retxEvent(s *pdl.TxSlot, reason rue.RetxReason, now time.Duration
 // tail-loss probe) restarts at now instead: after a stall a packet is
 // resent only when the endpoint has run for a whole timeout without its
 // acknowledgement. A real loss inside a stall is recovered one timeout
-// later. Call before OnTimer(now); the I/O loop, which alone sees its
-// wake-ups, decides what a stall is.
+// later, and a timer restarts once per transmission (a packet's) or per
+// arming (the probe's): a host that stalls the endpoint again and again
+// delays a resend by one timeout, never indefinitely. Call before
+// OnTimer(now); the I/O loop, which alone sees its wake-ups, decides what
+// a stall is.
 func (e *Endpoint) Resumed(now time.Duration) {
 	e.visit = e.visit[:0]
 	e.visit = append(e.visit, e.timers...)
@@ -347,18 +350,20 @@ func (c *Conn) resumed(now time.Duration) {
 				if !live(s) {
 					continue
 				}
-				if s.Deadline <= now {
-					c.Stats.RTOResumed.Inc()
+				if s.Deadline < restart && !s.Resumed {
+					if s.Deadline <= now {
+						c.Stats.RTOResumed.Inc()
+					}
+					s.Deadline, s.Resumed = restart, true
 				}
-				s.Deadline = max(s.Deadline, restart)
 				c.armRTO(s.Deadline)
 			}
 		}
 	}
-	if c.tlpArmed && c.tlpAt <= now {
-		c.Stats.TLPResumed.Inc()
-	}
-	if c.tlpArmed {
-		c.tlpAt = max(c.tlpAt, now+c.pto())
+	if c.tlpArmed && !c.tlpResumed && c.tlpAt < now+c.pto() {
+		if c.tlpAt <= now {
+			c.Stats.TLPResumed.Inc()
+		}
+		c.tlpAt, c.tlpResumed = now+c.pto(), true
 	}
 }

@@ -149,6 +149,7 @@ func (c *Conn) transmit(i int, psn wire.PSN, s *pdl.TxSlot, now time.Duration, r
 	p.SetAR(retx || c.wantAR())
 	s.SentAt = now
 	s.Deadline = now + c.backoff(s.Retries)
+	s.Resumed = false
 	if s.State == pdl.SlotHeld {
 		s.State = pdl.SlotInflight
 	}

@@ -39,6 +39,7 @@ type TxSlot struct {
 	Request  bool            // counts toward the outstanding-request counter (ORC)
 	Retx     bool            // last send was a retransmission (ORRC)
 	Refused  bool            // the receiver refused it (resource or RNR NACK): the next resend is no attempt
+	Resumed  bool            // Deadline was restarted after a host stall since the last send (falcon's Endpoint.Resumed)
 	Flow     uint8
 	Retries  uint8 // retransmissions of the current packet (reset by Resync)
 	Early    uint8 // early retransmissions (capped)
