@@ -16,7 +16,9 @@
 // floor after RetxLimit RTOs; early, RACK and TLP repairs leave the window
 // alone unless EarlyRetxCuts, as in Isekai, where only timeouts reach the
 // RUE), pacing below one packet, and an AIMD on the NIC
-// window from the receiver's rx-buffer level. With PLB on, persistent
+// window from the receiver's rx-buffer level. When the datapath finds
+// that the timeouts behind its RTO cuts were spurious (rue.EventUndo,
+// Eifel), Swift restores the window they found. With PLB on, persistent
 // congestion on a flow asks the datapath for a new path (RandomizePath).
 // Swift keeps no per-connection state of its own: everything round-trips
 // through the event and response records (see the state layout in
