@@ -319,7 +319,7 @@ func (c *Conn) retxEvent(s *pdl.TxSlot, reason rue.RetxReason, now time.Duration
 // nothing about loss; firing it would resend a window the peer holds, and
 // the RUE would cut the window for a congestion that never was. Every loss
 // timer due sooner than one timeout from now (a packet's RTO deadline, the
-// tail-loss probe) restarts at now instead: after a stall a packet is
+// tail-loss probe) is pushed out to one timeout from now: after a stall a packet is
 // resent only when the endpoint has run for a whole timeout without its
 // acknowledgement. A real loss inside a stall is recovered one timeout
 // later, and a timer restarts once per transmission (a packet's) or per
@@ -328,10 +328,9 @@ func (c *Conn) retxEvent(s *pdl.TxSlot, reason rue.RetxReason, now time.Duration
 // OnTimer(now); the I/O loop, which alone sees its wake-ups, decides what
 // a stall is.
 func (e *Endpoint) Resumed(now time.Duration) {
-	e.visit = e.visit[:0]
-	e.visit = append(e.visit, e.timers...)
-	for i, c := range e.visit {
-		e.visit[i] = nil
+	// Deadlines only move later: every heap key stays early, never late
+	// (timers.go), so the heap needs no refiling.
+	for _, c := range e.timers {
 		if !c.dead {
 			c.resumed(now)
 		}
