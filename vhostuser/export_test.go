@@ -10,15 +10,3 @@ func (s *Server) WatchdogCheck() {
 		cur.watchdogCheck()
 	}
 }
-
-// WakePending reports whether queue idx of the current session has a wake
-// its worker has not taken yet.
-func (s *Server) WakePending(idx int) bool {
-	s.mu.Lock()
-	cur := s.cur
-	s.mu.Unlock()
-	if cur == nil || idx >= len(cur.queues) {
-		return false
-	}
-	return len(cur.queues[idx].wake) > 0
-}

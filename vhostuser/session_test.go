@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,12 +32,14 @@ type echoDev struct {
 	// noNotify makes it complete chains without calling Notify (a lost
 	// call, for the watchdog tests).
 	watch, noNotify bool
-	// holdKicks makes it tell the guest not to kick after each pass
-	// (Queue.HoldKicks), as a device with requests in flight does.
+	// holdKicks makes it tell the guest not to kick after each pass that
+	// took a chain (Queue.HoldKicks), as a device with requests in flight
+	// does; an empty pass does not hold, as a device with none does not.
 	holdKicks bool
-	// parked is true while RunQueue waits for a wake (set just before it
-	// blocks), so a test can tell the worker has nothing left to do.
-	parked atomic.Bool
+	// idle, if set, is how a test asks the worker whether it has nothing
+	// left to do: the worker answers only between passes, true when no
+	// wake is waiting for it.
+	idle chan chan bool
 }
 
 func (d *echoDev) SetMemTable(t *vhostuser.MemTable) {
@@ -84,13 +85,14 @@ func (d *echoDev) RunQueue(q *vhostuser.Queue) {
 	}
 	var c vhostuser.Chain
 	for {
-		d.parked.Store(true)
 		select {
 		case <-q.Done():
 			return
 		case <-q.Wake():
+		case ask := <-d.idle:
+			ask <- len(q.Wake()) == 0
+			continue
 		}
-		d.parked.Store(false)
 		popped := false
 		for q.Pop(&c) {
 			popped = true
@@ -114,7 +116,7 @@ func (d *echoDev) RunQueue(q *vhostuser.Queue) {
 				q.Push(c.Head, w)
 			}
 		}
-		if d.holdKicks {
+		if d.holdKicks && popped {
 			q.HoldKicks()
 		}
 		if !d.noNotify {

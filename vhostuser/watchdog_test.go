@@ -18,22 +18,36 @@ func watchdogRig(t *testing.T, dev *echoDev, feat uint64) *rig {
 	dev.queues = 1
 	dev.features = feat
 	dev.batches = make(chan struct{}, 16)
+	dev.idle = make(chan chan bool)
 	r := newRig(t, dev, vhostusertest.OneRegion(1<<20), 0, 16)
 	r.startRings(feat)
 	return r
 }
 
 // settle waits until every kick sent so far reached the worker and the
-// worker is parked with no wake pending: a chain published after it is
-// taken only on a new wake.
+// worker is between passes with no wake pending: a chain published after
+// it is taken only on a new wake. The worker itself answers, so a pass
+// that has taken its wake but not begun cannot pass for idle.
 func settle(t *testing.T, r *rig, dev *echoDev, kicks uint64) {
 	t.Helper()
-	deadline := time.Now().Add(failsafe)
-	for r.counters()["kicks"] < kicks || !dev.parked.Load() || r.srv.WakePending(0) {
-		if time.Now().After(deadline) {
-			t.Fatal("the ring's worker did not settle")
+	deadline := time.After(failsafe)
+	for {
+		if r.counters()["kicks"] >= kicks { // a kick is counted after its wake is sent
+			ask := make(chan bool, 1)
+			select {
+			case dev.idle <- ask:
+				if <-ask {
+					return
+				}
+			case <-deadline:
+				t.Fatal("the ring's worker did not settle")
+			}
 		}
-		time.Sleep(time.Millisecond)
+		select {
+		case <-deadline:
+			t.Fatal("the ring's worker did not settle")
+		case <-time.After(time.Millisecond):
+		}
 	}
 }
 
@@ -91,6 +105,10 @@ func TestWatchdogWakesHeldRingWithoutCountingALostKick(t *testing.T) {
 	r := watchdogRig(t, dev, feat)
 	q := r.qs[0]
 	q.EventIdx = true
+	// The ring's start wakes the worker once: let that empty pass end,
+	// so that the kick below brings the one pass that takes "first" and
+	// holds.
+	settle(t, r, dev, 0)
 	post(t, q, []byte("first"))
 	if !q.PublishKick() {
 		t.Fatal("no kick asked of an idle ring")
@@ -153,6 +171,7 @@ func TestWatchdogCallsForCompletionsWithoutCall(t *testing.T) {
 	q.Publish()
 	q.Kick()
 	dev.waitBatch(t)
+	settle(t, r, dev, 1)
 	for i := 0; i < 4; i++ {
 		r.srv.WatchdogCheck()
 	}
@@ -190,6 +209,7 @@ func TestWatchdogCallsWithoutEventIdx(t *testing.T) {
 	q.Publish()
 	q.Kick()
 	dev.waitBatch(t)
+	settle(t, r, dev, 1)
 	for i := 0; i < 4; i++ {
 		r.srv.WatchdogCheck()
 	}
