@@ -248,7 +248,7 @@ func counterDeltas(a, b map[string]uint64, n int) []string {
 	return out
 }
 
-func runNFS(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func runNFS(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	fs := flag.NewFlagSet("nfs", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprintln(stderr, nfsUsage); fs.PrintDefaults() }
@@ -280,11 +280,11 @@ func runNFS(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	dir, cleanup, err := pairWorkDir(*state, "fn-nfs-", *keep)
+	dir, done, err := pairWorkDir(*state, "fn-nfs-", *keep, stderr)
 	if err != nil {
 		return err
 	}
-	defer cleanup()
+	defer func() { done(err) }()
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	start := time.Now()

@@ -224,7 +224,7 @@ func nvmfKernelLogs(ctx context.Context, p *rdmaPair, stderr io.Writer) {
 	}
 }
 
-func runNVMf(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func runNVMf(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	fs := flag.NewFlagSet("nvmf", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprintln(stderr, nvmfUsage); fs.PrintDefaults() }
@@ -262,11 +262,11 @@ func runNVMf(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	dir, cleanup, err := pairWorkDir(*state, "fn-nvmf-", *keep)
+	dir, done, err := pairWorkDir(*state, "fn-nvmf-", *keep, stderr)
 	if err != nil {
 		return err
 	}
-	defer cleanup()
+	defer func() { done(err) }()
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	start := time.Now()

@@ -113,3 +113,36 @@ func TestRequireImageModules(t *testing.T) {
 		t.Fatalf("image without nvmet-rdma: %v", err)
 	}
 }
+
+// A pair command's temporary work directory goes when the run passes and
+// stays, named on the log, when it fails; a --state directory always stays.
+func TestPairWorkDirKeptOnlyForAFailure(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	var log bytes.Buffer
+	dir, done, err := pairWorkDir("", "fn-perftest-", false, &log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done(nil)
+	if _, err := os.Stat(dir); !os.IsNotExist(err) || log.Len() != 0 {
+		t.Fatalf("a passing run's directory: stat %v, log %q", err, log.String())
+	}
+	dir, done, err = pairWorkDir("", "fn-perftest-", false, &log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done(errors.New("ib_atomic_lat: client (A): no answer"))
+	if _, err := os.Stat(dir); err != nil || !strings.Contains(log.String(), "perftest: the run failed: its work directory") ||
+		!strings.Contains(log.String(), dir) {
+		t.Fatalf("a failed run's directory: stat %v, log %q", err, log.String())
+	}
+	state := filepath.Join(t.TempDir(), "state")
+	dir, done, err = pairWorkDir(state, "fn-perftest-", false, &log)
+	if err != nil || dir != state {
+		t.Fatalf("--state: %q %v", dir, err)
+	}
+	done(nil)
+	if _, err := os.Stat(state); err != nil {
+		t.Fatalf("--state directory removed: %v", err)
+	}
+}

@@ -505,7 +505,7 @@ func (r perftestResult) Err() error {
 }
 
 // run runs argv between the pair (runOnce), and runs it again, at most
-// calibrationTries times in all, while the client fails perftest's own
+// calibrationTries times in all, while either side fails perftest's own
 // CPU-frequency calibration: perftest times its report by the TSC against
 // gettimeofday, and when their samples disagree (r^2 < 0.9), which a TCG
 // vCPU descheduled by a loaded host causes, it either exits ("Can't
@@ -522,9 +522,12 @@ func (p *rdmaPair) run(ctx context.Context, argv []string, timeout time.Duration
 	}
 }
 
-// calibrationFailed reports whether perftest's client said its
-// CPU-frequency calibration failed, whatever its exit status.
-func calibrationFailed(r perftestResult) bool { return perftestCalibration.MatchString(r.Client) }
+// calibrationFailed reports whether perftest's client or server said its
+// CPU-frequency calibration failed, whatever its exit status (the server
+// of a bandwidth test calibrates too, and exits 1 on it).
+func calibrationFailed(r perftestResult) bool {
+	return perftestCalibration.MatchString(r.Client) || perftestCalibration.MatchString(r.Server)
+}
 
 // calibrationTries bounds the runs of one program that perftest's
 // CPU-frequency calibration may fail (rdmaPair.run).
@@ -604,7 +607,7 @@ func splitPrograms(args []string) [][]string {
 	return progs
 }
 
-func runPerftest(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func runPerftest(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	fs := flag.NewFlagSet("perftest", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprintln(stderr, perftestUsage); fs.PrintDefaults() }
@@ -633,11 +636,11 @@ func runPerftest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	dir, cleanup, err := pairWorkDir(*state, "fn-perftest-", *keep)
+	dir, done, err := pairWorkDir(*state, "fn-perftest-", *keep, stderr)
 	if err != nil {
 		return err
 	}
-	defer cleanup()
+	defer func() { done(err) }()
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	p, err := startPair(ctx, pairOptions{kind: pairFalcon, daemons: *daemons, loss: *loss, insecure: *insecure, dir: dir, cache: *cache, bin: bin, log: stderr,
@@ -688,18 +691,26 @@ func checkPairFabric(daemons int, loss float64) error {
 }
 
 // pairWorkDir is a guest pair's work directory: state if given (created if
-// need be, kept), else a new temporary one that cleanup removes unless
-// keep.
-func pairWorkDir(state, prefix string, keep bool) (dir string, cleanup func(), err error) {
-	cleanup = func() {}
+// need be, kept), else a new temporary one that done removes unless keep,
+// or unless the run failed (err != nil): then done keeps it, with the
+// daemons' logs and the guests' consoles, and says where it is.
+func pairWorkDir(state, prefix string, keep bool, log io.Writer) (dir string, done func(err error), err error) {
+	done = func(error) {}
 	if state != "" {
-		return state, cleanup, os.MkdirAll(state, 0o755)
+		return state, done, os.MkdirAll(state, 0o755)
 	}
 	if dir, err = os.MkdirTemp("", prefix); err != nil {
-		return "", cleanup, err
+		return "", done, err
 	}
 	if !keep {
-		cleanup = func() { os.RemoveAll(dir) }
+		done = func(err error) {
+			if err != nil {
+				fmt.Fprintf(log, "%s: the run failed: its work directory (daemon logs, guest consoles) is kept in %s\n",
+					strings.TrimSuffix(strings.TrimPrefix(prefix, "fn-"), "-"), dir)
+				return
+			}
+			os.RemoveAll(dir)
+		}
 	}
-	return dir, cleanup, nil
+	return dir, done, nil
 }
