@@ -133,6 +133,8 @@ func (v *VM) Diagnose(ctx context.Context) string {
 	}
 	fmt.Fprintf(&s, "== QEMU %s (pid %d): threads\n", v.Name, pid)
 	s.WriteString(procThreads(pid))
+	fmt.Fprintf(&s, "== QEMU threads' activity over 1 s (CPU, context switches, where 20 samples found them)\n")
+	s.WriteString(threadActivity(ctx, pid, 20, 50*time.Millisecond))
 	fmt.Fprintf(&s, "== QEMU eventfds (counts pending)\n")
 	s.WriteString(procEventfds(pid))
 	fmt.Fprintf(&s, "== QEMU unix sockets (bytes queued: Recv-Q, Send-Q)\n")
@@ -363,6 +365,112 @@ func procThreads(pid int) string {
 		if sc := strings.TrimSpace(readSmall(filepath.Join(t, "syscall"))); sc != "" {
 			fmt.Fprintf(&s, "  syscall %s\n", sc)
 		}
+	}
+	return s.String()
+}
+
+// threadSample is what /proc says of one thread at one moment.
+type threadSample struct {
+	ticks      uint64 // utime + stime, in clock ticks
+	vol, invol uint64 // voluntary and involuntary context switches
+}
+
+func readThreadSample(task string) (threadSample, bool) {
+	var ts threadSample
+	st := readSmall(filepath.Join(task, "stat"))
+	i := strings.LastIndexByte(st, ')')
+	if i < 0 {
+		return ts, false
+	}
+	f := strings.Fields(st[i+1:]) // state is f[0]; utime and stime are fields 14 and 15 of stat
+	if len(f) < 13 {
+		return ts, false
+	}
+	u, err1 := strconv.ParseUint(f[11], 10, 64)
+	k, err2 := strconv.ParseUint(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return ts, false
+	}
+	ts.ticks = u + k
+	for _, l := range strings.Split(readSmall(filepath.Join(task, "status")), "\n") {
+		k, v, ok := strings.Cut(l, ":")
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+		if err != nil {
+			continue
+		}
+		switch k {
+		case "voluntary_ctxt_switches":
+			ts.vol = n
+		case "nonvoluntary_ctxt_switches":
+			ts.invol = n
+		}
+	}
+	return ts, true
+}
+
+// threadActivity samples a process's threads n times, gap apart: the CPU
+// each used (clock ticks, 100 per second), its context switches, and
+// where each sample found it (running, or the syscall it waits in). A
+// thread that holds a lock and keeps taking it again shows as running
+// with many voluntary switches among the threads that wait for it (QEMU's
+// main loop starved of its global lock by a vCPU thread); a guest that
+// spins shows as a vCPU thread running with few switches.
+func threadActivity(ctx context.Context, pid, n int, gap time.Duration) string {
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*", pid))
+	if err != nil || len(tasks) == 0 {
+		return fmt.Sprintf("no threads readable: %v\n", err)
+	}
+	sort.Strings(tasks)
+	first := make([]threadSample, len(tasks))
+	ok := make([]bool, len(tasks))
+	where := make([]map[string]int, len(tasks))
+	for i, t := range tasks {
+		first[i], ok[i] = readThreadSample(t)
+		where[i] = map[string]int{}
+	}
+	start := time.Now()
+	for k := 0; k < n; k++ {
+		for i, t := range tasks {
+			sc := strings.Fields(readSmall(filepath.Join(t, "syscall")))
+			switch {
+			case len(sc) == 0:
+				where[i]["gone"]++
+			case sc[0] == "running":
+				where[i]["running"]++
+			default:
+				where[i]["syscall "+sc[0]]++
+			}
+		}
+		select {
+		case <-ctx.Done():
+			k = n
+		case <-time.After(gap):
+		}
+	}
+	el := time.Since(start).Seconds()
+	var s strings.Builder
+	for i, t := range tasks {
+		last, ok2 := readThreadSample(t)
+		comm := strings.TrimSpace(readSmall(filepath.Join(t, "comm")))
+		if !ok[i] || !ok2 {
+			fmt.Fprintf(&s, "thread %s %q: gone\n", filepath.Base(t), comm)
+			continue
+		}
+		keys := make([]string, 0, len(where[i]))
+		for k := range where[i] {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		var w []string
+		for _, k := range keys {
+			w = append(w, fmt.Sprintf("%s %d", k, where[i][k]))
+		}
+		fmt.Fprintf(&s, "thread %s %q: CPU %.2f s/s, %.0f voluntary and %.0f involuntary switches/s; %s\n",
+			filepath.Base(t), comm, float64(last.ticks-first[i].ticks)/100/el,
+			float64(last.vol-first[i].vol)/el, float64(last.invol-first[i].invol)/el, strings.Join(w, ", "))
 	}
 	return s.String()
 }

@@ -7,6 +7,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -135,3 +137,34 @@ func TestDiagnoseWalksVirtioQueues(t *testing.T) {
 		t.Errorf("without a monitor: %q", got)
 	}
 }
+
+// threadActivity reads a live process's threads (this test's own): a
+// line per thread whose samples add up, and the sampling thread finds
+// itself running.
+func TestThreadActivityOfALiveProcess(t *testing.T) {
+	out := threadActivity(context.Background(), os.Getpid(), 5, 10*time.Millisecond)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	running := false
+	for _, l := range lines {
+		if !threadLineRE.MatchString(l) {
+			t.Fatalf("line %q of:\n%s", l, out)
+		}
+		n := 0
+		for _, m := range sampleRE.FindAllStringSubmatch(l, -1) {
+			k, _ := strconv.Atoi(m[1])
+			n += k
+		}
+		if n != 5 && !strings.Contains(l, "gone") {
+			t.Fatalf("%d samples in %q, want 5", n, l)
+		}
+		running = running || strings.Contains(l, "running")
+	}
+	if len(lines) < 2 || !running {
+		t.Fatalf("activity:\n%s", out)
+	}
+}
+
+var (
+	threadLineRE = regexp.MustCompile(`^thread \d+ "[^"]*": (gone|CPU \d+\.\d\d s/s, \d+ voluntary and \d+ involuntary switches/s; .+)$`)
+	sampleRE     = regexp.MustCompile(`(?:running|gone|syscall \d+) (\d+)`)
+)
