@@ -164,3 +164,24 @@ func TestPollDeltasListsTheCountersThatMoved(t *testing.T) {
 		t.Fatalf("got %q, want %q", got, want)
 	}
 }
+
+// perftest 4.5's report of a rejected rdma_cm test connection trips the
+// watch (once, even when the message spans writes); the handshake's own
+// rejection, which the client's plain retry handles, does not.
+func TestCMDataErrorTripsTheWatchOnce(t *testing.T) {
+	trips := 0
+	w := &watchWriter{re: cmDataError, trip: func() { trips++ }}
+	for _, part := range []string{" local address: LID 0000 QPN 0x0011\n", "RDMA CM event", " error:\nEvent: RDMA_CM_EVENT_REJECTED; error: 8.\n",
+		"Failed to handle RDMA CM event.\nRDMA CM event error:\n"} {
+		w.Write([]byte(part))
+	}
+	if trips != 1 {
+		t.Fatalf("%d trips, want 1", trips)
+	}
+	if !strings.HasSuffix(w.buf.String(), "RDMA CM event error:\n") {
+		t.Fatalf("output not kept: %q", w.buf.String())
+	}
+	if cmDataError.MatchString("Unexpected CM event bl blka 8\n") {
+		t.Fatal("the handshake's rejection is taken for the test connection's")
+	}
+}

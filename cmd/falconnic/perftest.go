@@ -480,7 +480,9 @@ type perftestResult struct {
 	Client, Server string
 	ClientErr      error
 	ServerErr      error
-	Tries          int // client starts in the last run (runOnce)
+	Tries          int // client starts in the last run of both sides (runPair)
+	CMRestarts     int // runs of both sides before it lost to perftest's rdma_cm retry (cmDataError)
+	cmRestart      bool
 	Calibrations   int // runs before it that perftest's CPU calibration failed
 }
 
@@ -538,22 +540,62 @@ const calibrationTries = 3
 var perftestCalibration = regexp.MustCompile(`Correlation coefficient r\^2: [0-9.e+-]+ < 0\.9`)
 
 // runOnce starts argv as the server in B and argv + B's address as the
-// client in A, retrying the client while the server does not listen yet.
+// client in A, retrying the client while the server does not listen yet,
+// and running both sides again while perftest's rdma_cm data connection
+// fails (runPair, cmRestart).
 func (p *rdmaPair) runOnce(ctx context.Context, argv []string, timeout time.Duration) perftestResult {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	for restarts := 0; ; restarts++ {
+		r := p.runPair(ctx, argv)
+		r.CMRestarts = restarts
+		if !r.cmRestart || ctx.Err() != nil {
+			return r
+		}
+	}
+}
+
+// cmDataError is perftest's report of a failed RDMA CM event on its test
+// connections (-R: rdma_cm_event_error_handler, "RDMA CM event error:
+// Event: RDMA_CM_EVENT_REJECTED; error: 8."): the client's connection
+// request reached B before B's server listened (B's server creates its
+// listening ID only after the out-of-band handshake, and a loaded host may
+// run A's client first), or a UD client's SIDR found no listener. perftest
+// 4.5 (Debian 12's 4.5+0.17) then retries on its own, with the IDs, event
+// channel and node array it has just destroyed and freed
+// (rdma_cm_client_connection → rdma_cm_destroy_cma): the client either
+// crashes in librdmacm (a general protection fault in rdma_resolve_addr)
+// or waits forever on a closed channel, while B's server waits for a
+// connection that cannot come and no longer listens for a new client's
+// handshake. Fixed upstream (perftest 3d9d8d0 and e2b3dcf, December 2025).
+// Once either side prints it, that run is lost: both sides are killed and
+// run again.
+var cmDataError = regexp.MustCompile(`RDMA CM event error:`)
+
+// runPair is one run of both sides: B's server, then A's client, retried
+// while it finds no server listening for its handshake. When either side
+// reports a failed RDMA CM event on the test connections (cmDataError),
+// both are killed at once and the result says to run them again.
+func (p *rdmaPair) runPair(ctx context.Context, argv []string) perftestResult {
 	var r perftestResult
+	sctx, stopServer := context.WithCancel(ctx)
+	defer stopServer()
+	cctx, stopClient := context.WithCancel(ctx)
+	defer stopClient()
+	poisoned := func() { r.cmRestart = true; stopClient(); stopServer() }
+	var once sync.Once
+	trip := func() { once.Do(poisoned) }
 	srvDone := make(chan struct{})
 	server, client := sides(argv, p.bIP)
 	go func() {
 		defer close(srvDone)
-		r.Server, r.ServerErr = guestOut(ctx, p.b, server...)
+		r.Server, r.ServerErr = guestOutWatch(sctx, p.b, cmDataError, trip, server...)
 	}()
 	for {
 		r.Tries++
 		time.Sleep(time.Second) // let the server start listening
-		r.Client, r.ClientErr = guestOut(ctx, p.a, client...)
-		if r.ClientErr == nil || !notListening(r.Client) || ctx.Err() != nil {
+		r.Client, r.ClientErr = guestOutWatch(cctx, p.a, cmDataError, trip, client...)
+		if r.ClientErr == nil || !notListening(r.Client) || cctx.Err() != nil {
 			break
 		}
 		select {
@@ -568,11 +610,43 @@ func (p *rdmaPair) runOnce(ctx context.Context, argv []string, timeout time.Dura
 		select {
 		case <-srvDone:
 		case <-time.After(20 * time.Second):
-			cancel()
+			stopServer()
 		}
 	}
 	<-srvDone
+	if r.cmRestart && ctx.Err() != nil {
+		r.cmRestart = false // out of time: the failure stands
+	}
 	return r
+}
+
+// guestOutWatch is guestOut that calls trip, once, as soon as the output
+// so far matches re (the command goes on until trip's caller stops it).
+func guestOutWatch(ctx context.Context, v *qemu.VM, re *regexp.Regexp, trip func(), argv ...string) (string, error) {
+	w := &watchWriter{re: re, trip: trip}
+	err := execIn(ctx, v, "", argv, nil, w, w)
+	return w.buf.String(), err
+}
+
+// watchWriter collects a command's output and trips when it first matches.
+type watchWriter struct {
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	re      *regexp.Regexp
+	trip    func()
+	tripped bool
+}
+
+func (w *watchWriter) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	w.buf.Write(b)
+	hit := !w.tripped && w.re.Match(w.buf.Bytes())
+	w.tripped = w.tripped || hit
+	w.mu.Unlock()
+	if hit {
+		w.trip()
+	}
+	return len(b), nil
 }
 
 // sides returns the server's and the client's command lines for argv:
@@ -658,6 +732,9 @@ func runPerftest(ctx context.Context, args []string, stdout, stderr io.Writer) (
 		fmt.Fprint(stdout, r.Client)
 		if r.Calibrations > 0 {
 			fmt.Fprintf(stderr, "perftest: %s: perftest's CPU-frequency calibration failed %d time(s) (a loaded host), run again\n", argv[0], r.Calibrations)
+		}
+		if r.CMRestarts > 0 {
+			fmt.Fprintf(stderr, "perftest: %s: the rdma_cm test connection failed %d time(s) before B's server listened; perftest 4.5's own retry of it is unsafe (it reuses what it freed), so both sides ran again\n", argv[0], r.CMRestarts)
 		}
 		if err := r.Err(); err != nil {
 			fmt.Fprintf(stderr, "perftest: %s failed after %.1fs: %v\n--- server output:\n%s", argv[0], time.Since(start).Seconds(), err, r.Server)
