@@ -117,9 +117,6 @@ type Counters struct {
 	// SpinNoIdleCPU counts the same when the host had no idle CPU: the
 	// spin would have taken one from another thread (idleCPU).
 	SpinNoIdleCPU stats.Counter
-	// WakerFallback counts runs of the port on the real clock without a
-	// timerfd (hrtimer.New failed): its wakes may be a millisecond late.
-	WakerFallback stats.Counter
 }
 
 // Set lists the counters with help text.
@@ -137,7 +134,6 @@ func (c *Counters) Set() stats.Set {
 		{Name: "port_timer_late_max_us", Help: "the latest timer wake, µs past its deadline", Counter: &c.TimerLateMaxUs},
 		{Name: "port_spin_denied", Help: "waits for a polling ULP's deadline slept on the timer, not spun: GOMAXPROCS-1 goroutines already spin (one P stays for the network poller)", Counter: &c.SpinDenied},
 		{Name: "port_spin_no_idle_cpu", Help: "waits for a polling ULP's deadline slept on the timer, not spun: the host's runnable threads left no CPU idle (a spin would take one from a guest)", Counter: &c.SpinNoIdleCPU},
-		{Name: "port_waker_fallback", Help: "port runs on the real clock without a timerfd (timerfd_create failed): its timer wakes may be a millisecond late", Counter: &c.WakerFallback},
 	}
 }
 
@@ -438,9 +434,6 @@ func (p *Port) Run(ctx context.Context) {
 	defer close(p.dead)
 	wake := newPortWaker(p.clk)
 	defer wake.stop()
-	if p.clk == clock.Real && wake.hr == nil {
-		p.Stats.WakerFallback.Inc()
-	}
 	// armed is the deadline the timer is set for: it is reset only when
 	// the next deadline moves (each reset may wake the runtime's poller:
 	// 1 % of the daemon's CPU when done every burst).
