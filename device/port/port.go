@@ -31,7 +31,6 @@ import (
 	"falconnic/falcon/rue"
 	"falconnic/falcon/wire"
 	"falconnic/internal/clock"
-	"falconnic/internal/hrtimer"
 	"falconnic/internal/stats"
 )
 
@@ -581,37 +580,39 @@ func (p *Port) drainThenPass(due time.Duration) {
 }
 
 // portWaker wakes a port's goroutine when its next deadline is due on the
-// port's clock: on the real clock a timerfd (internal/hrtimer: a Go timer
-// wakes an otherwise idle daemon up to a millisecond late, which an ACK
-// coalesced for microseconds or a pacing gap cannot afford); on any other
-// clock (a test's clock.Manual), or without a timerfd, one of the clock's
-// timers per arming, so advancing a manual clock wakes the port. A wake
-// may come early (a stale expiry): Run checks what is due.
+// port's clock: on the real clock a runtime timer reset in place (no
+// allocation per re-arm); on any other clock (a test's clock.Manual) one of
+// that clock's timers, so advancing the clock wakes the port.
 type portWaker struct {
 	clk   clock.Clock
-	hr    *hrtimer.Timer // the real clock's
-	ct    clock.Timer    // the clock's, without hr
-	c     <-chan struct{}
-	fired chan struct{}
+	t     *time.Timer // the real clock's
+	ct    clock.Timer // another clock's
+	c     <-chan time.Time
+	fired chan time.Time
 }
 
 func newPortWaker(clk clock.Clock) *portWaker {
 	w := &portWaker{clk: clk}
 	if clk == clock.Real {
-		if hr, err := hrtimer.New(); err == nil {
-			w.hr, w.c = hr, hr.C
-			return w
-		}
+		w.t = time.NewTimer(time.Hour)
+		w.c = w.t.C
+	} else {
+		w.fired = make(chan time.Time, 1)
+		w.c = w.fired
 	}
-	w.fired = make(chan struct{}, 1)
-	w.c = w.fired
 	return w
 }
 
 // arm sets the wake-up d from now, replacing the one set before.
 func (w *portWaker) arm(d time.Duration) {
-	if w.hr != nil {
-		w.hr.Reset(d)
+	if w.t != nil {
+		if !w.t.Stop() {
+			select {
+			case <-w.t.C:
+			default:
+			}
+		}
+		w.t.Reset(d)
 		return
 	}
 	if w.ct != nil {
@@ -623,15 +624,15 @@ func (w *portWaker) arm(d time.Duration) {
 	}
 	w.ct = w.clk.AfterFunc(d, func() {
 		select {
-		case w.fired <- struct{}{}:
+		case w.fired <- time.Time{}:
 		default:
 		}
 	})
 }
 
 func (w *portWaker) stop() {
-	if w.hr != nil {
-		w.hr.Close()
+	if w.t != nil {
+		w.t.Stop()
 	}
 	if w.ct != nil {
 		w.ct.Stop()
