@@ -17,6 +17,10 @@ const AgentVsockPort = 1024
 const (
 	ViaSerial = "serial" // the virtio-serial port's host socket
 	ViaVsock  = "vsock"  // the daemon's vhost-user-vsock hybrid socket
+	// ViaDiag is the agent's diagnosis port: a second virtio-serial
+	// channel, free while a command holds the agent's main one (the stall
+	// report's way in, and a user's into a guest whose agent is busy).
+	ViaDiag = "diag"
 )
 
 // ErrHybridHandshake means the vsock bridge refused or garbled CONNECT.
@@ -25,7 +29,7 @@ var ErrHybridHandshake = errors.New("vsock bridge handshake failed")
 // maxOKLine bounds the bridge's "OK <port>\n" answer.
 const maxOKLine = 32
 
-// DialAgent connects to the guest agent. via is ViaSerial, ViaVsock or ""
+// DialAgent connects to the guest agent. via is ViaSerial, ViaVsock, ViaDiag or ""
 // (vsock when the machine has a vsock bridge, else serial). The returned
 // connection carries agentproto.
 func (v *VM) DialAgent(ctx context.Context, via string) (net.Conn, error) {
@@ -43,6 +47,8 @@ func (v *VM) DialAgent(ctx context.Context, via string) (net.Conn, error) {
 	switch via {
 	case ViaSerial:
 		return dialRetry(ctx, v.AgentSock())
+	case ViaDiag:
+		return dialRetry(ctx, v.DiagSock())
 	case ViaVsock:
 		if m.Vsock == nil || m.Vsock.UDS == "" {
 			return nil, fmt.Errorf("vm %s has no vsock bridge socket", v.Name)
@@ -63,7 +69,7 @@ func (v *VM) DialAgent(ctx context.Context, via string) (net.Conn, error) {
 		conn.SetDeadline(time.Time{})
 		return conn, nil
 	}
-	return nil, fmt.Errorf("unknown agent transport %q (want %s or %s)", via, ViaSerial, ViaVsock)
+	return nil, fmt.Errorf("unknown agent transport %q (want %s, %s or %s)", via, ViaSerial, ViaVsock, ViaDiag)
 }
 
 // dialRetry dials a unix socket, retrying while its listen backlog is full

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -105,3 +106,33 @@ func TestDialAgentRejectsABadBridgeAnswer(t *testing.T) {
 }
 
 func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
+
+// --via diag dials the agent's diagnosis port, not its main channel.
+func TestDialAgentViaTheDiagnosisPort(t *testing.T) {
+	v := &VM{Name: "A", Dir: t.TempDir()}
+	b, _ := jsonMarshal(Machine{Name: "A"})
+	if err := os.WriteFile(v.machineFile(), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("unix", v.DiagSock())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		c, err := l.Accept()
+		if err == nil {
+			c.Write([]byte("diag"))
+			c.Close()
+		}
+	}()
+	conn, err := v.DialAgent(context.Background(), ViaDiag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	got := make([]byte, 4)
+	if _, err := io.ReadFull(conn, got); err != nil || string(got) != "diag" {
+		t.Fatalf("read %q %v from the diagnosis port", got, err)
+	}
+}

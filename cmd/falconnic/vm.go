@@ -37,8 +37,9 @@ const vmUsage = `usage:
       /dev/vda, /dev/vdb, ... in the guest in flag order
   falconnic vm ls                      list VMs (their NICs and disks)
   falconnic vm stop NAME               stop a VM (a stopped one: forget it)
-  falconnic vm exec NAME [--stdin] [--timeout D] [--via serial|vsock] -- CMD ARGS...
-      run a command in a running VM
+  falconnic vm exec NAME [--stdin] [--timeout D] [--via serial|vsock|diag] -- CMD ARGS...
+      run a command in a running VM (--via diag: through the agent's
+      diagnosis port, while another command holds its main channel)
   falconnic vm litmus [--maxcpus N] [--test peterson|sb] [--rounds N] [--spread N] [--timeout D] [--mem 1G] [--name NAME]
       boot a guest and play a store→load ordering litmus between a guest
       vCPU and a host thread over one page of guest RAM: Peterson's lock
@@ -385,7 +386,7 @@ func vmExec(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	f := newVMFlags("exec", stderr)
 	useStdin := f.fs.Bool("stdin", false, "send this process's standard input to the command")
 	timeout := f.fs.Duration("timeout", 0, "the command's deadline: past it a stall report is printed and the command is killed (0: fio's run time plus a margin, else "+defaultExecLimit.String()+")")
-	via := f.fs.String("via", "", "agent transport: serial or vsock (default: vsock when the VM has a vsock bridge)")
+	via := f.fs.String("via", "", "agent transport: serial, vsock, or diag (the agent's diagnosis port, free while another command holds its main channel) (default: vsock when the VM has a vsock bridge)")
 	if err := f.parse(args[1:]); err != nil {
 		return err
 	}
