@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -482,7 +483,6 @@ type perftestResult struct {
 	ServerErr      error
 	Tries          int // client starts in the last run of both sides (runPair)
 	CMRestarts     int // runs of both sides before it lost to perftest's rdma_cm retry (cmDataError)
-	cmRestart      bool
 	Calibrations   int // runs before it that perftest's CPU calibration failed
 }
 
@@ -542,14 +542,14 @@ var perftestCalibration = regexp.MustCompile(`Correlation coefficient r\^2: [0-9
 // runOnce starts argv as the server in B and argv + B's address as the
 // client in A, retrying the client while the server does not listen yet,
 // and running both sides again while perftest's rdma_cm data connection
-// fails (runPair, cmRestart).
+// fails (runPair).
 func (p *rdmaPair) runOnce(ctx context.Context, argv []string, timeout time.Duration) perftestResult {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	for restarts := 0; ; restarts++ {
-		r := p.runPair(ctx, argv)
+		r, again := p.runPair(ctx, argv)
 		r.CMRestarts = restarts
-		if !r.cmRestart || ctx.Err() != nil {
+		if !again {
 			return r
 		}
 	}
@@ -575,16 +575,20 @@ var cmDataError = regexp.MustCompile(`RDMA CM event error:`)
 // runPair is one run of both sides: B's server, then A's client, retried
 // while it finds no server listening for its handshake. When either side
 // reports a failed RDMA CM event on the test connections (cmDataError),
-// both are killed at once and the result says to run them again.
-func (p *rdmaPair) runPair(ctx context.Context, argv []string) perftestResult {
-	var r perftestResult
+// both are killed at once and runPair says to run them again (again),
+// unless ctx has ended: then the failure stands.
+func (p *rdmaPair) runPair(ctx context.Context, argv []string) (r perftestResult, again bool) {
 	sctx, stopServer := context.WithCancel(ctx)
 	defer stopServer()
 	cctx, stopClient := context.WithCancel(ctx)
 	defer stopClient()
-	poisoned := func() { r.cmRestart = true; stopClient(); stopServer() }
-	var once sync.Once
-	trip := func() { once.Do(poisoned) }
+	var lost atomic.Bool // a side printed cmDataError
+	trip := func() {
+		if !lost.Swap(true) {
+			stopClient()
+			stopServer()
+		}
+	}
 	srvDone := make(chan struct{})
 	server, client := sides(argv, p.bIP)
 	go func() {
@@ -614,10 +618,7 @@ func (p *rdmaPair) runPair(ctx context.Context, argv []string) perftestResult {
 		}
 	}
 	<-srvDone
-	if r.cmRestart && ctx.Err() != nil {
-		r.cmRestart = false // out of time: the failure stands
-	}
-	return r
+	return r, lost.Load() && ctx.Err() == nil
 }
 
 // guestOutWatch is guestOut that calls trip, once, as soon as the output
