@@ -43,6 +43,36 @@ func TestPerftestMiBIsBytesTimesIterations(t *testing.T) {
 	}
 }
 
+func TestWithItersAddsTheCountToBandwidthProgramsOnly(t *testing.T) {
+	if got := withIters(perftestCases, 0); &got[0] != &perftestCases[0] {
+		t.Fatal("iters 0 should leave the cases as they are")
+	}
+	got := withIters(perftestCases, 30000)
+	for i, c := range got {
+		want := strings.Join(perftestCases[i].argv, " ")
+		if c.bandwidth {
+			want += " -n 30000"
+		}
+		if s := strings.Join(c.argv, " "); s != want {
+			t.Errorf("case %d: %q, want %q", i, s, want)
+		}
+	}
+	if s := strings.Join(perftestCases[0].argv, " "); s != "ib_write_bw -s 65536" {
+		t.Fatalf("withIters changed the table: %q", s)
+	}
+}
+
+// A run the harness repeated for perftest's calibration moved its data
+// each time: the daemon's CPU is per MiB of all of them.
+func TestMovedRunsCountsCalibrationReruns(t *testing.T) {
+	if n := movedRuns(perftestResult{}); n != 1 {
+		t.Fatalf("one run: %v", n)
+	}
+	if n := movedRuns(perftestResult{Calibrations: 2, CMRestarts: 3}); n != 3 {
+		t.Fatalf("two calibration reruns (CM restarts move no data): %v", n)
+	}
+}
+
 func TestMedianOfOddAndEvenSamples(t *testing.T) {
 	if m := perftestMedian([]float64{3, 1, 2}); m != 2 {
 		t.Fatalf("median = %v, want 2", m)
