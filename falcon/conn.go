@@ -179,6 +179,9 @@ func (c *Conn) SCID() uint32 { return c.cfg.SCID }
 // Config returns the connection's configuration (defaults filled in).
 func (c *Conn) Config() ConnConfig { return c.cfg }
 
+// MTU is the connection's largest transaction payload (ConnConfig.MTU).
+func (c *Conn) MTU() int { return c.cfg.MTU }
+
 // Dead reports whether the connection failed.
 func (c *Conn) Dead() bool { return c.dead }
 

@@ -107,13 +107,13 @@ const sharedMin = 512
 // takes frames by reference (RefLink) and the payload is worth it: the
 // receiver then gets the frame itself (SendShared) and can keep it.
 func (c *Conn) sharedFrame(pre, n int) (*framebuf.Buf, []byte) {
-	if n < sharedMin || pre+n+envelopeLen > framebuf.Size-framebuf.Page {
+	if n < sharedMin || pre+n+envelopeLen > framebuf.LargeSize-framebuf.Page {
 		return nil, nil
 	}
 	if _, ok := c.link().(RefLink); !ok {
 		return nil, nil
 	}
-	m := framebuf.Get()
+	m := framebuf.Get(pre + n + envelopeLen)
 	frame, ok := m.Head(pre)
 	if !ok {
 		m.Release()

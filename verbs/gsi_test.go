@@ -383,6 +383,42 @@ func FuzzInlineAV(f *testing.F) {
 	})
 }
 
+// On a connection whose MTU holds more than PMTUCap (two NICs of one
+// daemon), RC messages go in segments of what it holds: a 64 KiB WRITE and
+// its READ back are four transactions each at 16 KiB, and a UD message is
+// still bounded by its path MTU.
+func TestRCSegmentsAtTheConnectionsMTU(t *testing.T) {
+	w, qa, _ := rcPairLink(t, QPTypeRC, 7, falcon.ConnConfig{MTU: 16<<10 + RDMAHeaderRoom + 100}, link.MemConfig{})
+	src := w.ga.reg(1, 64<<10, AccessLocalWrite)
+	dst := w.gb.reg(1, 64<<10, rwAll)
+	fill(w.ga.bytes(src), 9)
+	qa.postSend(wqe{id: 1, op: WRWrite, raddr: dst.va, rkey: dst.rkey, sges: []buf{src}})
+	w.run()
+	if wc := oneWC(t, qa.scq); wc.Status() != WCSuccess || !bytes.Equal(w.gb.bytes(dst), w.ga.bytes(src)) {
+		t.Fatalf("write: %v", wc.Status())
+	}
+	if got := w.a.Stats.TxPush.Load(); got != 4 {
+		t.Fatalf("pushes = %d, want 4 (64 KiB at 16 KiB)", got)
+	}
+	back := w.ga.reg(1, 64<<10, AccessLocalWrite)
+	qa.postSend(wqe{id: 2, op: WRRead, raddr: dst.va, rkey: dst.rkey, sges: []buf{back}})
+	w.run()
+	if wc := oneWC(t, qa.scq); wc.Status() != WCSuccess || !bytes.Equal(w.ga.bytes(back), w.ga.bytes(src)) {
+		t.Fatalf("read back: %v", wc.Status())
+	}
+	if got := w.a.Stats.TxPull.Load(); got != 4 {
+		t.Fatalf("pulls = %d, want 4", got)
+	}
+	e := w.a
+	if n := e.connSeg(nil); n != 4096 {
+		t.Fatalf("no connection: segments of %d, want PMTUCap", n)
+	}
+	ud := &QP{typ: QPTypeUD, attr: QPAttr{PathMTU: 5}}
+	if n := e.segMTU(ud, w.a.qps[qa.qpn].conn); n != 4096 {
+		t.Fatalf("UD on a 16 KiB connection: %d, want its path MTU", n)
+	}
+}
+
 // rdma_cm sets an RC QP's path MTU from the guest's 1500-byte netdev
 // (IB_MTU_1024); the NIC still segments RC messages at its transport MTU,
 // and READ responses come back at that size too.

@@ -427,19 +427,36 @@ func (e *Engine) pmtu(qp *QP) int {
 	return min(m, e.cfg.PMTUCap)
 }
 
-// segMTU is the size the requester segments a QP's messages at. A UD
-// message is bounded by the QP's path MTU (a limit the application sees).
-// RC and UC messages are segmented at the transport's MTU whatever path MTU
-// the guest set: the segments never travel the path that MTU describes (the
-// guest's Ethernet), and rdma_cm derives it from the netdev's 1500-byte MTU
-// (IB_MTU_1024), which would make the NIC submit four times the
-// transactions for the same data.
-func (e *Engine) segMTU(qp *QP) int {
+// segMTU is the size the requester segments a QP's messages at on the
+// connection c. A UD message is bounded by the QP's path MTU (a limit the
+// application sees). RC and UC messages are segmented at the transport's
+// MTU whatever path MTU the guest set: the segments never travel the path
+// that MTU describes (the guest's Ethernet), and rdma_cm derives it from
+// the netdev's 1500-byte MTU (IB_MTU_1024), which would make the NIC
+// submit four times the transactions for the same data. The transport's
+// MTU is PMTUCap, or more where the connection carries more (connSeg).
+func (e *Engine) segMTU(qp *QP, c *falcon.Conn) int {
 	if qp.typ == QPTypeUD {
 		return e.pmtu(qp)
 	}
-	return e.cfg.PMTUCap
+	return e.connSeg(c)
 }
+
+// connSeg is the payload an RC or UC segment carries on c: PMTUCap, or
+// the largest whole number of KiB that c's MTU holds with the headers
+// (RDMAHeaderRoom) where that is more — a connection between two NICs of
+// one daemon, whose link has no wire MTU (cm.Proto.Local).
+func (e *Engine) connSeg(c *falcon.Conn) int {
+	if c == nil {
+		return e.cfg.PMTUCap
+	}
+	return max(e.cfg.PMTUCap, (c.MTU()-RDMAHeaderRoom)&^1023)
+}
+
+// RDMAHeaderRoom is what a connection's MTU must hold beside a segment's
+// payload: the RDMA headers (RBTH and the largest extension headers) with
+// room to spare, as the default MTU (4096 + 256) holds a 4 KiB segment.
+const RDMAHeaderRoom = 256
 
 // qpError moves qp to the error state: outstanding and posted send WQEs
 // and posted receive WQEs complete with a flush error [IB 10.3.1]. code is

@@ -436,7 +436,7 @@ func (e *Engine) submit(qp *QP, op *sendOp) error {
 	}
 	c := op.conn
 	cs := e.connOf(c)
-	pmtu := uint32(e.segMTU(qp))
+	pmtu := uint32(e.segMTU(qp, c))
 	info := wrOps[op.op]
 	for op.sent < op.length || (op.length == 0 && op.segs == 0) {
 		n := min(pmtu, op.length-op.sent)
@@ -634,7 +634,7 @@ func (e *Engine) landResponse(qp *QP, op *sendOp, data []byte) WCStatus {
 		return syndromeStatus(r.RBTH.Syndrome())
 	}
 	if op.op == WRRead {
-		want := min(uint32(e.segMTU(qp)), op.length-op.rdOff)
+		want := min(uint32(e.segMTU(qp, op.conn)), op.length-op.rdOff)
 		if r.Op == wire.OpAtomicResponse || uint32(len(r.Data)) != want {
 			e.Stats.CplBadResponse.Inc()
 			return WCBadRespErr

@@ -351,6 +351,12 @@ type Proto struct {
 	// Failed says a set-up to peer was abandoned after every REQ retry
 	// (nil: nothing to do).
 	Failed func(peer [6]byte)
+	// Local sets the protocol's options for a connection to a NIC of this
+	// daemon, after Config (nil: as any other). Their port link has no
+	// wire: a larger MTU moves a message in fewer transactions, and ACKs
+	// can be coalesced more. Both ends apply it, each seeing the other as
+	// local.
+	Local func(c *falcon.ConnConfig)
 }
 
 // Agent is one NIC's part of the connection manager, owned by the NIC's
@@ -625,6 +631,9 @@ func (a *Agent) install(key cmKey, c *cmConn, cfg falcon.ConnConfig, r cmRoute, 
 	switch {
 	case r.local != nil:
 		cfg.Peer = a.port.LinkTo(r.local.port)
+		if f := a.proto(key.proto).Local; f != nil {
+			f(&cfg)
+		}
 	case rx != nil:
 		var err error
 		if tx, err = a.newSealLink(r.addr, &m.sa); err != nil {

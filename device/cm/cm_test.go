@@ -99,6 +99,7 @@ func (w *cmWorld) daemon(n byte, macs ...byte) *cmDaemon {
 		nic.agent = d.cm.Attach(nic.mac, nic.port)
 		nic.agent.Register(wire.ProtoRDMA, Proto{
 			Config: func(c *falcon.ConnConfig) { c.Ordered = true },
+			Local:  func(c *falcon.ConnConfig) { c.MTU = testLocalMTU },
 			Up: func(peer [6]byte, c *falcon.Conn) error {
 				nic.conns[peer] = c
 				nic.log = append(nic.log, fmt.Sprintf("up %x", peer[5]))
@@ -237,6 +238,9 @@ func paired(t *testing.T, a, b *cmNIC) {
 	}
 }
 
+// testLocalMTU is the MTU the test protocol's Proto.Local sets.
+const testLocalMTU = 9000
+
 // TestCMSetsUpAConnectionAcrossDaemons: REQ, REP, and both NICs have the
 // mirrored connection; the dialer's REQ went to every peer daemon.
 func TestCMSetsUpAConnectionAcrossDaemons(t *testing.T) {
@@ -245,13 +249,17 @@ func TestCMSetsUpAConnectionAcrossDaemons(t *testing.T) {
 	d1.nics[0xa].dial(0xb)
 	w.settle()
 	paired(t, d1.nics[0xa], d2.nics[0xb])
+	if _, cfg := d1.nics[0xa].conn(0xb); cfg.MTU == testLocalMTU {
+		t.Fatal("a connection across daemons took the protocol's local options")
+	}
 	if d1.cm.Stats.REQSent.Load() != 1 || d2.cm.Stats.REPSent.Load() != 1 || d1.cm.Stats.ConnsUp.Load() != 1 {
 		t.Fatalf("dialer %v acceptor %v", d1.cm.Stats.Set().NonZero(), d2.cm.Stats.Set().NonZero())
 	}
 }
 
 // TestCMSetsUpAConnectionInsideADaemon: two NICs of one daemon exchange
-// the same messages port to port, and their connection uses the port link.
+// the same messages port to port, and their connection uses the port link
+// with the protocol's local options at both ends.
 func TestCMSetsUpAConnectionInsideADaemon(t *testing.T) {
 	w := newCMWorld(t)
 	d := w.daemon(1, 0xa, 0xb)
@@ -262,6 +270,11 @@ func TestCMSetsUpAConnectionInsideADaemon(t *testing.T) {
 		t.Fatal("no peer link")
 	} else if _, ok := cfg.Peer.(falcon.InProcessLink); !ok {
 		t.Fatalf("peer link %T, want the port link", cfg.Peer)
+	}
+	for _, n := range []struct{ nic, peer byte }{{0xa, 0xb}, {0xb, 0xa}} {
+		if _, cfg := d.nics[n.nic].conn(n.peer); cfg.MTU != testLocalMTU {
+			t.Fatalf("NIC %x: MTU %d, want the protocol's local one, %d", n.nic, cfg.MTU, testLocalMTU)
+		}
 	}
 	if len(w.queue) != 0 {
 		t.Fatal("a message between two NICs of one daemon went to the fabric")

@@ -318,7 +318,7 @@ func (p *Port) Receive(pkt []byte, flow uint32) {
 // returns, unless a ULP kept it; pooling spares an allocation (and its
 // zeroing and collection) per packet.
 func copyFrame(pkt []byte) (frame []byte, buf *framebuf.Buf) {
-	buf = framebuf.Get()
+	buf = framebuf.Get(len(pkt))
 	frame, ok := buf.Tail(len(pkt), falcon.EnvelopeLen)
 	if !ok {
 		buf.Release()

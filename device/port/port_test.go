@@ -157,8 +157,8 @@ func TestPortLinkHandsOverABurstAtATime(t *testing.T) {
 // packet (the frame less the envelope) ends on a page of a pooled buffer, so whole pages of payload start on one; KeepFrame gives
 // the buffer away only for data that lies in it.
 func TestCopyFrameEndsThePacketOnAPage(t *testing.T) {
-	largest := framebuf.Size - framebuf.Page - 64 - falcon.EnvelopeLen
-	for _, payload := range []int{0, 1, 512, 4095, 4096, largest} {
+	largest := framebuf.LargeSize - framebuf.Page - 64 - falcon.EnvelopeLen
+	for _, payload := range []int{0, 1, 512, 4095, 4096, 16 << 10, largest} {
 		pkt := make([]byte, 64+payload+falcon.EnvelopeLen)
 		for i := range pkt {
 			pkt[i] = byte(i * 7)

@@ -55,7 +55,7 @@ func (p *Port) receiveSealed(w portWork) {
 // place, so the NVMe target can keep a write's whole pages where they lie
 // (KeepFrame) as it does for an unsealed frame.
 func copyDatagram(dgram []byte, trailer int) (frame []byte, buf *framebuf.Buf) {
-	buf = framebuf.Get()
+	buf = framebuf.Get(len(dgram))
 	frame, ok := buf.Tail(len(dgram), trailer)
 	if !ok {
 		buf.Release()

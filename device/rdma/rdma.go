@@ -185,11 +185,18 @@ func (c rdmaConns) Lookup(peer verbs.MAC) *falcon.Conn {
 	return nil
 }
 
+// LocalMTU is the Falcon MTU of an RDMA connection between two NICs of one
+// daemon: 16 KiB segments (verbs.RDMAHeaderRoom beside them), where the
+// fabric's connections carry 4 KiB: a quarter of the transactions, ACKs
+// and per-packet work for the same data (README, "Measured").
+const LocalMTU = 16<<10 + verbs.RDMAHeaderRoom
+
 // cmProto is the RDMA function's part in connection set-up: one ordered
 // connection per peer NIC.
 func (r *Func) cmProto() cm.Proto {
 	return cm.Proto{
 		Config: func(c *falcon.ConnConfig) { c.Ordered = true },
+		Local:  func(c *falcon.ConnConfig) { c.MTU = LocalMTU },
 		Up: func(peer [6]byte, c *falcon.Conn) error {
 			r.conns[peer] = c
 			r.Stats.ConnsUp.Inc()

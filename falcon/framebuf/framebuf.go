@@ -6,7 +6,7 @@
 // (the NVMe target's write from a Write Data Response), and the buffer
 // returns to the pool when the last reference goes.
 //
-// Buffers are Size bytes; frames are placed in them page-aligned the way a
+// Buffers are Size or LargeSize bytes; frames are placed in them page-aligned the way a
 // NIC's DMA engine fills receive buffers, so that a payload of whole 4 KiB
 // pages starts on a page and can go to an O_DIRECT write where it lies:
 // Tail places a received frame so its packet ends on a page, Head places a
@@ -22,21 +22,38 @@ import (
 // Page is the alignment frames are placed at.
 const Page = 4096
 
-// Size is a buffer's length: up to a page is given up to alignment, which
-// leaves at least two pages for the frame.
-const Size = 3 * Page
+// The two sizes of buffer: up to a page is given up to alignment, which
+// leaves at least two pages for the frame of a small one (a 4 KiB payload
+// with its headers) and five for a large one (a 16 KiB RDMA segment
+// between two NICs of one daemon with its headers, device/rdma.LocalMTU).
+const (
+	Size      = 3 * Page
+	LargeSize = 6 * Page
+)
 
 // Buf is one pooled buffer with its reference count.
 type Buf struct {
 	refs atomic.Int32
-	mem  [Size]byte
+	mem  []byte
+	pool *sync.Pool
 }
 
-var pool = sync.Pool{New: func() any { return new(Buf) }}
+var small, large sync.Pool
 
-// Get returns a buffer holding one reference, the caller's.
-func Get() *Buf {
-	b := pool.Get().(*Buf)
+func init() {
+	small.New = func() any { return &Buf{mem: make([]byte, Size), pool: &small} }
+	large.New = func() any { return &Buf{mem: make([]byte, LargeSize), pool: &large} }
+}
+
+// Get returns a buffer for a frame of n bytes, holding one reference, the
+// caller's: a small one if it can place the frame, else a large one
+// (whose Tail and Head still refuse a frame larger than it can place).
+func Get(n int) *Buf {
+	p := &small
+	if n > Size-Page {
+		p = &large
+	}
+	b := p.Get().(*Buf)
 	b.refs.Store(1)
 	return b
 }
@@ -53,7 +70,7 @@ func (b *Buf) Hold() {
 func (b *Buf) Release() {
 	switch n := b.refs.Add(-1); {
 	case n == 0:
-		pool.Put(b)
+		b.pool.Put(b)
 	case n < 0:
 		panic("framebuf: Release of a released buffer")
 	}
@@ -63,13 +80,17 @@ func (b *Buf) Release() {
 func (b *Buf) Refs() int { return int(b.refs.Load()) }
 
 // Mem is the whole buffer.
-func (b *Buf) Mem() []byte { return b.mem[:] }
+func (b *Buf) Mem() []byte { return b.mem }
+
+// Room is the largest frame Tail places in b, and less than Head's
+// capacity: the buffer less a page.
+func (b *Buf) Room() int { return len(b.mem) - Page }
 
 // Tail places an n-byte frame whose last trailer bytes follow its packet
 // so that the packet ends on a page: the returned slice has length n and
-// no spare capacity. ok is false if the frame does not fit (n > Size-Page).
+// no spare capacity. ok is false if the frame does not fit (n > Room).
 func (b *Buf) Tail(n, trailer int) (frame []byte, ok bool) {
-	if n < trailer || n > Size-Page {
+	if n < trailer || n > b.Room() {
 		return nil, false
 	}
 	end := uintptr(unsafe.Pointer(&b.mem[0])) + uintptr(n-trailer)
@@ -80,7 +101,7 @@ func (b *Buf) Tail(n, trailer int) (frame []byte, ok bool) {
 // Head places a frame that will hold pre bytes and then a payload starting
 // on a page: the returned slice is empty, starts pre bytes before that
 // page (less than a page into the buffer) and has the rest of the buffer,
-// more than Size-Page bytes, as capacity. ok is false if pre > Page.
+// more than Room bytes, as capacity. ok is false if pre > Page.
 func (b *Buf) Head(pre int) (frame []byte, ok bool) {
 	if pre < 0 || pre > Page {
 		return nil, false
@@ -90,7 +111,7 @@ func (b *Buf) Head(pre int) (frame []byte, ok bool) {
 	if data-Page >= pre {
 		data -= Page
 	}
-	return b.mem[data-pre : data-pre : Size], true
+	return b.mem[data-pre : data-pre : len(b.mem)], true
 }
 
 // Within reports whether the bytes of data lie in b.
@@ -100,5 +121,5 @@ func (b *Buf) Within(data []byte) bool {
 	}
 	lo := uintptr(unsafe.Pointer(&b.mem[0]))
 	d := uintptr(unsafe.Pointer(unsafe.SliceData(data)))
-	return d >= lo && d-lo+uintptr(len(data)) <= Size
+	return d >= lo && d-lo+uintptr(len(data)) <= uintptr(len(b.mem))
 }
