@@ -389,26 +389,7 @@ func FuzzInlineAV(f *testing.F) {
 // still bounded by its path MTU.
 func TestRCSegmentsAtTheConnectionsMTU(t *testing.T) {
 	w, qa, _ := rcPairLink(t, QPTypeRC, 7, falcon.ConnConfig{MTU: 16<<10 + RDMAHeaderRoom + 100}, link.MemConfig{})
-	src := w.ga.reg(1, 64<<10, AccessLocalWrite)
-	dst := w.gb.reg(1, 64<<10, rwAll)
-	fill(w.ga.bytes(src), 9)
-	qa.postSend(wqe{id: 1, op: WRWrite, raddr: dst.va, rkey: dst.rkey, sges: []buf{src}})
-	w.run()
-	if wc := oneWC(t, qa.scq); wc.Status() != WCSuccess || !bytes.Equal(w.gb.bytes(dst), w.ga.bytes(src)) {
-		t.Fatalf("write: %v", wc.Status())
-	}
-	if got := w.a.Stats.TxPush.Load(); got != 4 {
-		t.Fatalf("pushes = %d, want 4 (64 KiB at 16 KiB)", got)
-	}
-	back := w.ga.reg(1, 64<<10, AccessLocalWrite)
-	qa.postSend(wqe{id: 2, op: WRRead, raddr: dst.va, rkey: dst.rkey, sges: []buf{back}})
-	w.run()
-	if wc := oneWC(t, qa.scq); wc.Status() != WCSuccess || !bytes.Equal(w.ga.bytes(back), w.ga.bytes(src)) {
-		t.Fatalf("read back: %v", wc.Status())
-	}
-	if got := w.a.Stats.TxPull.Load(); got != 4 {
-		t.Fatalf("pulls = %d, want 4", got)
-	}
+	writeThenReadBack(t, w, qa, 64<<10, 4)
 	e := w.a
 	if n := e.connSeg(nil); n != 4096 {
 		t.Fatalf("no connection: segments of %d, want PMTUCap", n)
@@ -425,24 +406,31 @@ func TestRCSegmentsAtTheConnectionsMTU(t *testing.T) {
 func TestRCSegmentsAtTransportMTUWhateverThePathMTU(t *testing.T) {
 	w, qa, qb := rcPair(t, QPTypeRC, 7)
 	w.a.qps[qa.qpn].attr.PathMTU, w.b.qps[qb.qpn].attr.PathMTU = 3, 3 // 1024
-	src := w.ga.reg(1, 16384, AccessLocalWrite)
-	dst := w.gb.reg(1, 16384, rwAll)
+	writeThenReadBack(t, w, qa, 16<<10, 4)
+}
+
+// writeThenReadBack has qa WRITE size bytes into B's memory and READ them
+// back, and checks the data and that each took segs transactions.
+func writeThenReadBack(t *testing.T, w *world, qa *qpEnds, size int, segs uint64) {
+	t.Helper()
+	src := w.ga.reg(1, size, AccessLocalWrite)
+	dst := w.gb.reg(1, size, rwAll)
 	fill(w.ga.bytes(src), 5)
 	qa.postSend(wqe{id: 1, op: WRWrite, raddr: dst.va, rkey: dst.rkey, sges: []buf{src}})
 	w.run()
-	if wc := oneWC(t, qa.scq); wc.Status() != WCSuccess {
+	if wc := oneWC(t, qa.scq); wc.Status() != WCSuccess || !bytes.Equal(w.gb.bytes(dst), w.ga.bytes(src)) {
 		t.Fatalf("write: %v", wc.Status())
 	}
-	if got := w.a.Stats.TxPush.Load(); got != 4 {
-		t.Fatalf("pushes = %d, want 4 (16 KiB at 4096)", got)
+	if got := w.a.Stats.TxPush.Load(); got != segs {
+		t.Fatalf("pushes = %d, want %d (%d bytes)", got, segs, size)
 	}
-	back := w.ga.reg(1, 16384, AccessLocalWrite)
+	back := w.ga.reg(1, size, AccessLocalWrite)
 	qa.postSend(wqe{id: 2, op: WRRead, raddr: dst.va, rkey: dst.rkey, sges: []buf{back}})
 	w.run()
 	if wc := oneWC(t, qa.scq); wc.Status() != WCSuccess || !bytes.Equal(w.ga.bytes(back), w.ga.bytes(src)) {
 		t.Fatalf("read back: %v", wc.Status())
 	}
-	if got := w.a.Stats.TxPull.Load(); got != 4 {
-		t.Fatalf("pulls = %d, want 4", got)
+	if got := w.a.Stats.TxPull.Load(); got != segs {
+		t.Fatalf("pulls = %d, want %d", got, segs)
 	}
 }
