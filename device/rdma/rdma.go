@@ -186,10 +186,10 @@ func (c rdmaConns) Lookup(peer verbs.MAC) *falcon.Conn {
 }
 
 // LocalMTU is the Falcon MTU of an RDMA connection between two NICs of one
-// daemon: 16 KiB segments (verbs.RDMAHeaderRoom beside them), where the
-// fabric's connections carry 4 KiB: a quarter of the transactions, ACKs
+// daemon: 32 KiB segments (verbs.RDMAHeaderRoom beside them), where the
+// fabric's connections carry 4 KiB: an eighth of the transactions, ACKs
 // and per-packet work for the same data (README, "Measured").
-const LocalMTU = 16<<10 + verbs.RDMAHeaderRoom
+const LocalMTU = 32<<10 + verbs.RDMAHeaderRoom
 
 // cmProto is the RDMA function's part in connection set-up: one ordered
 // connection per peer NIC.

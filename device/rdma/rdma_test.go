@@ -15,6 +15,9 @@ import (
 	"falconnic/device/fabric"
 	"falconnic/device/port"
 	"falconnic/device/rdmauapi"
+	"falconnic/falcon"
+	"falconnic/falcon/framebuf"
+	"falconnic/falcon/wire"
 	"falconnic/verbs"
 	"falconnic/vhostuser"
 	"falconnic/vhostuser/vhostusertest"
@@ -628,5 +631,20 @@ func TestRDMAPeerGuestDiesMidTraffic(t *testing.T) {
 	b.r.Call(func(r *Func) { n = r.eng.Objects() })
 	if n != 0 {
 		t.Fatalf("%d objects left on the dead guest's NIC", n)
+	}
+}
+
+// A segment between two NICs of one daemon, with every header Falcon and
+// the RDMA ULP put before it and the envelope after, fits a large frame
+// buffer: the port passes it by reference, not in a buffer of its own.
+func TestLocalMTUFitsALargeFrameBuffer(t *testing.T) {
+	frame := wire.MaxHeaderLen + LocalMTU + falcon.EnvelopeLen
+	b := framebuf.Get(frame)
+	defer b.Release()
+	if room := b.Room(); frame > room {
+		t.Fatalf("a %d-byte frame in a buffer with room for %d", frame, room)
+	}
+	if LocalMTU-verbs.RDMAHeaderRoom <= 4096 {
+		t.Fatalf("LocalMTU %d carries no more than the fabric's 4 KiB", LocalMTU)
 	}
 }

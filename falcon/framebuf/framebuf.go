@@ -24,11 +24,11 @@ const Page = 4096
 
 // The two sizes of buffer: up to a page is given up to alignment, which
 // leaves at least two pages for the frame of a small one (a 4 KiB payload
-// with its headers) and five for a large one (a 16 KiB RDMA segment
+// with its headers) and nine for a large one (a 32 KiB RDMA segment
 // between two NICs of one daemon with its headers, device/rdma.LocalMTU).
 const (
 	Size      = 3 * Page
-	LargeSize = 6 * Page
+	LargeSize = 10 * Page
 )
 
 // Buf is one pooled buffer with its reference count.
