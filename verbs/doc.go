@@ -34,8 +34,8 @@
 // connection the connection manager keeps to the peer NIC (looked up by the
 // address vector's destination MAC); UD QPs use the same per-NIC-pair
 // connections, chosen per WQE from the address handle. SEND and WRITE are
-// segmented into pushes of at most the path MTU with RBTH and extension
-// headers; READ and atomics are pulls (Conn.PullHeader) whose Pull Request
+// segmented into pushes (of at most the path MTU for UD) with RBTH and
+// extension headers; READ and atomics are pulls (Conn.PullHeader) whose Pull Request
 // carries the request headers and whose Pull Data carries the response.
 //
 // Errors: remote access and protocol errors come back as complete-in-error
@@ -53,9 +53,11 @@
 //   - One ordered connection per NIC pair carries every QP between them;
 //     an RNR on one QP holds later requests of the others (head of line).
 //   - RC and UC messages are segmented at the transport's MTU
-//     (Config.PMTUCap), whatever path MTU the guest set: segments never
-//     cross the path it describes, and rdma_cm sets 1024 from the guest's
-//     1500-byte netdev. UD messages are still bounded by the path MTU.
+//     (Config.PMTUCap, or what the connection's MTU holds where that is
+//     more: between two NICs of one daemon), whatever path MTU the guest
+//     set: segments never cross the path it describes, and rdma_cm sets
+//     1024 from the guest's 1500-byte netdev. UD messages are still
+//     bounded by the path MTU.
 //   - READs are segmented like that too, without regard to local SGE
 //     boundaries (data is scattered into the SGEs on arrival).
 //   - UD receives get a 40-byte GRH area and IBV_WC_GRH, as rxe does, for

@@ -98,7 +98,8 @@ func (v *vm) spinCQ(gpa uint64) verbs.WCStatus {
 
 // BenchmarkRDMAWrite64K measures a signaled 64 KiB RDMA WRITE between the
 // RDMA functions of two NICs in one daemon: control-channel doorbell, SQ
-// ring read, 16 Falcon pushes, DMA into the peer's memory, CQE written.
+// ring read, 2 Falcon pushes (32 KiB segments: LocalMTU), DMA into the
+// peer's memory, CQE written.
 func BenchmarkRDMAWrite64K(b *testing.B) {
 	const n = 64 << 10
 	t := &testing.T{}
