@@ -353,9 +353,8 @@ type Proto struct {
 	Failed func(peer [6]byte)
 	// Local sets the protocol's options for a connection to a NIC of this
 	// daemon, after Config (nil: as any other). Their port link has no
-	// wire: a larger MTU moves a message in fewer transactions, and ACKs
-	// can be coalesced more. Both ends apply it, each seeing the other as
-	// local.
+	// wire, so a larger MTU moves a message in fewer transactions. Both
+	// ends apply it, each seeing the other as local.
 	Local func(c *falcon.ConnConfig)
 }
 

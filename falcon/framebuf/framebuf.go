@@ -34,16 +34,13 @@ const (
 // Buf is one pooled buffer with its reference count.
 type Buf struct {
 	refs atomic.Int32
-	mem  []byte
-	pool *sync.Pool
+	mem  []byte // Size or LargeSize bytes: its length names its pool
 }
 
-var small, large sync.Pool
-
-func init() {
-	small.New = func() any { return &Buf{mem: make([]byte, Size), pool: &small} }
-	large.New = func() any { return &Buf{mem: make([]byte, LargeSize), pool: &large} }
-}
+var (
+	small = sync.Pool{New: func() any { return &Buf{mem: make([]byte, Size)} }}
+	large = sync.Pool{New: func() any { return &Buf{mem: make([]byte, LargeSize)} }}
+)
 
 // Get returns a buffer for a frame of n bytes, holding one reference, the
 // caller's: a small one if it can place the frame, else a large one
@@ -69,8 +66,10 @@ func (b *Buf) Hold() {
 // must not be used after it by that holder.
 func (b *Buf) Release() {
 	switch n := b.refs.Add(-1); {
+	case n == 0 && len(b.mem) == Size:
+		small.Put(b)
 	case n == 0:
-		b.pool.Put(b)
+		large.Put(b)
 	case n < 0:
 		panic("framebuf: Release of a released buffer")
 	}
