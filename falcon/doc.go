@@ -55,12 +55,14 @@
 // take a ULP header plus a scatter-list range) copy into a frame with room
 // for the Falcon header, which is written in place when the packet is
 // first sent; the frame then belongs to the PDL slot for retransmission.
-// PushFrame copies nothing: the ULP builds the packet in its own buffer,
-// which the PDL slot sends (and resends) from and gives back with the
-// push's completion once the slot is acknowledged; over a RefLink its
+// Their Fill forms (PushFill, PullDataFill) have the ULP write the payload
+// into that frame itself, so data read from guest memory is copied only
+// there. PushFrame copies nothing: the ULP builds the packet in its own
+// buffer, which the PDL slot sends (and resends) from and gives back with
+// the push's completion once the slot is acknowledged; over a RefLink its
 // first transmission goes by reference, so the receiver reads the ULP's
-// buffer in place. Pull Data of 512 bytes or more over a RefLink is
-// gathered into a shared frame buffer (falcon/framebuf: pooled,
+// buffer in place. A push or Pull Data of 512 bytes or more over a RefLink
+// is built in a shared frame buffer (falcon/framebuf: pooled,
 // reference-counted, the payload placed on a page) that the receiver
 // takes over (SendShared) and may keep past the acknowledgement, as the
 // NVMe target keeps a write's data for its O_DIRECT write; the slot holds

@@ -236,9 +236,15 @@ type refPair struct {
 }
 
 func newRefPair(t *testing.T, ab, ba *refLink, ua, ub falcon.ULP) *refPair {
+	return newLinkPair(t, ab, ba, ab, ba, ua, ub)
+}
+
+// newLinkPair is newRefPair with the endpoints sending on la and lb, which
+// pass their frames to ab and ba (a plainLink: they never go by reference).
+func newLinkPair(t *testing.T, ab, ba *refLink, la, lb falcon.Link, ua, ub falcon.ULP) *refPair {
 	p := &refPair{clk: clock.NewManual(0), ab: ab, ba: ba}
-	p.ea = falcon.New(falcon.Config{Clock: p.clk, Link: ab, ULP: ua})
-	p.eb = falcon.New(falcon.Config{Clock: p.clk, Link: ba, ULP: ub})
+	p.ea = falcon.New(falcon.Config{Clock: p.clk, Link: la, ULP: ua})
+	p.eb = falcon.New(falcon.Config{Clock: p.clk, Link: lb, ULP: ub})
 	ab.to, ba.to = p.eb, p.ea
 	cc := falcon.ConnConfig{SCID: 1, DCID: 2, TxRSN: 1, RxRSN: 1}
 	var err error

@@ -90,6 +90,11 @@ func (c *Conn) sendRequest(rsn wire.RSN, t *tl.ITxn, i int, now time.Duration) {
 		frame := t.Lent
 		s.Spare, s.Lent, t.Lent = s.Buf[:0], true, nil
 		_, s.Buf = buildInPlace(frame, nil, wire.TypePushData, &f)
+	case t.Kind == tl.Push && t.Mem != nil: // the slot takes the shared buffer over, its own parked
+		s.Type = wire.TypePushData
+		s.Spare, s.Mem = s.Buf[:0], t.Mem
+		_, s.Buf = buildInPlace(t.Shared, nil, wire.TypePushData, &f)
+		t.Shared, t.Mem = nil, nil
 	case t.Kind == tl.Push:
 		s.Type = wire.TypePushData
 		t.Frame, s.Buf = buildInPlace(t.Frame, s.Buf, wire.TypePushData, &f)

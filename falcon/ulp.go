@@ -18,6 +18,22 @@ func (c *Conn) Push(cookie uint64, payload []byte) (wire.RSN, error) {
 // from byte offset off (fewer if segs end sooner): a ULP header and data
 // from several buffers go into the packet with one copy.
 func (c *Conn) PushGather(cookie uint64, hdr []byte, segs [][]byte, off, n int) (wire.RSN, error) {
+	return c.push(cookie, hdr, n, segs, off, nil)
+}
+
+// PushFill is Push of hdr followed by n bytes that fill writes into the
+// packet itself: the ULP reads its data (guest memory) straight into the
+// frame, which is the payload's only copy on the sending side. fill runs
+// before anything is submitted; its error comes back as it is, and the
+// push is then not made.
+func (c *Conn) PushFill(cookie uint64, hdr []byte, n int, fill func(payload []byte) error) (wire.RSN, error) {
+	return c.push(cookie, hdr, n, nil, 0, fill)
+}
+
+// push is PushGather (fill nil) and PushFill. Over a RefLink a payload of
+// sharedMin bytes or more goes into a shared frame buffer, which the
+// receiver takes over (SendShared) instead of a copy of its own.
+func (c *Conn) push(cookie uint64, hdr []byte, n int, segs [][]byte, off int, fill func([]byte) error) (wire.RSN, error) {
 	if c.dead {
 		return 0, ErrDead
 	}
@@ -29,10 +45,31 @@ func (c *Conn) PushGather(cookie uint64, hdr []byte, segs [][]byte, off, n int) 
 	if c.ini.Full() || !res.Admit(c.txHeld, c.alpha.Float()) || !res.TxReq.Take(cells, false) {
 		return 0, c.refuse()
 	}
+	next := c.ini.Slot(c.ini.Next) // the slot Add gives the push
+	m, frame := c.sharedFrame(wire.PushDataHeaderLen+len(hdr), n)
+	if m == nil {
+		frame = next.Frame
+	}
+	frame, payload := place(frame, wire.PushDataHeaderLen, hdr, n)
+	if fill == nil {
+		frame = frame[:len(frame)-n+gather(payload, segs, off)]
+	} else if err := fill(payload); err != nil {
+		res.TxReq.Give(cells)
+		if m != nil {
+			m.Release()
+		} else {
+			next.Frame = frame[:0]
+		}
+		return 0, err
+	}
 	rsn, t := c.ini.Add(tl.Push, cookie)
+	if m != nil {
+		t.Mem, t.Shared = m, frame
+	} else {
+		t.Frame = frame
+	}
 	t.Cells = cells
 	c.txHeld++
-	t.Frame = gather(t.Frame, wire.PushDataHeaderLen, hdr, segs, off, n)
 	now, outer := c.ep.enter()
 	defer c.ep.leave(outer)
 	c.count(hotTxnSubmitted)
@@ -74,28 +111,36 @@ func (c *Conn) PushFrame(cookie uint64, frame []byte) (wire.RSN, error) {
 	return rsn, nil
 }
 
-// gather fills frame with headLen bytes of room for the Falcon header, then
-// hdr, then n bytes of segs from byte offset off, leaving capacity for the
-// envelope, so that the packet is built in place (buildInPlace).
-func gather(frame []byte, headLen int, hdr []byte, segs [][]byte, off, n int) []byte {
+// place fills frame with headLen bytes of room for the Falcon header, then
+// hdr, then n bytes for the payload (returned, to be written), leaving
+// capacity for the envelope, so that the packet is built in place
+// (buildInPlace).
+func place(frame []byte, headLen int, hdr []byte, n int) (packet, payload []byte) {
 	if need := headLen + len(hdr) + n + envelopeLen; cap(frame) < need {
 		frame = make([]byte, 0, need+64)
 	}
 	frame = append(frame[:headLen], hdr...)
+	at := len(frame)
+	frame = frame[:at+n]
+	return frame, frame[at:]
+}
+
+// gather copies the bytes of segs from byte offset off into payload and
+// returns how many there were (fewer than len(payload) if segs end sooner).
+func gather(payload []byte, segs [][]byte, off int) int {
+	n := 0
 	for _, s := range segs {
-		if n == 0 {
+		if n == len(payload) {
 			break
 		}
 		if off >= len(s) {
 			off -= len(s)
 			continue
 		}
-		m := min(n, len(s)-off)
-		frame = append(frame, s[off:off+m]...)
-		n -= m
+		n += copy(payload[n:], s[off:])
 		off = 0
 	}
-	return frame
+	return n
 }
 
 // sharedMin is the least payload worth a shared frame buffer.
@@ -282,6 +327,19 @@ func (c *Conn) PullData(rsn wire.RSN, data []byte) error {
 // PullDataGather is PullData of hdr followed by n bytes of the scatter
 // list segs from byte offset off, copied once (as PushGather).
 func (c *Conn) PullDataGather(rsn wire.RSN, hdr []byte, segs [][]byte, off, n int) error {
+	return c.pullData(rsn, hdr, n, segs, off, nil)
+}
+
+// PullDataFill is PullData of hdr followed by n bytes that fill writes
+// into the packet itself (as PushFill); its error comes back as it is,
+// and the pull is then still waiting for its data.
+func (c *Conn) PullDataFill(rsn wire.RSN, hdr []byte, n int, fill func(payload []byte) error) error {
+	return c.pullData(rsn, hdr, n, nil, 0, fill)
+}
+
+// pullData is PullDataGather (fill nil) and PullDataFill; over a RefLink
+// the data goes in a shared frame buffer, as a push's.
+func (c *Conn) pullData(rsn wire.RSN, hdr []byte, n int, segs [][]byte, off int, fill func([]byte) error) error {
 	s, err := c.targetTxn(rsn, tl.Pull)
 	if err != nil {
 		return err
@@ -294,12 +352,28 @@ func (c *Conn) PullDataGather(rsn wire.RSN, hdr []byte, segs [][]byte, off, n in
 	if !res.TxData.Take(cells, false) {
 		return c.refuse()
 	}
-	s.TxCells = cells
-	if m, frame := c.sharedFrame(wire.PullDataHeaderLen+len(hdr), n); m != nil {
-		s.Mem, s.Shared = m, gather(frame, wire.PullDataHeaderLen, hdr, segs, off, n)
-	} else {
-		s.Frame = gather(s.Frame, wire.PullDataHeaderLen, hdr, segs, off, n)
+	m, frame := c.sharedFrame(wire.PullDataHeaderLen+len(hdr), n)
+	if m == nil {
+		frame = s.Frame
 	}
+	frame, payload := place(frame, wire.PullDataHeaderLen, hdr, n)
+	if fill == nil {
+		frame = frame[:len(frame)-n+gather(payload, segs, off)]
+	} else if err := fill(payload); err != nil {
+		res.TxData.Give(cells)
+		if m != nil {
+			m.Release()
+		} else {
+			s.Frame = frame[:0]
+		}
+		return err
+	}
+	if m != nil {
+		s.Mem, s.Shared = m, frame
+	} else {
+		s.Frame = frame
+	}
+	s.TxCells = cells
 	s.State = tl.TResponding
 	c.pullQ.push(rsn)
 	now, outer := c.ep.enter()

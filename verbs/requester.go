@@ -487,14 +487,19 @@ func (e *Engine) submit(qp *QP, op *sendOp) error {
 			if qp.typ == QPTypeUD {
 				e.pkt = appendUDAddr(e.pkt, &op.av)
 			}
-			hl := len(e.pkt)
-			e.pkt = e.pkt[:hl+int(n)]
-			if err := e.gather(op, op.sent, e.pkt[hl:]); err != nil {
+			// The data goes from memory straight into the packet.
+			bad := false
+			_, err := c.PushFill(cookie(qp, op.seq), e.pkt, int(n), func(b []byte) error {
+				err := e.gather(op, op.sent, b)
+				bad = err != nil
+				return err
+			})
+			if bad {
 				e.Stats.LocalProtErr.Inc()
 				op.done, op.status = true, WCLocProtErr
 				return nil
 			}
-			if _, err := c.Push(cookie(qp, op.seq), e.pkt); err != nil {
+			if err != nil {
 				if first && f.RMSN != 0 {
 					qp.sendMSN--
 				}

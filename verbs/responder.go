@@ -382,22 +382,32 @@ func (e *Engine) onPull(c *falcon.Conn, r *falcon.Request) {
 			return
 		}
 		e.pkt = wire.AppendRDMA(e.pkt[:0], &f)
-		if d.DMALength > 0 {
-			mr, off, ok := e.rkeyCheck(qp, d.RKey, d.VA, uint64(d.DMALength), AccessRemoteRead)
-			if !ok {
-				e.pullError(c, r, &f, wire.SyndromeRemoteAccess)
-				e.qpError(qp, EvQPAccessErr)
-				return
-			}
-			e.pkt = e.pkt[:hl+int(d.DMALength)]
-			if mr.reg.read(e.cfg.Mem, off, e.pkt[hl:]) != nil {
-				e.Stats.RxBounds.Inc()
-				e.pullError(c, r, &f, wire.SyndromeRemoteAccess)
-				return
-			}
+		if d.DMALength == 0 {
+			e.Stats.ReadResponses.Inc()
+			_ = c.PullData(r.RSN, e.pkt)
+			return
 		}
-		e.Stats.ReadResponses.Inc()
-		_ = c.PullData(r.RSN, e.pkt)
+		mr, off, ok := e.rkeyCheck(qp, d.RKey, d.VA, uint64(d.DMALength), AccessRemoteRead)
+		if !ok {
+			e.pullError(c, r, &f, wire.SyndromeRemoteAccess)
+			e.qpError(qp, EvQPAccessErr)
+			return
+		}
+		// The data goes from memory straight into the packet.
+		bad := false
+		err := c.PullDataFill(r.RSN, e.pkt, int(d.DMALength), func(b []byte) error {
+			err := mr.reg.read(e.cfg.Mem, off, b)
+			bad = err != nil
+			return err
+		})
+		if bad {
+			e.Stats.RxBounds.Inc()
+			e.pullError(c, r, &f, wire.SyndromeRemoteAccess)
+			return
+		}
+		if err == nil {
+			e.Stats.ReadResponses.Inc()
+		}
 		return
 	}
 	if int(r.Length) != wire.OpAtomicResponse.HeaderLen() {

@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"time"
 
+	"falconnic/falcon/framebuf"
 	"falconnic/falcon/wire"
 )
 
@@ -49,7 +50,12 @@ type ITxn struct {
 	// payload. Sending builds the header in place and swaps the buffer
 	// with the PDL slot's, so the payload is copied once (reused buffer).
 	Frame []byte
-	Data  []byte // Pull Data held for ordered completion (reused buffer)
+	// Shared is instead a Push's packet under construction in Mem, a
+	// shared frame buffer the transaction holds a reference to until it
+	// is sent (falcon's pushes over a RefLink).
+	Shared []byte
+	Mem    *framebuf.Buf
+	Data   []byte // Pull Data held for ordered completion (reused buffer)
 	// Lent is a PushFrame's buffer while the ULP's: before it is sent, and
 	// once its PDL slot gave it back, until the completion reports it.
 	Lent []byte
