@@ -9,6 +9,7 @@ type Counters struct {
 	TxPush, TxPull, TxBytes           stats.Counter
 	RxWriteBytes, RxSendBytes         stats.Counter
 	ReadResponses, AtomicsDone        stats.Counter
+	PullXoff, PullLost                stats.Counter
 	WQEBadOpcode, WQEBadSGE, WQERead  stats.Counter
 	WQETooLong, LocalProtErr          stats.Counter
 	WQEBadAV, RxUDBadAddr             stats.Counter
@@ -51,6 +52,8 @@ func (c *Counters) Set() stats.Set {
 		{Name: "rx_send_bytes", Help: "bytes placed by SENDs", Counter: &c.RxSendBytes},
 		{Name: "read_responses", Help: "READ responses sent", Counter: &c.ReadResponses},
 		{Name: "atomics_done", Help: "atomic operations executed as responder", Counter: &c.AtomicsDone},
+		{Name: "pull_xoff", Help: "READ or atomic responses Falcon had no Tx data room for: held until it has (Xon)", Counter: &c.PullXoff},
+		{Name: "pull_lost", Help: "held READ or atomic responses dropped: their connection closed or the pull was gone", Counter: &c.PullLost},
 		{Name: "wqe_bad_opcode", Help: "send WQE with an unsupported opcode for the QP type", Counter: &c.WQEBadOpcode},
 		{Name: "wqe_bad_sge", Help: "WQE with too many SGEs or a length disagreeing with its SGEs", Counter: &c.WQEBadSGE},
 		{Name: "wqe_read_err", Help: "WQE could not be read from guest memory", Counter: &c.WQERead},

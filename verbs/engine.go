@@ -127,8 +127,9 @@ type Engine struct {
 	qpGen       map[uint32]uint8
 	dma         *MR // the DMALKey region of kernel QPs
 
-	pkt     []byte // transmit scratch: headers + data
-	scratch []byte // receive scratch
+	pkt     []byte     // transmit scratch: headers + data
+	held    []heldPull // responses waiting for Tx data room, in order
+	scratch []byte     // receive scratch
 	wqe     [SendWQESize]byte
 	rwqe    [RecvWQESize]byte
 	sge     [SGESize]byte
@@ -272,6 +273,7 @@ func (e *Engine) Reset() int {
 	// may no longer be the driver's.
 	clear(e.poll.polled)
 	e.poll.polled = e.poll.polled[:0]
+	e.forgetHeld(nil)
 	e.init()
 	return n
 }

@@ -7,6 +7,7 @@ import (
 
 	"falconnic/falcon"
 	"falconnic/falcon/link"
+	"falconnic/falcon/tl"
 )
 
 const rwAll = AccessLocalWrite | AccessRemoteWrite | AccessRemoteRead | AccessRemoteAtomic
@@ -440,5 +441,57 @@ func TestSQSlotIsFreeBeforeItsCompletionIsVisible(t *testing.T) {
 		if checked != 3 {
 			t.Fatalf("op %d: saw %d CQ producer writes, want 3", op, checked)
 		}
+	}
+}
+
+// TestResponsesWaitForTxDataRoom: a responder whose NIC has room for two
+// Pull Data packets at a time answers a burst of READs and atomics as the
+// room comes back (Falcon's Xon), not by dropping what it could not send
+// at once: every READ returns its data, every atomic runs exactly once.
+func TestResponsesWaitForTxDataRoom(t *testing.T) {
+	lim := tl.DefaultLimits()
+	lim.TxDataPkts, lim.TxDataCell = 2, 2*17
+	w := newWorldLimits(t, falcon.ConnConfig{}, link.MemConfig{}, link.MemConfig{}, lim)
+	for _, g := range []*guest{w.ga, w.gb} {
+		if err := g.e.CreatePD(1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	qa := w.ga.makeQP(16, 1, QPTypeRC, 0)
+	qb := w.gb.makeQP(17, 1, QPTypeRC, 0)
+	qa.connect(macB, 17, 7, 1)
+	qb.connect(macA, 16, 7, 1)
+	const reads, adds = 8, 8
+	remote := w.gb.reg(1, reads*4096, rwAll)
+	fill(w.gb.bytes(remote), 3)
+	counter := w.gb.reg(1, 8, rwAll)
+	local := w.ga.reg(1, reads*4096, AccessLocalWrite)
+	orig := w.ga.reg(1, 8*adds, AccessLocalWrite)
+	for i := range reads {
+		l := buf{gpa: local.gpa + uint64(i*4096), va: local.va + uint64(i*4096), n: 4096, lkey: local.lkey}
+		qa.postSend(wqe{id: uint64(i), op: WRRead, raddr: remote.va + uint64(i*4096), rkey: remote.rkey, sges: []buf{l}})
+	}
+	for i := range adds {
+		o := buf{gpa: orig.gpa + uint64(i*8), va: orig.va + uint64(i*8), n: 8, lkey: orig.lkey}
+		qa.postSend(wqe{id: uint64(100 + i), op: WRFetchAdd, raddr: counter.va, rkey: counter.rkey, cmp: 1, sges: []buf{o}})
+	}
+	w.run()
+	wcs := qa.scq.poll()
+	if len(wcs) != reads+adds {
+		t.Fatalf("%d completions, want %d", len(wcs), reads+adds)
+	}
+	for _, wc := range wcs {
+		if wc.Status() != WCSuccess {
+			t.Fatalf("WR %d: %v", wc.WRID(), wc.Status())
+		}
+	}
+	if !bytes.Equal(w.ga.bytes(local), w.gb.bytes(remote)) {
+		t.Fatal("read data differs")
+	}
+	if got := le.Uint64(w.gb.bytes(counter)); got != adds {
+		t.Fatalf("counter %d after %d fetch-adds of 1", got, adds)
+	}
+	if w.b.Stats.PullXoff.Load() == 0 {
+		t.Fatal("no response waited for room: the test did not exercise it")
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"falconnic/falcon"
 	"falconnic/falcon/link"
 	"falconnic/falcon/sim"
+	"falconnic/falcon/tl"
 )
 
 // guest is the test peer's side of one VM: fake guest RAM, a page
@@ -156,6 +157,12 @@ func newWorld(t *testing.T, cc falcon.ConnConfig, ab link.MemConfig) *world {
 }
 
 func newWorldLinks(t *testing.T, cc falcon.ConnConfig, ab, ba link.MemConfig) *world {
+	return newWorldLimits(t, cc, ab, ba, tl.Limits{})
+}
+
+// newWorldLimits is newWorldLinks with both NICs' resource pools sized by
+// lim (zero: Falcon's defaults).
+func newWorldLimits(t *testing.T, cc falcon.ConnConfig, ab, ba link.MemConfig, lim tl.Limits) *world {
 	w := &world{t: t, ga: newGuest(t, 16<<20), gb: newGuest(t, 16<<20)}
 	w.a = New(Config{Mem: w.ga.mem, Events: func(e Event) { w.evA = append(w.evA, e) }})
 	w.b = New(Config{Mem: w.gb.mem, Events: func(e Event) { w.evB = append(w.evB, e) }})
@@ -164,7 +171,7 @@ func newWorldLinks(t *testing.T, cc falcon.ConnConfig, ab, ba link.MemConfig) *w
 		cc.SCID, cc.DCID = 1, 2
 	}
 	cc.Ordered = true
-	p, err := sim.NewPair(sim.PairConfig{Conn: cc, ULPA: w.a, ULPB: w.b, AB: ab, BA: ba})
+	p, err := sim.NewPair(sim.PairConfig{Conn: cc, ULPA: w.a, ULPB: w.b, AB: ab, BA: ba, Limits: lim})
 	if err != nil {
 		t.Fatal(err)
 	}

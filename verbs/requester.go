@@ -119,6 +119,7 @@ const minConnSweep = 16
 // again on their next work request.
 func (e *Engine) ConnDown(c *falcon.Conn) {
 	delete(e.conns, c)
+	e.forgetHeld(c)
 	for _, qp := range e.qps {
 		if qp.conn == c {
 			qp.conn = nil
@@ -738,6 +739,7 @@ func (e *Engine) retire(qp *QP, op *sendOp) {
 
 // OnXon resumes QPs the transport refused.
 func (e *Engine) OnXon(c *falcon.Conn) {
+	e.sendHeld()
 	for _, qp := range e.qps {
 		if qp.blocked {
 			e.pump(qp)

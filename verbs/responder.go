@@ -384,7 +384,7 @@ func (e *Engine) onPull(c *falcon.Conn, r *falcon.Request) {
 		e.pkt = wire.AppendRDMA(e.pkt[:0], &f)
 		if d.DMALength == 0 {
 			e.Stats.ReadResponses.Inc()
-			_ = c.PullData(r.RSN, e.pkt)
+			e.answer(c, r.RSN, e.pkt)
 			return
 		}
 		mr, off, ok := e.rkeyCheck(qp, d.RKey, d.VA, uint64(d.DMALength), AccessRemoteRead)
@@ -393,20 +393,28 @@ func (e *Engine) onPull(c *falcon.Conn, r *falcon.Request) {
 			e.qpError(qp, EvQPAccessErr)
 			return
 		}
-		// The data goes from memory straight into the packet.
-		bad := false
-		err := c.PullDataFill(r.RSN, e.pkt, int(d.DMALength), func(b []byte) error {
-			err := mr.reg.read(e.cfg.Mem, off, b)
-			bad = err != nil
-			return err
-		})
-		if bad {
+		// The data goes from memory straight into the packet, or, while
+		// responses are held, into a held copy.
+		read := func(b []byte) error { return mr.reg.read(e.cfg.Mem, off, b) }
+		err := falcon.ErrXoff
+		if len(e.held) == 0 {
+			err = c.PullDataFill(r.RSN, e.pkt, int(d.DMALength), read)
+		}
+		if err == falcon.ErrXoff {
+			hl := len(e.pkt)
+			e.pkt = e.pkt[:hl+int(d.DMALength)]
+			if err = read(e.pkt[hl:]); err == nil {
+				e.hold(c, r.RSN, e.pkt)
+			}
+		}
+		switch err {
+		case nil:
+			e.Stats.ReadResponses.Inc()
+		case falcon.ErrDead, falcon.ErrNoSuchTxn, falcon.ErrTooLong:
+			e.Stats.PullLost.Inc()
+		default: // the read failed
 			e.Stats.RxBounds.Inc()
 			e.pullError(c, r, &f, wire.SyndromeRemoteAccess)
-			return
-		}
-		if err == nil {
-			e.Stats.ReadResponses.Inc()
 		}
 		return
 	}
@@ -448,7 +456,7 @@ func (e *Engine) onPull(c *falcon.Conn, r *falcon.Request) {
 	e.Stats.AtomicsDone.Inc()
 	f.AtomicOrg = orig
 	e.pkt = wire.AppendRDMA(e.pkt[:0], &f)
-	_ = c.PullData(r.RSN, e.pkt)
+	e.answer(c, r.RSN, e.pkt)
 }
 
 // pullError answers a pull with a zero-data response, CE set and the
@@ -463,5 +471,74 @@ func (e *Engine) pullError(c *falcon.Conn, r *falcon.Request, f *wire.RDMAFields
 	if len(e.pkt) > int(r.Length) {
 		e.pkt = e.pkt[:0]
 	}
-	_ = c.PullData(r.RSN, e.pkt)
+	e.answer(c, r.RSN, e.pkt)
+}
+
+// heldPull is a READ or atomic response Falcon had no Tx data room for
+// (ErrXoff): an atomic has run, so its answer cannot be recomputed later.
+type heldPull struct {
+	c   *falcon.Conn
+	rsn wire.RSN
+	pkt []byte
+}
+
+// answer sends pkt as the Pull Data of pull rsn on c, or holds a copy
+// while Falcon has no room for it or responses wait before it (OnXon
+// sends them in order).
+func (e *Engine) answer(c *falcon.Conn, rsn wire.RSN, pkt []byte) {
+	err := falcon.ErrXoff
+	if len(e.held) == 0 {
+		err = c.PullData(rsn, pkt)
+	}
+	switch err {
+	case nil:
+	case falcon.ErrXoff:
+		e.hold(c, rsn, pkt)
+	default:
+		e.Stats.PullLost.Inc()
+	}
+}
+
+// hold queues a copy of the response pkt to pull rsn on c.
+func (e *Engine) hold(c *falcon.Conn, rsn wire.RSN, pkt []byte) {
+	e.Stats.PullXoff.Inc()
+	e.held = append(e.held, heldPull{c: c, rsn: rsn, pkt: append([]byte(nil), pkt...)})
+}
+
+// sendHeld sends the held responses in order until Falcon refuses one.
+func (e *Engine) sendHeld() {
+	n := 0
+	for ; n < len(e.held); n++ {
+		h := &e.held[n]
+		err := h.c.PullData(h.rsn, h.pkt)
+		if err == falcon.ErrXoff {
+			break
+		}
+		if err != nil {
+			e.Stats.PullLost.Inc()
+		}
+	}
+	e.dropHeld(n)
+}
+
+// dropHeld forgets the first n held responses.
+func (e *Engine) dropHeld(n int) {
+	k := copy(e.held, e.held[n:])
+	clear(e.held[k:])
+	e.held = e.held[:k]
+}
+
+// forgetHeld drops the held responses on c (nil: all), counted.
+func (e *Engine) forgetHeld(c *falcon.Conn) {
+	k := 0
+	for _, h := range e.held {
+		if c != nil && h.c != c {
+			e.held[k] = h
+			k++
+			continue
+		}
+		e.Stats.PullLost.Inc()
+	}
+	clear(e.held[k:])
+	e.held = e.held[:k]
 }
