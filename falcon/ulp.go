@@ -46,20 +46,10 @@ func (c *Conn) push(cookie uint64, hdr []byte, n int, segs [][]byte, off int, fi
 		return 0, c.refuse()
 	}
 	next := c.ini.Slot(c.ini.Next) // the slot Add gives the push
-	m, frame := c.sharedFrame(wire.PushDataHeaderLen+len(hdr), n)
-	if m == nil {
-		frame = next.Frame
-	}
-	frame, payload := place(frame, wire.PushDataHeaderLen, hdr, n)
-	if fill == nil {
-		frame = frame[:len(frame)-n+gather(payload, segs, off)]
-	} else if err := fill(payload); err != nil {
+	frame, m, err := c.build(next.Frame, wire.PushDataHeaderLen, hdr, n, segs, off, fill)
+	if err != nil {
 		res.TxReq.Give(cells)
-		if m != nil {
-			m.Release()
-		} else {
-			next.Frame = frame[:0]
-		}
+		next.Frame = frame
 		return 0, err
 	}
 	rsn, t := c.ini.Add(tl.Push, cookie)
@@ -109,6 +99,30 @@ func (c *Conn) PushFrame(cookie uint64, frame []byte) (wire.RSN, error) {
 	c.count(hotTxnSubmitted)
 	c.flush(now)
 	return rsn, nil
+}
+
+// build builds a packet of headLen bytes of header room, hdr and n bytes
+// of payload, from segs at byte offset off or written by fill: in a shared
+// frame buffer m when the link takes them (sharedFrame), else in own, the
+// transaction's reusable buffer. If fill fails it returns the buffer to
+// keep as own (emptied), no m, and fill's error.
+func (c *Conn) build(own []byte, headLen int, hdr []byte, n int, segs [][]byte, off int, fill func([]byte) error) (frame []byte, m *framebuf.Buf, err error) {
+	m, frame = c.sharedFrame(headLen+len(hdr), n)
+	if m == nil {
+		frame = own
+	}
+	frame, payload := place(frame, headLen, hdr, n)
+	if fill == nil {
+		return frame[:len(frame)-n+gather(payload, segs, off)], m, nil
+	}
+	if err := fill(payload); err != nil {
+		if m != nil {
+			m.Release()
+			return own[:0], nil, err
+		}
+		return frame[:0], nil, err
+	}
+	return frame, m, nil
 }
 
 // place fills frame with headLen bytes of room for the Falcon header, then
@@ -352,20 +366,10 @@ func (c *Conn) pullData(rsn wire.RSN, hdr []byte, n int, segs [][]byte, off int,
 	if !res.TxData.Take(cells, false) {
 		return c.refuse()
 	}
-	m, frame := c.sharedFrame(wire.PullDataHeaderLen+len(hdr), n)
-	if m == nil {
-		frame = s.Frame
-	}
-	frame, payload := place(frame, wire.PullDataHeaderLen, hdr, n)
-	if fill == nil {
-		frame = frame[:len(frame)-n+gather(payload, segs, off)]
-	} else if err := fill(payload); err != nil {
+	frame, m, err := c.build(s.Frame, wire.PullDataHeaderLen, hdr, n, segs, off, fill)
+	if err != nil {
 		res.TxData.Give(cells)
-		if m != nil {
-			m.Release()
-		} else {
-			s.Frame = frame[:0]
-		}
+		s.Frame = frame
 		return err
 	}
 	if m != nil {
