@@ -2,6 +2,7 @@ package rdma
 
 import (
 	"net"
+	"time"
 
 	"falconnic/device/cm"
 	"falconnic/device/port"
@@ -191,12 +192,20 @@ func (c rdmaConns) Lookup(peer verbs.MAC) *falcon.Conn {
 // and per-packet work for the same data (README, "Measured").
 const LocalMTU = 32<<10 + verbs.RDMAHeaderRoom
 
+// LocalMinRTO is the retransmission timeout floor of those connections, as
+// NVMe's (storage.NVMeMinRTO): a port link loses a frame only when the
+// receiving port's queue is full, while a host that preempts the daemon's
+// busy goroutine for a millisecond fires RTOs for packets the peer holds.
+const LocalMinRTO = 4 * time.Millisecond
+
 // cmProto is the RDMA function's part in connection set-up: one ordered
 // connection per peer NIC.
 func (r *Func) cmProto() cm.Proto {
 	return cm.Proto{
 		Config: func(c *falcon.ConnConfig) { c.Ordered = true },
-		Local:  func(c *falcon.ConnConfig) { c.MTU = LocalMTU },
+		Local: func(c *falcon.ConnConfig) {
+			c.MTU, c.MinRTO, c.InitRTO = LocalMTU, LocalMinRTO, LocalMinRTO
+		},
 		Up: func(peer [6]byte, c *falcon.Conn) error {
 			r.conns[peer] = c
 			r.Stats.ConnsUp.Inc()

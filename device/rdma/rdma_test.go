@@ -648,3 +648,21 @@ func TestLocalMTUFitsALargeFrameBuffer(t *testing.T) {
 		t.Fatalf("LocalMTU %d carries no more than the fabric's 4 KiB", LocalMTU)
 	}
 }
+
+// A connection to a NIC of this daemon takes the local MTU and the local
+// RTO floor; one over the fabric keeps Falcon's defaults for both.
+func TestLocalConnectionOptions(t *testing.T) {
+	p := (&Func{}).cmProto()
+	var fabric, local falcon.ConnConfig
+	p.Config(&fabric)
+	p.Config(&local)
+	p.Local(&local)
+	if local.MTU != LocalMTU || local.MinRTO != LocalMinRTO || local.InitRTO != LocalMinRTO {
+		t.Errorf("local: MTU %d, RTO floor %v, initial RTO %v; want %d, %v, %v",
+			local.MTU, local.MinRTO, local.InitRTO, LocalMTU, LocalMinRTO, LocalMinRTO)
+	}
+	if fabric.MTU != 0 || fabric.MinRTO != 0 || fabric.InitRTO != 0 || !fabric.Ordered {
+		t.Errorf("fabric: MTU %d, RTO floor %v, initial RTO %v, ordered %v; want the defaults, ordered",
+			fabric.MTU, fabric.MinRTO, fabric.InitRTO, fabric.Ordered)
+	}
+}
