@@ -34,8 +34,18 @@ func newBenchPair(t *testing.T, n int) *benchPair {
 // newBenchPairOneCore is newBenchPair with both NICs' ports run by one
 // goroutine (port.Port.Adopt), as one core of a NIC runs several engines.
 func newBenchPairOneCore(t *testing.T, n int) *benchPair {
+	return newBenchPairFirmware(t, n, port.FirmwareSpec{})
+}
+
+// newBenchPairFirmware is newBenchPairOneCore with fw on both ports.
+func newBenchPairFirmware(t *testing.T, n int, fw port.FirmwareSpec) *benchPair {
 	mgr := cm.NewOnFabric(nil)
 	pa, pb := port.New(nil, nil), port.New(nil, nil)
+	for _, p := range []*port.Port{pa, pb} {
+		if err := p.UseFirmware(fw); err != nil {
+			t.Fatal(err)
+		}
+	}
 	a, b := newVMOn(t, 0xa, mgr, pa), newVMOn(t, 0xb, mgr, pb)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -51,7 +61,7 @@ func newBenchPairOf(t *testing.T, n int, a, b *vm) *benchPair {
 	p.a.connect(16, p.b.mac, 17)
 	p.b.connect(17, p.a.mac, 16)
 	_, p.srcVA = p.a.regMR(1, n, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
-	_, p.dstVA = p.b.regMR(1, n, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
+	_, p.dstVA = p.b.regMR(1, n, verbs.AccessLocalWrite|verbs.AccessRemoteWrite|verbs.AccessRemoteRead)
 	p.srcKey, p.dstKey = 1<<8, 1<<8|1
 	return p
 }
@@ -122,18 +132,30 @@ func BenchmarkRDMAWrite64K(b *testing.B) {
 	}
 }
 
-// BenchmarkRDMAWrite64KPipelined is ib_write_bw's pattern in process:
-// 64 KiB WRITEs between two NICs of one daemon (their ports on one
-// goroutine, as the daemon runs them) with 8 in flight, each signaled and
-// its CQE taken before the next is posted. Run it with -cpu 1: the guest
-// side then only runs when the NICs have nothing to do, so ns/op is the
-// daemon's work per 64 KiB plus the guest's posting and polling.
-func BenchmarkRDMAWrite64KPipelined(b *testing.B) {
+// BenchmarkRDMAPipelined64K is ib_write_bw's and ib_read_bw's pattern in
+// process: 64 KiB WRITEs or READs between two NICs of one daemon (their
+// ports on one goroutine, as the daemon runs them) with 8 in flight, each
+// signaled and its CQE taken before the next is posted, under each
+// firmware. Run it with -cpu 1: the guest side then only runs when the
+// NICs have nothing to do, so ns/op is the daemon's work per 64 KiB plus
+// the guest's posting and polling.
+func BenchmarkRDMAPipelined64K(b *testing.B) {
+	for _, op := range []struct {
+		name string
+		code uint32
+	}{{"write", verbs.WRWrite}, {"read", verbs.WRRead}} {
+		for _, fw := range []string{port.FirmwareSwift, port.FirmwareFixed} {
+			b.Run(op.name+"/"+fw, func(b *testing.B) { benchPipelined(b, op.code, port.FirmwareSpec{Name: fw}) })
+		}
+	}
+}
+
+func benchPipelined(b *testing.B, op uint32, fw port.FirmwareSpec) {
 	const n, depth = 64 << 10, 8
 	t := &testing.T{}
-	p := newBenchPairOneCore(t, n)
-	write := func(w verbs.SendWQE) {
-		w.SetOpcode(verbs.WRWrite)
+	p := newBenchPairFirmware(t, n, fw)
+	wqe := func(w verbs.SendWQE) {
+		w.SetOpcode(op)
 		w.SetFlags(2)
 		w.SetRemoteAddr(p.dstVA)
 		w.SetRKey(p.dstKey)
@@ -145,14 +167,14 @@ func BenchmarkRDMAWrite64KPipelined(b *testing.B) {
 	b.ResetTimer()
 	posted := 0
 	for ; posted < depth && posted < b.N; posted++ {
-		p.a.post(p.qa, 16, write)
+		p.a.post(p.qa, 16, wqe)
 	}
 	for done := 0; done < b.N; done++ {
 		if st := p.a.spinCQ(p.qa.scq); st != verbs.WCSuccess {
 			b.Fatalf("status %v", st)
 		}
 		if posted < b.N {
-			p.a.post(p.qa, 16, write)
+			p.a.post(p.qa, 16, wqe)
 			posted++
 		}
 	}
