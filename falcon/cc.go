@@ -57,6 +57,9 @@ func (c *Conn) applyRUE(r *rue.Response) {
 	f.delayState, f.rttState, f.baseDelay, c.ccOpaque = r.DelayState, r.RTTState, r.BaseDelay, r.CCOpaque
 	f.ccMetadata, f.plbState = r.CCMetadata, r.PLBState
 	f.fcwnd = max(r.Fcwnd, 1)
+	if m := c.cfg.MaxFcwnd; m > 0 {
+		f.fcwnd = min(f.fcwnd, m)
+	}
 	c.sumFcwnd()
 	if r.RandomizePath {
 		c.plbRepath(r.Flow, c.ep.now())

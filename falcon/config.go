@@ -70,10 +70,16 @@ type ConnConfig struct {
 	RxReqPSN, RxDataPSN wire.PSN // the peer's TX PSNs
 	TxRSN, RxRSN        wire.RSN // our first RSN / the peer's first RSN
 
-	TxWindow   uint32 // TX ring per window (default 256)
-	MaxTxns    uint32 // initiator table (default 256); target table is 2×
-	MTU        int    // max transaction payload bytes (default 4096+256)
-	InitFcwnd  rue.Fixed
+	TxWindow  uint32 // TX ring per window (default 256)
+	MaxTxns   uint32 // initiator table (default 256); target table is 2×
+	MTU       int    // max transaction payload bytes (default 4096+256)
+	InitFcwnd rue.Fixed
+	// MaxFcwnd caps the window the RUE gives each flow, and their sum
+	// (0: none beyond the receive windows). Between two NICs of one
+	// daemon nothing congests, so a delay-based RUE grows the window to
+	// the receive window; the cap keeps the packets in flight to what
+	// the link needs.
+	MaxFcwnd   rue.Fixed
 	InitNcwnd  uint32
 	InitRTO    time.Duration // default 1 ms
 	MinRTO     time.Duration // default 100 µs
@@ -168,6 +174,9 @@ func (c *ConnConfig) fill() {
 	}
 	if c.InitFcwnd == 0 {
 		c.InitFcwnd = 32 * rue.One
+	}
+	if c.MaxFcwnd > 0 {
+		c.InitFcwnd = min(c.InitFcwnd, c.MaxFcwnd)
 	}
 	defD(&c.InitRTO, time.Millisecond)
 	defD(&c.MinRTO, 100*time.Microsecond)

@@ -224,6 +224,9 @@ func (c *Conn) sumFcwnd() {
 		s += c.flows[i].fcwnd
 	}
 	c.fcwnd = min(max(s, 1), 1<<21-1)
+	if m := c.cfg.MaxFcwnd; m > 0 {
+		c.fcwnd = min(c.fcwnd, m)
+	}
 }
 
 // deadline returns the earliest pending timer of the connection.

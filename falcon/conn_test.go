@@ -942,3 +942,36 @@ func TestResumedRestartsEachDeadlineOnce(t *testing.T) {
 		}
 	}
 }
+
+// MaxFcwnd caps the window whatever the RUE answers, from the first packet
+// (an InitFcwnd above it is clamped): with a cap of 4 and an RUE giving
+// 100, at most 4 pushes are ever outstanding, and all of them complete.
+func TestMaxFcwndCapsTheRUEsWindow(t *testing.T) {
+	s := newScript(t, ConnConfig{SCID: 1, DCID: 2, InitFcwnd: 64 * rue.One, MaxFcwnd: 4 * rue.One})
+	s.a.cfg.RUE = &fixedRUE{rue.Response{Fcwnd: 100 * rue.One, Ncwnd: 256}}
+	s.ub.onReq = func(c *Conn, r *Request) { c.AckPush(r.RSN) }
+	const n = 40
+	for i := range n {
+		if _, err := s.ca.Push(uint64(i), []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	most := 0
+	for step := 0; len(s.ua.cpls) < n; step++ {
+		if step > 10000 {
+			t.Fatalf("stalled: %d of %d pushes completed", len(s.ua.cpls), n)
+		}
+		most = max(most, int(s.ca.tx[dataW].Outstanding()))
+		if len(s.q) > 0 {
+			s.deliver(0)
+		} else {
+			s.wait(10 * time.Microsecond)
+		}
+	}
+	if most != 4 {
+		t.Errorf("at most %d pushes outstanding, want the cap's 4", most)
+	}
+	if s.ca.fcwnd != 4*rue.One {
+		t.Errorf("fcwnd %v after the RUE answered 100, want the cap", s.ca.fcwnd.Float())
+	}
+}

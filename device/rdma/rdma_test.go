@@ -649,20 +649,20 @@ func TestLocalMTUFitsALargeFrameBuffer(t *testing.T) {
 	}
 }
 
-// A connection to a NIC of this daemon takes the local MTU and the local
-// RTO floor; one over the fabric keeps Falcon's defaults for both.
+// A connection to a NIC of this daemon takes the local MTU, RTO floor and
+// window cap; one over the fabric keeps Falcon's defaults for all three.
 func TestLocalConnectionOptions(t *testing.T) {
 	p := (&Func{}).cmProto()
 	var fabric, local falcon.ConnConfig
 	p.Config(&fabric)
 	p.Config(&local)
 	p.Local(&local)
-	if local.MTU != LocalMTU || local.MinRTO != LocalMinRTO || local.InitRTO != LocalMinRTO {
-		t.Errorf("local: MTU %d, RTO floor %v, initial RTO %v; want %d, %v, %v",
-			local.MTU, local.MinRTO, local.InitRTO, LocalMTU, LocalMinRTO, LocalMinRTO)
+	if local.MTU != LocalMTU || local.MinRTO != LocalMinRTO || local.InitRTO != LocalMinRTO || local.MaxFcwnd != LocalMaxFcwnd {
+		t.Errorf("local: MTU %d, RTO floor %v, initial RTO %v, window cap %v; want %d, %v, %v, %v",
+			local.MTU, local.MinRTO, local.InitRTO, local.MaxFcwnd.Float(), LocalMTU, LocalMinRTO, LocalMinRTO, LocalMaxFcwnd.Float())
 	}
-	if fabric.MTU != 0 || fabric.MinRTO != 0 || fabric.InitRTO != 0 || !fabric.Ordered {
-		t.Errorf("fabric: MTU %d, RTO floor %v, initial RTO %v, ordered %v; want the defaults, ordered",
-			fabric.MTU, fabric.MinRTO, fabric.InitRTO, fabric.Ordered)
+	if fabric.MTU != 0 || fabric.MinRTO != 0 || fabric.InitRTO != 0 || fabric.MaxFcwnd != 0 || !fabric.Ordered {
+		t.Errorf("fabric: MTU %d, RTO floor %v, initial RTO %v, window cap %v, ordered %v; want the defaults, ordered",
+			fabric.MTU, fabric.MinRTO, fabric.InitRTO, fabric.MaxFcwnd.Float(), fabric.Ordered)
 	}
 }
