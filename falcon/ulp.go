@@ -107,9 +107,11 @@ func (c *Conn) PushFrame(cookie uint64, frame []byte) (wire.RSN, error) {
 // transaction's reusable buffer. If fill fails it returns the buffer to
 // keep as own (emptied), no m, and fill's error.
 func (c *Conn) build(own []byte, headLen int, hdr []byte, n int, segs [][]byte, off int, fill func([]byte) error) (frame []byte, m *framebuf.Buf, err error) {
-	m, frame = c.sharedFrame(headLen+len(hdr), n)
-	if m == nil {
-		frame = own
+	frame = own
+	if n >= sharedMin { // checked here too: a small packet skips the call
+		if m, frame = c.sharedFrame(headLen+len(hdr), n); m == nil {
+			frame = own
+		}
 	}
 	frame, payload := place(frame, headLen, hdr, n)
 	if fill == nil {
