@@ -13,7 +13,8 @@
 #   scripts/firmware-ab.sh DIR 6 fixed:1 fixed:2 -- ib_write_bw -s 65536 -n 5000   # A/A: the host's noise
 #
 # A firmware is swift or fixed; a suffix after ":" only labels it (A/A
-# runs). FALCONNIC names the falconnic binary (default: falconnic on PATH,
+# runs). LABEL=JSON gives the firmware object itself (port.FirmwareSpec),
+# e.g. 'swift32={"name": "swift", "max_fcwnd": 32}'. FALCONNIC names the falconnic binary (default: falconnic on PATH,
 # else ./falconnic). Each run has a 3-minute deadline.
 set -euo pipefail
 
@@ -45,11 +46,12 @@ snapshot() {
 }
 
 swap() {
-	local name=${1%%:*} nic sock
+	local spec="{\"name\": \"${1%%:*}\"}" nic sock
+	[[ $1 == *=* ]] && spec=${1#*=}
 	for nic in a0 b0; do
 		sock=${socks[0]}
 		[ ${#socks[@]} -gt 1 ] && [ $nic = b0 ] && sock=${socks[1]}
-		"$fn" control --socket "$sock" nic.firmware "{\"nic\": \"$nic\", \"firmware\": {\"name\": \"$name\"}}" >/dev/null
+		"$fn" control --socket "$sock" nic.firmware "{\"nic\": \"$nic\", \"firmware\": $spec}" >/dev/null
 	done
 }
 
@@ -69,6 +71,6 @@ for ((r = 1; r <= rounds; r++)); do
 		[ -n "$line" ] || line="FAILED"
 		deltas=""
 		for i in "${!counters[@]}"; do deltas+=" ${counters[$i]}=$((after[i] - before[i]))"; done
-		echo "round $r $fw $1 |$line |$deltas"
+		echo "round $r ${fw%%=*} $1 |$line |$deltas"
 	done
 done
