@@ -66,6 +66,20 @@ func newBenchPairOf(t *testing.T, n int, a, b *vm) *benchPair {
 	return p
 }
 
+// signaled fills a signaled send WQE of opcode op (WRITE or READ) between
+// A's and B's buffers, n bytes of each.
+func (p *benchPair) signaled(op uint32, n uint32) func(w verbs.SendWQE) {
+	return func(w verbs.SendWQE) {
+		w.SetOpcode(op)
+		w.SetFlags(2)
+		w.SetRemoteAddr(p.dstVA)
+		w.SetRKey(p.dstKey)
+		w.SGE(0).Set(p.srcVA, n, p.srcKey)
+		w.SetNumSGE(1)
+		w.SetLength(n)
+	}
+}
+
 // word is the guest's 32-bit word at b (an aligned ring-header field).
 func word(b []byte) *uint32 { return (*uint32)(unsafe.Pointer(&b[0])) }
 
@@ -116,16 +130,9 @@ func BenchmarkRDMAWrite64K(b *testing.B) {
 	p := newBenchPair(t, n)
 	b.SetBytes(n)
 	b.ResetTimer()
+	write := p.signaled(verbs.WRWrite, n)
 	for range b.N {
-		p.a.post(p.qa, 16, func(w verbs.SendWQE) {
-			w.SetOpcode(verbs.WRWrite)
-			w.SetFlags(2)
-			w.SetRemoteAddr(p.dstVA)
-			w.SetRKey(p.dstKey)
-			w.SGE(0).Set(p.srcVA, n, p.srcKey)
-			w.SetNumSGE(1)
-			w.SetLength(n)
-		})
+		p.a.post(p.qa, 16, write)
 		if st := p.a.spinCQ(p.qa.scq); st != verbs.WCSuccess {
 			b.Fatalf("status %v", st)
 		}
@@ -154,15 +161,7 @@ func benchPipelined(b *testing.B, op uint32, fw port.FirmwareSpec) {
 	const n, depth = 64 << 10, 8
 	t := &testing.T{}
 	p := newBenchPairFirmware(t, n, fw)
-	wqe := func(w verbs.SendWQE) {
-		w.SetOpcode(op)
-		w.SetFlags(2)
-		w.SetRemoteAddr(p.dstVA)
-		w.SetRKey(p.dstKey)
-		w.SGE(0).Set(p.srcVA, n, p.srcKey)
-		w.SetNumSGE(1)
-		w.SetLength(n)
-	}
+	wqe := p.signaled(op, n)
 	b.SetBytes(n)
 	b.ResetTimer()
 	posted := 0
