@@ -108,7 +108,7 @@ func (c *Conn) PushFrame(cookie uint64, frame []byte) (wire.RSN, error) {
 // keep as own (emptied), no m, and fill's error.
 func (c *Conn) build(own []byte, headLen int, hdr []byte, n int, segs [][]byte, off int, fill func([]byte) error) (frame []byte, m *framebuf.Buf, err error) {
 	frame = own
-	if n >= sharedMin { // checked here too: a small packet skips the call
+	if n >= sharedMin { // a smaller payload is not worth a shared frame
 		if m, frame = c.sharedFrame(headLen+len(hdr), n); m == nil {
 			frame = own
 		}
@@ -165,10 +165,11 @@ const sharedMin = 512
 // sharedFrame returns a shared frame buffer (holding one reference, the
 // caller's) and the empty frame placed in it for pre bytes of headers and
 // n of payload, the payload starting on a page, when the connection's link
-// takes frames by reference (RefLink) and the payload is worth it: the
-// receiver then gets the frame itself (SendShared) and can keep it.
+// takes frames by reference (RefLink) and a buffer holds the frame: the
+// receiver then gets the frame itself (SendShared) and can keep it. build
+// asks only for payloads of sharedMin bytes or more.
 func (c *Conn) sharedFrame(pre, n int) (*framebuf.Buf, []byte) {
-	if n < sharedMin || pre+n+envelopeLen > framebuf.LargeSize-framebuf.Page {
+	if pre+n+envelopeLen > framebuf.LargeSize-framebuf.Page {
 		return nil, nil
 	}
 	if _, ok := c.link().(RefLink); !ok {

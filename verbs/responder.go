@@ -384,7 +384,7 @@ func (e *Engine) onPull(c *falcon.Conn, r *falcon.Request) {
 		e.pkt = wire.AppendRDMA(e.pkt[:0], &f)
 		if d.DMALength == 0 {
 			e.Stats.ReadResponses.Inc()
-			e.answer(c, r.RSN, e.pkt)
+			e.answer(c, r.RSN, e.pkt, 0, nil)
 			return
 		}
 		mr, off, ok := e.rkeyCheck(qp, d.RKey, d.VA, uint64(d.DMALength), AccessRemoteRead)
@@ -393,29 +393,14 @@ func (e *Engine) onPull(c *falcon.Conn, r *falcon.Request) {
 			e.qpError(qp, EvQPAccessErr)
 			return
 		}
-		// The data goes from memory straight into the packet, or, while
-		// responses are held, into a held copy.
+		// The data goes from memory straight into the packet.
 		read := func(b []byte) error { return mr.reg.read(e.cfg.Mem, off, b) }
-		err := falcon.ErrXoff
-		if len(e.held) == 0 {
-			err = c.PullDataFill(r.RSN, e.pkt, int(d.DMALength), read)
-		}
-		if err == falcon.ErrXoff {
-			hl := len(e.pkt)
-			e.pkt = e.pkt[:hl+int(d.DMALength)]
-			if err = read(e.pkt[hl:]); err == nil {
-				e.hold(c, r.RSN, e.pkt)
-			}
-		}
-		switch err {
-		case nil:
-			e.Stats.ReadResponses.Inc()
-		case falcon.ErrDead, falcon.ErrNoSuchTxn, falcon.ErrTooLong:
-			e.Stats.PullLost.Inc()
-		default: // the read failed
+		if e.answer(c, r.RSN, e.pkt, int(d.DMALength), read) != nil {
 			e.Stats.RxBounds.Inc()
 			e.pullError(c, r, &f, wire.SyndromeRemoteAccess)
+			return
 		}
+		e.Stats.ReadResponses.Inc()
 		return
 	}
 	if int(r.Length) != wire.OpAtomicResponse.HeaderLen() {
@@ -456,7 +441,7 @@ func (e *Engine) onPull(c *falcon.Conn, r *falcon.Request) {
 	e.Stats.AtomicsDone.Inc()
 	f.AtomicOrg = orig
 	e.pkt = wire.AppendRDMA(e.pkt[:0], &f)
-	e.answer(c, r.RSN, e.pkt)
+	e.answer(c, r.RSN, e.pkt, 0, nil)
 }
 
 // pullError answers a pull with a zero-data response, CE set and the
@@ -471,7 +456,7 @@ func (e *Engine) pullError(c *falcon.Conn, r *falcon.Request, f *wire.RDMAFields
 	if len(e.pkt) > int(r.Length) {
 		e.pkt = e.pkt[:0]
 	}
-	e.answer(c, r.RSN, e.pkt)
+	e.answer(c, r.RSN, e.pkt, 0, nil)
 }
 
 // heldPull is a READ or atomic response Falcon had no Tx data room for
@@ -482,27 +467,32 @@ type heldPull struct {
 	pkt []byte
 }
 
-// answer sends pkt as the Pull Data of pull rsn on c, or holds a copy
-// while Falcon has no room for it or responses wait before it (OnXon
-// sends them in order).
-func (e *Engine) answer(c *falcon.Conn, rsn wire.RSN, pkt []byte) {
+// answer sends hdr and n bytes that fill writes (nil: none) as the Pull
+// Data of pull rsn on c, or holds a copy while Falcon has no room for it
+// or responses wait before it (OnXon sends them in order). It returns
+// fill's error, and then sent and held nothing.
+func (e *Engine) answer(c *falcon.Conn, rsn wire.RSN, hdr []byte, n int, fill func([]byte) error) error {
 	err := falcon.ErrXoff
 	if len(e.held) == 0 {
-		err = c.PullData(rsn, pkt)
+		err = c.PullDataFill(rsn, hdr, n, fill)
 	}
 	switch err {
 	case nil:
 	case falcon.ErrXoff:
-		e.hold(c, rsn, pkt)
-	default:
+		pkt := append(make([]byte, 0, len(hdr)+n), hdr...)[:len(hdr)+n]
+		if fill != nil {
+			if err := fill(pkt[len(hdr):]); err != nil {
+				return err
+			}
+		}
+		e.Stats.PullXoff.Inc()
+		e.held = append(e.held, heldPull{c: c, rsn: rsn, pkt: pkt})
+	case falcon.ErrDead, falcon.ErrNoSuchTxn, falcon.ErrTooLong:
 		e.Stats.PullLost.Inc()
+	default: // fill's
+		return err
 	}
-}
-
-// hold queues a copy of the response pkt to pull rsn on c.
-func (e *Engine) hold(c *falcon.Conn, rsn wire.RSN, pkt []byte) {
-	e.Stats.PullXoff.Inc()
-	e.held = append(e.held, heldPull{c: c, rsn: rsn, pkt: append([]byte(nil), pkt...)})
+	return nil
 }
 
 // sendHeld sends the held responses in order until Falcon refuses one.
