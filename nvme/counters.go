@@ -21,7 +21,7 @@ type Counters struct {
 	KeptFrames, LentChunks                         stats.Counter
 	// both
 	RxBadHeader, RxBadLength, RxUnknownConn stats.Counter
-	TxnFailed                               stats.Counter
+	TxnFailed, RefuseLost                   stats.Counter
 }
 
 // Set lists the counters with help text.
@@ -64,5 +64,6 @@ func (c *Counters) Set() stats.Set {
 		{Name: "rx_bad_length", Help: "data of the wrong length", Counter: &c.RxBadLength},
 		{Name: "rx_unknown_conn", Help: "dropped: connection bound to no path", Counter: &c.RxUnknownConn},
 		{Name: "txn_failed", Help: "Falcon transactions that completed in error", Counter: &c.TxnFailed},
+		{Name: "refuse_lost", Help: "answers to unusable requests that Falcon refused (Xoff or closed connection): a refused pull times out at the peer", Counter: &c.RefuseLost},
 	}
 }

@@ -244,7 +244,7 @@ func (e *Engine) OnRequest(c *falcon.Conn, r *falcon.Request) {
 	p := e.pathOf(c)
 	if p == nil {
 		e.Stats.RxUnknownConn.Inc()
-		refuse(c, r)
+		e.refuse(c, r)
 		return
 	}
 	if r.Kind == tl.Pull {
@@ -254,7 +254,7 @@ func (e *Engine) OnRequest(c *falcon.Conn, r *falcon.Request) {
 	n, err := wire.ParseNVMe(r.Payload, wire.TypePushData)
 	if err != nil {
 		e.Stats.RxBadHeader.Inc()
-		refuse(c, r)
+		e.refuse(c, r)
 		return
 	}
 	switch n.Type {
@@ -265,18 +265,27 @@ func (e *Engine) OnRequest(c *falcon.Conn, r *falcon.Request) {
 		_ = c.AckPush(r.RSN)
 	default:
 		e.Stats.RxBadHeader.Inc()
-		refuse(c, r)
+		e.refuse(c, r)
 	}
 }
 
-// refuse answers a request this engine cannot use: a push is acknowledged
-// and dropped (counted by the caller), a pull gets empty data.
-func refuse(c *falcon.Conn, r *falcon.Request) {
-	if r.Kind == tl.Pull {
-		_ = c.PullData(r.RSN, nil)
-		return
+// refuse answers a request this engine cannot use (counted by the
+// caller); an answer Falcon cannot take is counted as RefuseLost.
+func (e *Engine) refuse(c *falcon.Conn, r *falcon.Request) {
+	if refuse(c, r) != nil {
+		e.Stats.RefuseLost.Inc()
 	}
-	_ = c.AckPush(r.RSN)
+}
+
+// refuse answers a request: a push is acknowledged and dropped, a pull
+// gets empty data. The error is Falcon's: a pull answer refused for want
+// of Tx room (ErrXoff) is not held, as the engine holds nothing for a
+// request it cannot use, so the peer's pull times out.
+func refuse(c *falcon.Conn, r *falcon.Request) error {
+	if r.Kind == tl.Pull {
+		return c.PullData(r.RSN, nil)
+	}
+	return c.AckPush(r.RSN)
 }
 
 // OnCompletion implements falcon.ULP: one of our transactions ended.

@@ -231,7 +231,7 @@ func FuzzWriteDataRequest(f *testing.F) {
 // pullCatcher is a ULP that records the data answering its pull.
 type pullCatcher struct{ got *[]byte }
 
-func (c *pullCatcher) OnRequest(cn *falcon.Conn, r *falcon.Request) { refuse(cn, r) }
+func (c *pullCatcher) OnRequest(cn *falcon.Conn, r *falcon.Request) { _ = refuse(cn, r) }
 func (c *pullCatcher) OnCompletion(_ *falcon.Conn, cpl *falcon.Completion) {
 	if cpl.Kind == tl.Pull {
 		*c.got = append([]byte{}, cpl.Data...)

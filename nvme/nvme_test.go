@@ -445,3 +445,20 @@ func TestOpcodeTableHasARowPerOpcode(t *testing.T) {
 		}
 	}
 }
+
+// TestRefusalFalconCannotSendIsCounted: an answer to an unusable request
+// that Falcon refuses (here: no transaction holds the RSN) is counted,
+// not ignored.
+func TestRefusalFalconCannotSendIsCounted(t *testing.T) {
+	r := newRig(t, rigConfig{namespaces: []NamespaceConfig{ns1}})
+	r.tgt.refuse(r.pair.CB, &falcon.Request{Kind: tl.Pull, RSN: 12345})
+	r.tgt.refuse(r.pair.CB, &falcon.Request{Kind: tl.Push, RSN: 12346})
+	if got := r.tgt.Stats.RefuseLost.Load(); got != 2 {
+		t.Fatalf("refuse_lost = %d, want 2", got)
+	}
+	// The path still works.
+	data := pattern(4096, 3)
+	if st := r.do(&Command{Op: OpWrite, NSID: 1, Blocks: 8, Data: split(data)}); !st.OK() {
+		t.Fatalf("write after the refusals: %v", st)
+	}
+}

@@ -68,7 +68,12 @@ for ((r = 1; r <= rounds; r++)); do
 		wait $server || true
 		mapfile -t after < <(snapshot)
 		line=$(grep -E '^ +[0-9]+ +[0-9]+ ' <<<"$out" | tail -1 | tr -s ' \t' ' ' || true)
-		[ -n "$line" ] || line="FAILED"
+		if [ -z "$line" ]; then
+			# Keep what the client said: a failure is a finding, not a sample to drop.
+			log=$(mktemp "${TMPDIR:-/tmp}/firmware-ab.XXXXXX")
+			printf '%s\n' "$out" >"$log"
+			line="FAILED (client output: $log; last line: $(tail -1 <<<"$out"))"
+		fi
 		deltas=""
 		for i in "${!counters[@]}"; do deltas+=" ${counters[$i]}=$((after[i] - before[i]))"; done
 		echo "round $r ${fw%%=*} $1 |$line |$deltas"
