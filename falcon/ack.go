@@ -198,9 +198,10 @@ func (c *Conn) onAck(a wire.Ack, iv wire.Timestamp, now time.Duration) {
 	if !c.cumAck(a.DataBase(), a.ReqBase(), now, true) {
 		return
 	}
+	t1, t2 := c.delaySample(a.T1(), a.T2(), now)
 	t4 := wire.TimestampAt(now)
-	rtt := t4.Sub(a.T1())
-	if (a.T1() != 0 || a.T2() != 0) && rtt > 0 && rtt < time.Second {
+	rtt := t4.Sub(t1)
+	if (t1 != 0 || t2 != 0) && rtt > 0 && rtt < time.Second {
 		c.rtt.Sample(rtt)
 	}
 	drop := false
@@ -208,8 +209,33 @@ func (c *Conn) onAck(a wire.Ack, iv wire.Timestamp, now time.Duration) {
 		drop = c.onEACK(a, now)
 	}
 	c.rearmTLP(now)
-	c.rueEvent(now, c.flowOf(c.rxFlow), rue.EventACK, a.T1(), a.T2(), iv, t4, a.RxBufferLevel(), a.HopCount(), a.RUEValue(), 0, eack, drop, 0, rue.RetxRTO)
+	c.rueEvent(now, c.flowOf(c.rxFlow), rue.EventACK, t1, t2, iv, t4, a.RxBufferLevel(), a.HopCount(), a.RUEValue(), 0, eack, drop, 0, rue.RetxRTO)
 	c.judgeTimeouts(a.T1(), now)
+}
+
+// delaySample returns an ACK's or NACK's timestamps t1 (the newest packet's
+// send time, echoed) and t2 (its arrival at the peer), or zeros — no
+// sample — when that packet left before the host last resumed this
+// endpoint from a stall (Endpoint.Resumed): its round trip then measured
+// the host not running the endpoint, not the fabric nor the peer. As
+// Resumed keeps a stall from firing loss timers, this keeps it from
+// cutting the window and from inflating the RTO. A stall is judged for a
+// second after it (the RTT estimate's bound), so the timestamps, which
+// wrap after 9 minutes, compare safely.
+func (c *Conn) delaySample(t1, t2 wire.Timestamp, now time.Duration) (wire.Timestamp, wire.Timestamp) {
+	e := c.ep
+	if !e.stalled || t1 == 0 && t2 == 0 {
+		return t1, t2
+	}
+	if now-e.stallEnd >= time.Second {
+		e.stalled = false
+		return t1, t2
+	}
+	if t1.Sub(e.stallTS) >= 0 {
+		return t1, t2
+	}
+	c.Stats.DelayStalled.Inc()
+	return 0, 0
 }
 
 // judgeTimeouts ends each RTO episode whose first resent packet is now
@@ -316,7 +342,8 @@ func (c *Conn) onNack(n wire.Nack, iv wire.Timestamp, now time.Duration) {
 		c.Stats.RxNackBadCode.Inc()
 		return
 	}
-	c.rueEvent(now, c.flowOf(c.rxFlow), rue.EventNACK, n.T1(), n.T2(), iv, wire.TimestampAt(now), n.RxBufferLevel(), n.HopCount(), n.RUEValue(), uint8(code), false, false, 0, rue.RetxRTO)
+	t1, t2 := c.delaySample(n.T1(), n.T2(), now)
+	c.rueEvent(now, c.flowOf(c.rxFlow), rue.EventNACK, t1, t2, iv, wire.TimestampAt(now), n.RxBufferLevel(), n.HopCount(), n.RUEValue(), uint8(code), false, false, 0, rue.RetxRTO)
 	h(c, n, i, psn, s, now)
 }
 

@@ -846,6 +846,71 @@ func TestResumedRestartsLossTimersAfterAStall(t *testing.T) {
 	}
 }
 
+// The ACKs of packets sent before a host stall carry the stall in their
+// delay: after Resumed they reach the RUE without timestamps (no delay
+// sample) and stay out of the RTT estimate, and packets sent after the
+// resume are sampled again. Without Resumed the RUE sees the stall as a
+// 5 ms delay.
+func TestStallDelaySamplesAreKeptFromTheRUE(t *testing.T) {
+	const stall = 5 * time.Millisecond
+	for _, resumed := range []bool{true, false} {
+		s := newScript(t, ConnConfig{SCID: 1, DCID: 2, InitRTO: 50 * time.Millisecond, MinRTO: 50 * time.Millisecond})
+		r := &cuttingRUE{fcwnd: 32 * rue.One}
+		s.a.cfg.RUE = r
+		s.ub.onReq = func(c *Conn, r *Request) { c.AckPush(r.RSN) }
+		s.pushAcked(1)
+		for cookie := uint64(2); cookie <= 5; cookie++ {
+			s.ca.Push(cookie, nil)
+		}
+		now := s.clk.Now() + stall
+		s.clk.Set(now) // the host ran neither endpoint: the pushes wait on the wire
+		if resumed {
+			s.a.Resumed(now)
+			s.b.Resumed(now)
+		}
+		before := len(r.events)
+		s.settle()
+		var sampled, blank int
+		for _, ev := range r.events[before:] {
+			if ev.Type != rue.EventACK {
+				continue
+			}
+			if ev.T1 == 0 && ev.T2 == 0 {
+				blank++
+				continue
+			}
+			sampled++
+			if d := wire.Timestamp(ev.T4).Sub(wire.Timestamp(ev.T1)); d < stall {
+				t.Errorf("resumed %v: a sampled ACK's round trip is %v, shorter than the stall", resumed, d)
+			}
+		}
+		stalled := s.ca.Stats.DelayStalled.Load()
+		if resumed && (sampled != 0 || blank == 0 || stalled == 0) {
+			t.Fatalf("resumed: %d sampled and %d blank ACK events, delay_stalled %d; want 0, some, some", sampled, blank, stalled)
+		}
+		if !resumed && (sampled == 0 || stalled != 0) {
+			t.Fatalf("not resumed: %d sampled ACK events, delay_stalled %d; want some, 0", sampled, stalled)
+		}
+		// One 5 ms sample lifts the smoothed RTT (¾ old + ¼ sample) from
+		// microseconds to over a millisecond.
+		if srtt := s.ca.rtt.Smoothed; resumed == (srtt >= stall/8) {
+			t.Errorf("resumed %v: smoothed RTT %v after a %v stall", resumed, srtt, stall)
+		}
+		// Packets sent after the resume are sampled again.
+		before = len(r.events)
+		s.pushAcked(6)
+		sampled = 0
+		for _, ev := range r.events[before:] {
+			if ev.Type == rue.EventACK && (ev.T1 != 0 || ev.T2 != 0) {
+				sampled++
+			}
+		}
+		if sampled == 0 {
+			t.Errorf("resumed %v: no delay sample for a push sent after the stall", resumed)
+		}
+	}
+}
+
 // cuttingRUE halves the window on each RTO event and, on EventUndo, takes
 // the window the event carries; it records the events.
 type cuttingRUE struct {

@@ -73,7 +73,7 @@ type ConnCounters struct {
 	RetryExhausted, Fatal                 stats.Counter
 	RetxDeferred, RetxULPPoke             stats.Counter
 	TLPPaced                              stats.Counter
-	RTOResumed, TLPResumed                stats.Counter
+	RTOResumed, TLPResumed, DelayStalled  stats.Counter
 	RTOSpurious, RTOGenuine               stats.Counter
 	SharedCopied                          stats.Counter
 
@@ -136,6 +136,7 @@ func (c *ConnCounters) Set() stats.Set {
 		{Name: "retx_ulp_poke", Help: "resends on RTO of packets the peer reported received and holds for its ULP (not lost: the resend draws a fresh ACK)", Counter: &c.RetxULPPoke},
 		{Name: "rto_resumed", Help: "packet RTO deadlines due when the host resumed a stalled endpoint (Resumed), restarted instead of fired", Counter: &c.RTOResumed},
 		{Name: "tlp_resumed", Help: "tail-loss probes due when the host resumed a stalled endpoint (Resumed), restarted instead of sent", Counter: &c.TLPResumed},
+		{Name: "delay_stalled", Help: "ACK/NACK delay samples kept from the RUE and the RTT estimate: the packet left before the host last resumed a stalled endpoint (Resumed), so its delay measured the host", Counter: &c.DelayStalled},
 		{Name: "rto_spurious", Help: "RTO episodes found spurious (the ACK of the first resent packet answered the original: Eifel detection); the RUE was told (EventUndo)", Counter: &c.RTOSpurious},
 		{Name: "rto_genuine", Help: "RTO episodes whose first resent packet was acknowledged only after the resend reached the peer", Counter: &c.RTOGenuine},
 		{Name: "tlp_paced", Help: "tail-loss probes held for a paced connection's inter-packet gap", Counter: &c.TLPPaced},

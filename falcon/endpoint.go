@@ -139,7 +139,13 @@ type Endpoint struct {
 	// replayMargin and replayLead are ReplayMargin and ReplayMaxLead in
 	// timestamp ticks.
 	replayMargin, replayLead uint32
-	Stats                    EndpointCounters
+	// stallEnd is when the host last resumed the endpoint after a stall
+	// (Resumed), as a timestamp (stallTS) while stalled is set: a delay
+	// sample of a packet sent before it measured the stall (stall.go).
+	stallEnd time.Duration
+	stallTS  wire.Timestamp
+	stalled  bool
+	Stats    EndpointCounters
 }
 
 // New returns an endpoint.

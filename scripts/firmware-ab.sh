@@ -6,7 +6,9 @@
 # host falls on both sides. It prints one line per run: the round, the
 # firmware, perftest's result line and what the Falcon ports' counters did
 # (resends on RTO, spurious RTO episodes, deadlines restarted after host
-# stalls, late timer wakes, duplicates the receiver dropped).
+# stalls, late timer wakes, busy goroutines the host stopped, delay
+# samples kept from the RUE for a stall, Swift's window cuts, duplicates
+# the receiver dropped).
 #
 #   falconnic perftest --keep --state DIR -- ib_write_bw -s 65536 -n 500 &   # a kept pair (one daemon)
 #   scripts/firmware-ab.sh DIR 6 swift fixed -- ib_write_bw -s 65536 -n 5000
@@ -32,7 +34,7 @@ socks=("$state/d1/control.sock")
 for s in "${socks[@]}"; do
 	[ -S "$s" ] || { echo "$0: no daemon at $s: start a kept pair first (falconnic perftest --keep --state $state)" >&2; exit 1; }
 done
-counters=(retx_rto rto_spurious rto_resumed port_timer_late rx_drop_dup_old)
+counters=(retx_rto rto_spurious rto_resumed port_timer_late port_busy_stalls delay_stalled decreases rx_drop_dup_old)
 
 # snapshot prints the sum over every NIC of each counter, one per line.
 snapshot() {

@@ -77,7 +77,11 @@ type Port struct {
 	// the endpoints they were stalled (falcon.Endpoint.Resumed). Only on
 	// the real clock: a test's clock.Manual jumps when the test says so.
 	resumeStalls bool
-	Stats        Counters
+	// busyAt is when the latest work item ended with more work already
+	// queued (negative: the goroutine may have waited since): the next
+	// item should start at once (run).
+	busyAt time.Duration
+	Stats  Counters
 	// WrapLink, when set (before the port runs), sees this port's link to
 	// each other port of the daemon as LinkTo makes it, and returns the
 	// link to use in its place (the daemon's capture taps it).
@@ -109,6 +113,10 @@ type Counters struct {
 	// deadline the goroutine waited for, after which the endpoints
 	// restarted their due loss timers (falcon.Endpoint.Resumed).
 	Resumed stats.Counter
+	// BusyStalls counts work items that ran lateWake or more, or began
+	// lateWake or more after the one before ended with them queued: the
+	// host did not run the busy goroutine for that long (run).
+	BusyStalls stats.Counter
 	// SpinDenied counts the times a polling ULP's port slept on its
 	// timer instead of spinning: other goroutines held every spinning
 	// place (spinners).
@@ -130,6 +138,7 @@ func (c *Counters) Set() stats.Set {
 		{Name: "port_ctl_no_handler", Help: "control-channel frames dropped: no function handles them", Counter: &c.CtlNoHandler},
 		{Name: "port_timer_late", Help: "timer wakes 1 ms or more past their deadline (the host did not run the port's goroutine)", Counter: &c.TimerLate},
 		{Name: "port_resumed", Help: "timer passes 1 ms or more past their deadline (woken late, or spun or busy past it) after which the endpoints restarted their due loss timers instead of resending", Counter: &c.Resumed},
+		{Name: "port_busy_stalls", Help: "work items that took 1 ms or more, or began 1 ms or more after the one before ended with them queued (the host did not run the busy goroutine); the endpoints then restarted their due loss timers and kept their in-flight packets' delays from the RUE", Counter: &c.BusyStalls},
 		{Name: "port_timer_late_max_us", Help: "the latest timer wake, µs past its deadline", Counter: &c.TimerLateMaxUs},
 		{Name: "port_spin_denied", Help: "waits for a polling ULP's deadline slept on the timer, not spun: GOMAXPROCS-1 goroutines already spin (one P stays for the network poller)", Counter: &c.SpinDenied},
 		{Name: "port_spin_no_idle_cpu", Help: "waits for a polling ULP's deadline slept on the timer, not spun: the host's runnable threads left no CPU idle (a spin would take one from a guest)", Counter: &c.SpinNoIdleCPU},
@@ -153,7 +162,7 @@ func New(clk clock.Clock, link falcon.Link) *Port {
 	p := &Port{clk: clk, bc: &burstClock{base: clk}, work: make(chan portWork, queueLen), dead: make(chan struct{}),
 		windows: map[uint32]rue.Fixed{}, links: map[*Port]falcon.RefLink{}}
 	p.core = []*Port{p}
-	p.resumeStalls = clk == clock.Real
+	p.resumeStalls, p.busyAt = clk == clock.Real, -1
 	p.rue = &portRUE{p: p}
 	if err := p.UseFirmware(FirmwareSpec{}); err != nil {
 		panic("port: the default firmware: " + err.Error())
@@ -475,7 +484,7 @@ func (p *Port) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case w := <-p.work:
-			w.p.handle(w)
+			p.run(w)
 		case <-wake.c:
 			if late := p.clk.Now() - armed; late >= lateWake {
 				p.Stats.TimerLate.Inc()
@@ -501,7 +510,7 @@ func (p *Port) spin(ctx context.Context, at time.Duration) bool {
 		case <-ctx.Done():
 			return false
 		case w := <-p.work:
-			w.p.handle(w)
+			p.run(w)
 			p.drainThenPass(at)
 			return true
 		default:
@@ -560,7 +569,7 @@ func (p *Port) drainThenPass(due time.Duration) {
 	for n := 0; n < queueLen; n++ {
 		select {
 		case w := <-p.work:
-			w.p.handle(w)
+			p.run(w)
 			continue
 		default:
 		}
@@ -576,6 +585,33 @@ func (p *Port) drainThenPass(due time.Duration) {
 			q.ep.Resumed(now)
 		}
 		q.pass(now)
+	}
+	p.busyAt = -1 // the gap after a pass is the pass's (timed above)
+}
+
+// run handles one work item (w.p is p or a port p's goroutine runs) and
+// judges whether the host stalled the goroutine around it. No item's own
+// work takes lateWake (a burst of frames, a closure): one that ran that
+// long, or that began that long after the item before it ended with it
+// already queued, ran on a goroutine the host had stopped running, as a
+// late timer wake shows for a waiting one (drainThenPass). For that time
+// the endpoints handled no acknowledgement, so they restart their due
+// loss timers and keep the delays of the packets they had sent, which
+// measured the stall, from their RUEs (falcon.Endpoint.Resumed).
+func (p *Port) run(w portWork) {
+	start := p.clk.Now()
+	w.p.handle(w, start)
+	end := p.clk.Now()
+	stalled := end-start >= lateWake || p.busyAt >= 0 && start-p.busyAt >= lateWake
+	p.busyAt = -1
+	if len(p.work) > 0 {
+		p.busyAt = end
+	}
+	if stalled && p.resumeStalls {
+		p.Stats.BusyStalls.Inc()
+		for _, q := range p.core {
+			q.ep.Resumed(end)
+		}
 	}
 }
 
@@ -719,8 +755,8 @@ func (c *burstClock) Now() clock.Time {
 // AfterFunc implements clock.Clock.
 func (c *burstClock) AfterFunc(d time.Duration, f func()) clock.Timer { return c.base.AfterFunc(d, f) }
 
-func (p *Port) handle(w portWork) {
-	p.bc.set(p.clk.Now())
+func (p *Port) handle(w portWork, now clock.Time) {
+	p.bc.set(now)
 	defer p.bc.clear()
 	switch {
 	case w.fn != nil:

@@ -347,6 +347,56 @@ func TestPortResumesItsEndpointAfterAStall(t *testing.T) {
 	}
 }
 
+// TestPortResumesItsEndpointAfterABusyStall: a busy goroutine the host
+// stops shows as a work item that took a millisecond or more, or as one
+// that began that long after the item before it ended with it queued; the
+// endpoint then restarts its due RTOs instead of resending (the same as
+// after a late timer wake). Items that run back to back on time, or a port
+// that does not resume stalls, leave the RTO to fire.
+func TestPortResumesItsEndpointAfterABusyStall(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		resume   bool
+		inItem   time.Duration // the host stopped the goroutine inside the first item
+		between  time.Duration // ... or between the two items
+		wantRetx uint64
+	}{
+		{"in an item", true, 10 * time.Millisecond, 0, 0},
+		{"between items", true, 0, 10 * time.Millisecond, 0},
+		{"not resuming", false, 10 * time.Millisecond, 0, 1},
+		{"on time", true, 400 * time.Microsecond, 400 * time.Microsecond, 1},
+	} {
+		clk := clock.NewManual(time.Second)
+		p := New(clk, nil) // not running: the test is its goroutine
+		p.resumeStalls = tc.resume
+		c, err := p.Connect(falcon.ConnConfig{SCID: 1, DCID: 2, InitRTO: time.Millisecond, MinRTO: time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Push(1, nil)
+		due, ok := p.coreDeadline()
+		if !ok {
+			t.Fatal("no RTO armed for the push")
+		}
+		p.Do(func(*falcon.Endpoint) { clk.Advance(tc.inItem) })
+		p.Do(func(*falcon.Endpoint) {})
+		p.run(<-p.work)
+		clk.Advance(tc.between)
+		p.run(<-p.work)
+		if now := clk.Now(); now < due {
+			clk.Set(due) // the timer pass falls due on time
+		}
+		p.drainThenPass(clk.Now())
+		if got := c.Stats.RetxRTO.Load(); got != tc.wantRetx {
+			t.Errorf("%s: retx_rto %d, want %d (rto_resumed %d, port_busy_stalls %d)", tc.name, got, tc.wantRetx,
+				c.Stats.RTOResumed.Load(), p.Stats.BusyStalls.Load())
+		}
+		if stalls := p.Stats.BusyStalls.Load(); (stalls == 1) != (tc.resume && tc.wantRetx == 0) {
+			t.Errorf("%s: port_busy_stalls %d", tc.name, stalls)
+		}
+	}
+}
+
 // poller is a ULP that polls at its deadlines (as the verbs engine's
 // doorbell polling does): polls of them, one interval apart.
 type poller struct {
