@@ -141,7 +141,7 @@ type Endpoint struct {
 	replayMargin, replayLead uint32
 	// stallEnd is when the host last resumed the endpoint after a stall
 	// (Resumed), as a timestamp (stallTS) while stalled is set: a delay
-	// sample of a packet sent before it measured the stall (stall.go).
+	// sample of a packet sent before it measured the stall (delaySample).
 	stallEnd time.Duration
 	stallTS  wire.Timestamp
 	stalled  bool
