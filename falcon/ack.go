@@ -199,7 +199,7 @@ func (c *Conn) onAck(a wire.Ack, iv wire.Timestamp, now time.Duration) {
 		return
 	}
 	t1, t2 := c.delaySample(a.T1(), a.T2(), now)
-	t4 := wire.TimestampAt(now)
+	t4 := wire.TimestampAt(c.ep.rxTime(now))
 	rtt := t4.Sub(t1)
 	if (t1 != 0 || t2 != 0) && rtt > 0 && rtt < time.Second {
 		c.rtt.Sample(rtt)
@@ -343,7 +343,7 @@ func (c *Conn) onNack(n wire.Nack, iv wire.Timestamp, now time.Duration) {
 		return
 	}
 	t1, t2 := c.delaySample(n.T1(), n.T2(), now)
-	c.rueEvent(now, c.flowOf(c.rxFlow), rue.EventNACK, t1, t2, iv, wire.TimestampAt(now), n.RxBufferLevel(), n.HopCount(), n.RUEValue(), uint8(code), false, false, 0, rue.RetxRTO)
+	c.rueEvent(now, c.flowOf(c.rxFlow), rue.EventNACK, t1, t2, iv, wire.TimestampAt(c.ep.rxTime(now)), n.RxBufferLevel(), n.HopCount(), n.RUEValue(), uint8(code), false, false, 0, rue.RetxRTO)
 	h(c, n, i, psn, s, now)
 }
 

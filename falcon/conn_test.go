@@ -911,6 +911,53 @@ func TestStallDelaySamplesAreKeptFromTheRUE(t *testing.T) {
 	}
 }
 
+// Time a frame waits in the receiving NIC's queue is not fabric delay:
+// told when the push reached B (Arrived) before B handles it, B's ACK
+// echoes that time as t2, so the wait falls in B's hold (t3 − t2); told
+// when the ACK reached A, A takes that as t4. The RUE's fabric delay
+// (t4 − t1) − (t3 − t2) then leaves both waits out; untold, it holds both.
+func TestArrivalTimesKeepNICQueueingOutOfTheFabricDelay(t *testing.T) {
+	const wait = 3 * time.Millisecond
+	for _, told := range []bool{true, false} {
+		s := newScript(t, ConnConfig{SCID: 1, DCID: 2, InitRTO: 50 * time.Millisecond, MinRTO: 50 * time.Millisecond})
+		r := &cuttingRUE{fcwnd: 32 * rue.One}
+		s.a.cfg.RUE = r
+		s.ub.onReq = func(c *Conn, r *Request) { c.AckPush(r.RSN) }
+		s.pushAcked(1)
+		s.ca.Push(2, nil)
+		at := s.clk.Now()
+		s.clk.Set(at + wait) // the push waits in B's receive queue
+		if told {
+			s.b.Arrived(at)
+		}
+		s.deliver(0)
+		s.b.Arrived(0)
+		s.wait(10 * time.Microsecond) // B's ACK
+		at = s.clk.Now()
+		s.clk.Set(at + wait) // the ACK waits in A's
+		if told {
+			s.a.Arrived(at)
+		}
+		before := len(r.events)
+		s.deliver(0)
+		s.a.Arrived(0)
+		var ev *rue.Event
+		for i := before; i < len(r.events); i++ {
+			if r.events[i].Type == rue.EventACK && r.events[i].T1 != 0 {
+				ev = &r.events[i]
+			}
+		}
+		if ev == nil {
+			t.Fatalf("told %v: no sampled ACK event for the push", told)
+		}
+		ticks := int64(int32(ev.T4-ev.T1)) - int64(int32(ev.T3-ev.T2))
+		fabric := time.Duration(ticks) * wire.TimestampUnit
+		if told && fabric > wait/10 || !told && fabric < 2*wait-wait/10 {
+			t.Errorf("told %v: fabric delay %v with %v waits in each NIC", told, fabric, wait)
+		}
+	}
+}
+
 // cuttingRUE halves the window on each RTO event and, on EventUndo, takes
 // the window the event carries; it records the events.
 type cuttingRUE struct {

@@ -145,7 +145,10 @@ type Endpoint struct {
 	stallEnd time.Duration
 	stallTS  wire.Timestamp
 	stalled  bool
-	Stats    EndpointCounters
+	// arrived is when the frames being received reached the NIC, if the
+	// I/O loop said (Arrived; 0: it did not).
+	arrived time.Duration
+	Stats   EndpointCounters
 }
 
 // New returns an endpoint.

@@ -29,6 +29,28 @@ func (e *Endpoint) leave(outer bool) {
 	}
 }
 
+// Arrived tells the endpoint when the frames it receives from now on
+// reached its NIC — the link's delivery, earlier than the event that
+// handles them when they waited in the NIC's receive queue — until the
+// next call (0: unknown, the event's time). Their receive timestamps are
+// taken then: t2, which this endpoint's ACKs echo, and t4, the receive
+// time of an ACK or NACK [S §7.1: T2/T4 are local receive times]. So the
+// time a frame waits inside a busy NIC counts as the receiver's (the hold,
+// t3 − t2) or is left out (t4), not as fabric delay: an emulated NIC whose
+// goroutine is behind is not network congestion, as Swift's NIC
+// timestamps keep host delay out of its fabric signal. Call on the
+// endpoint's goroutine, between events.
+func (e *Endpoint) Arrived(at time.Duration) { e.arrived = at }
+
+// rxTime is the receive time of a frame handled at now: its arrival, if
+// known and earlier.
+func (e *Endpoint) rxTime(now time.Duration) time.Duration {
+	if at := e.arrived; at > 0 && at < now {
+		return at
+	}
+	return now
+}
+
 // now returns the time of the event being handled, or the clock's
 // reading outside one.
 func (e *Endpoint) now() time.Duration {

@@ -60,7 +60,7 @@ func (c *Conn) onTxn(t wire.Txn, iv wire.Timestamp, now time.Duration) {
 	psn := t.PSN()
 	rw := &c.rx[i]
 	v := rw.Classify(psn)
-	c.lastT1, c.lastT2 = iv, wire.TimestampAt(now)
+	c.lastT1, c.lastT2 = iv, wire.TimestampAt(c.ep.rxTime(now))
 	af := &c.ackFlows[c.rxFlow&3]
 	af.t1, af.t2, af.label, af.pending = c.lastT1, c.lastT2, c.rxFlow, true
 	c.lastHops = min(c.rxMark.Hops, wire.MaxHopCount)

@@ -63,7 +63,8 @@ for ((r = 1; r <= rounds; r++)); do
 	for fw in "${order[@]}"; do
 		swap "$fw"
 		mapfile -t before < <(snapshot)
-		timeout 180 "$fn" vm exec B --state "$vms" --timeout 170s -- "$@" >/dev/null 2>&1 &
+		srvlog=$(mktemp "${TMPDIR:-/tmp}/firmware-ab-server.XXXXXX")
+		timeout 180 "$fn" vm exec B --state "$vms" --timeout 170s -- "$@" >"$srvlog" 2>&1 &
 		server=$!
 		sleep 2
 		out=$(timeout 180 "$fn" vm exec A --state "$vms" --timeout 170s -- "$@" 10.0.0.2 2>&1) || true
@@ -74,7 +75,9 @@ for ((r = 1; r <= rounds; r++)); do
 			# Keep what the client said: a failure is a finding, not a sample to drop.
 			log=$(mktemp "${TMPDIR:-/tmp}/firmware-ab.XXXXXX")
 			printf '%s\n' "$out" >"$log"
-			line="FAILED (client output: $log; last line: $(tail -1 <<<"$out"))"
+			line="FAILED (client output: $log, server output: $srvlog; last lines: $(tail -1 <<<"$out") / $(tail -1 "$srvlog"))"
+		else
+			rm -f "$srvlog"
 		fi
 		deltas=""
 		for i in "${!counters[@]}"; do deltas+=" ${counters[$i]}=$((after[i] - before[i]))"; done

@@ -97,6 +97,10 @@ type portWork struct {
 	flow  uint32
 	fn    func(*falcon.Endpoint)
 	sa    PacketOpener // pkt is a PSP datagram this SA opens (ReceiveSealed)
+	// at is when the frames reached the port (0: not said): the
+	// endpoint's receive timestamps (falcon.Endpoint.Arrived), so the
+	// time they wait in the queue is not taken for the fabric's.
+	at time.Duration
 }
 
 // Counters count the port's queue and demux drops.
@@ -306,7 +310,7 @@ func (p *Port) nextDeadline() (time.Duration, bool) {
 
 // Receive queues a Falcon frame from the link (copied; never blocks).
 func (p *Port) Receive(pkt []byte, flow uint32) {
-	w := portWork{p: p, flow: flow}
+	w := portWork{p: p, flow: flow, at: p.clk.Now()}
 	w.pkt, w.buf = copyFrame(pkt)
 	select {
 	case p.work <- w:
@@ -774,21 +778,27 @@ func (p *Port) handle(w portWork, now clock.Time) {
 		// of a burst arrived together: they share one timestamp, the
 		// clock read above, as a NIC stamps a batch it takes off a ring.
 		p.ep.BeginBurst()
+		p.ep.Arrived(w.at)
 		p.Stats.RxPackets.Add(uint64(len(w.burst.frames)))
 		for _, f := range w.burst.frames {
 			p.cur = f.buf
 			p.ep.ReceiveInProcess(f.pkt, f.flow)
 			putFrame(p.cur)
 		}
+		p.ep.Arrived(0)
 		p.ep.EndBurst()
 		p.cur = nil
 		putBurst(w.burst)
 	case w.sa != nil:
+		p.ep.Arrived(w.at)
 		p.receiveSealed(w)
+		p.ep.Arrived(0)
 	default:
 		p.Stats.RxPackets.Inc()
 		p.cur = w.buf
+		p.ep.Arrived(w.at)
 		p.ep.Receive(w.pkt, w.flow)
+		p.ep.Arrived(0)
 		putFrame(p.cur)
 		p.cur = nil
 	}
@@ -973,7 +983,7 @@ func (ob *portOutbox) flush() {
 	b := ob.burst
 	ob.burst = nil
 	select {
-	case ob.to.work <- portWork{p: ob.to, burst: b}:
+	case ob.to.work <- portWork{p: ob.to, burst: b, at: ob.to.clk.Now()}:
 	default:
 		ob.to.Stats.RxQueueFull.Add(uint64(len(b.frames)))
 		for _, f := range b.frames {

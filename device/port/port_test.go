@@ -85,7 +85,7 @@ func TestFixedFirmwareKeepsEachConnectionsWindow(t *testing.T) {
 // and counts every frame.
 func TestPortLinkHandsOverABurstAtATime(t *testing.T) {
 	from := New(clock.NewManual(0), nil)
-	to := &Port{work: make(chan portWork, 3)} // not running: we look at its queue
+	to := &Port{work: make(chan portWork, 3), clk: clock.NewManual(0)} // not running: we look at its queue
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go from.Run(ctx)

@@ -25,7 +25,7 @@ type PacketOpener interface {
 // (falcon.SealingLink): a datagram that fails is dropped and counted
 // before it reaches the endpoint.
 func (p *Port) ReceiveSealed(dgram []byte, flow uint32, sa PacketOpener) {
-	w := portWork{p: p, flow: flow, sa: sa}
+	w := portWork{p: p, flow: flow, sa: sa, at: p.clk.Now()}
 	w.pkt, w.buf = copyDatagram(dgram, sa.Trailer())
 	select {
 	case p.work <- w:
