@@ -846,6 +846,18 @@ func TestResumedRestartsLossTimersAfterAStall(t *testing.T) {
 	}
 }
 
+// newSampledScript returns a script whose A hands its RUE events to the
+// returned recorder, whose B acknowledges pushes, and whose first push
+// was acknowledged; loss timers are far off (50 ms).
+func newSampledScript(t *testing.T) (*script, *cuttingRUE) {
+	s := newScript(t, ConnConfig{SCID: 1, DCID: 2, InitRTO: 50 * time.Millisecond, MinRTO: 50 * time.Millisecond})
+	r := &cuttingRUE{fcwnd: 32 * rue.One}
+	s.a.cfg.RUE = r
+	s.ub.onReq = func(c *Conn, r *Request) { c.AckPush(r.RSN) }
+	s.pushAcked(1)
+	return s, r
+}
+
 // The ACKs of packets sent before a host stall carry the stall in their
 // delay: after Resumed they reach the RUE without timestamps (no delay
 // sample) and stay out of the RTT estimate, and packets sent after the
@@ -854,11 +866,7 @@ func TestResumedRestartsLossTimersAfterAStall(t *testing.T) {
 func TestStallDelaySamplesAreKeptFromTheRUE(t *testing.T) {
 	const stall = 5 * time.Millisecond
 	for _, resumed := range []bool{true, false} {
-		s := newScript(t, ConnConfig{SCID: 1, DCID: 2, InitRTO: 50 * time.Millisecond, MinRTO: 50 * time.Millisecond})
-		r := &cuttingRUE{fcwnd: 32 * rue.One}
-		s.a.cfg.RUE = r
-		s.ub.onReq = func(c *Conn, r *Request) { c.AckPush(r.RSN) }
-		s.pushAcked(1)
+		s, r := newSampledScript(t)
 		for cookie := uint64(2); cookie <= 5; cookie++ {
 			s.ca.Push(cookie, nil)
 		}
@@ -919,11 +927,7 @@ func TestStallDelaySamplesAreKeptFromTheRUE(t *testing.T) {
 func TestArrivalTimesKeepNICQueueingOutOfTheFabricDelay(t *testing.T) {
 	const wait = 3 * time.Millisecond
 	for _, told := range []bool{true, false} {
-		s := newScript(t, ConnConfig{SCID: 1, DCID: 2, InitRTO: 50 * time.Millisecond, MinRTO: 50 * time.Millisecond})
-		r := &cuttingRUE{fcwnd: 32 * rue.One}
-		s.a.cfg.RUE = r
-		s.ub.onReq = func(c *Conn, r *Request) { c.AckPush(r.RSN) }
-		s.pushAcked(1)
+		s, r := newSampledScript(t)
 		s.ca.Push(2, nil)
 		at := s.clk.Now()
 		s.clk.Set(at + wait) // the push waits in B's receive queue

@@ -315,6 +315,26 @@ func TestPortHandlesQueuedWorkBeforeDueTimers(t *testing.T) {
 	}
 }
 
+// pushedOnAPort returns a port on a manual clock that the test runs (no
+// goroutine), resuming stalls or not, with a connection that has one push
+// in flight, and the push's RTO deadline (1 ms).
+func pushedOnAPort(t *testing.T, resume bool) (*clock.Manual, *Port, *falcon.Conn, time.Duration) {
+	t.Helper()
+	clk := clock.NewManual(time.Second)
+	p := New(clk, nil)
+	p.resumeStalls = resume
+	c, err := p.Connect(falcon.ConnConfig{SCID: 1, DCID: 2, InitRTO: time.Millisecond, MinRTO: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Push(1, nil)
+	due, ok := p.coreDeadline()
+	if !ok {
+		t.Fatal("no RTO armed for the push")
+	}
+	return clk, p, c, due
+}
+
 // TestPortResumesItsEndpointAfterAStall: a timer pass a millisecond or
 // more past the deadline the goroutine waited for (the host did not run
 // it) restarts the endpoint's due RTOs instead of resending; a pass on
@@ -325,19 +345,7 @@ func TestPortResumesItsEndpointAfterAStall(t *testing.T) {
 		late     time.Duration
 		wantRetx uint64
 	}{{true, 10 * time.Millisecond, 0}, {false, 10 * time.Millisecond, 1}, {true, 500 * time.Microsecond, 1}} {
-		clk := clock.NewManual(time.Second)
-		p := New(clk, nil) // not running: the test is its goroutine
-		p.resumeStalls = tc.resume
-		c, err := p.Connect(falcon.ConnConfig{SCID: 1, DCID: 2,
-			InitRTO: time.Millisecond, MinRTO: time.Millisecond})
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.Push(1, nil)
-		due, ok := p.coreDeadline()
-		if !ok {
-			t.Fatal("no RTO armed for the push")
-		}
+		clk, p, c, due := pushedOnAPort(t, tc.resume)
 		clk.Set(due + tc.late)
 		p.drainThenPass(due)
 		if got := c.Stats.RetxRTO.Load(); got != tc.wantRetx {
@@ -366,18 +374,7 @@ func TestPortResumesItsEndpointAfterABusyStall(t *testing.T) {
 		{"not resuming", false, 10 * time.Millisecond, 0, 1},
 		{"on time", true, 400 * time.Microsecond, 400 * time.Microsecond, 1},
 	} {
-		clk := clock.NewManual(time.Second)
-		p := New(clk, nil) // not running: the test is its goroutine
-		p.resumeStalls = tc.resume
-		c, err := p.Connect(falcon.ConnConfig{SCID: 1, DCID: 2, InitRTO: time.Millisecond, MinRTO: time.Millisecond})
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.Push(1, nil)
-		due, ok := p.coreDeadline()
-		if !ok {
-			t.Fatal("no RTO armed for the push")
-		}
+		clk, p, c, due := pushedOnAPort(t, tc.resume)
 		p.Do(func(*falcon.Endpoint) { clk.Advance(tc.inItem) })
 		p.Do(func(*falcon.Endpoint) {})
 		p.run(<-p.work)
