@@ -231,7 +231,7 @@ func (c *Conn) delaySample(t1, t2 wire.Timestamp, now time.Duration) (wire.Times
 		e.stalled = false
 		return t1, t2
 	}
-	if t1.Sub(e.stallTS) >= 0 {
+	if t1.Sub(wire.TimestampAt(e.stallEnd)) >= 0 {
 		return t1, t2
 	}
 	c.Stats.DelayStalled.Inc()

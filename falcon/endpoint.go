@@ -140,10 +140,9 @@ type Endpoint struct {
 	// timestamp ticks.
 	replayMargin, replayLead uint32
 	// stallEnd is when the host last resumed the endpoint after a stall
-	// (Resumed), as a timestamp (stallTS) while stalled is set: a delay
-	// sample of a packet sent before it measured the stall (delaySample).
+	// (Resumed), while stalled is set: a delay sample of a packet sent
+	// before it measured the stall (delaySample).
 	stallEnd time.Duration
-	stallTS  wire.Timestamp
 	stalled  bool
 	// arrived is when the frames being received reached the NIC, if the
 	// I/O loop said (Arrived; 0: it did not).

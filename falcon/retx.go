@@ -326,10 +326,10 @@ func (c *Conn) retxEvent(s *pdl.TxSlot, reason rue.RetxReason, now time.Duration
 // arming (the probe's): a host that stalls the endpoint again and again
 // delays a resend by one timeout, never indefinitely. The delay samples
 // of packets sent before now measured the stall too, and are kept from
-// the RUE (stallSpan). Call before OnTimer(now); the I/O loop, which alone
+// the RUE (Conn.delaySample). Call before OnTimer(now); the I/O loop, which alone
 // sees its wake-ups, decides what a stall is.
 func (e *Endpoint) Resumed(now time.Duration) {
-	e.stallEnd, e.stallTS, e.stalled = now, wire.TimestampAt(now), true
+	e.stallEnd, e.stalled = now, true
 	// Deadlines only move later: every heap key stays early, never late
 	// (timers.go), so the heap needs no refiling.
 	for _, c := range e.timers {

@@ -761,7 +761,8 @@ func (c *burstClock) AfterFunc(d time.Duration, f func()) clock.Timer { return c
 
 func (p *Port) handle(w portWork, now clock.Time) {
 	p.bc.set(now)
-	defer p.bc.clear()
+	p.ep.Arrived(w.at) // 0 for work that brings no frames
+	defer func() { p.ep.Arrived(0); p.bc.clear() }()
 	switch {
 	case w.fn != nil:
 		w.fn(p.ep)
@@ -778,27 +779,21 @@ func (p *Port) handle(w portWork, now clock.Time) {
 		// of a burst arrived together: they share one timestamp, the
 		// clock read above, as a NIC stamps a batch it takes off a ring.
 		p.ep.BeginBurst()
-		p.ep.Arrived(w.at)
 		p.Stats.RxPackets.Add(uint64(len(w.burst.frames)))
 		for _, f := range w.burst.frames {
 			p.cur = f.buf
 			p.ep.ReceiveInProcess(f.pkt, f.flow)
 			putFrame(p.cur)
 		}
-		p.ep.Arrived(0)
 		p.ep.EndBurst()
 		p.cur = nil
 		putBurst(w.burst)
 	case w.sa != nil:
-		p.ep.Arrived(w.at)
 		p.receiveSealed(w)
-		p.ep.Arrived(0)
 	default:
 		p.Stats.RxPackets.Inc()
 		p.cur = w.buf
-		p.ep.Arrived(w.at)
 		p.ep.Receive(w.pkt, w.flow)
-		p.ep.Arrived(0)
 		putFrame(p.cur)
 		p.cur = nil
 	}
