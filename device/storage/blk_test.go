@@ -14,6 +14,7 @@ import (
 	"falconnic/device/port"
 	"falconnic/device/storage/blktest"
 	"falconnic/falcon"
+	"falconnic/falcon/rue"
 	"falconnic/nvme"
 	"falconnic/vhostuser"
 	"falconnic/vhostuser/vhostusertest"
@@ -615,4 +616,31 @@ func TestAdversarialWriteThroughWritesAreDurable(t *testing.T) {
 	if n := fua(); n != 4 {
 		t.Fatalf("FUA writes %d after the cache came back on", n)
 	}
+}
+
+// A disk's path between two NICs of one daemon keeps Fixed's window
+// (NVMeFcwnd) under Swift, whose own ceiling is higher: nothing between
+// two ports of one daemon congests, so the window would only grow.
+func TestBlkLocalPathCapsSwiftsWindow(t *testing.T) {
+	r := newBlkRigFirmware(t, memNS(false), 1, 1, port.FirmwareSpec{Name: port.FirmwareSwift})
+	r.start()
+	r.Q.UseIndirect = true
+	for round := 0; round < 8; round++ {
+		var ws []*blktest.Request
+		for i := 0; i < 100; i++ {
+			ws = append(ws, r.Request(blkTypeOut, uint64(i)*16, false, bytes.Repeat([]byte{byte(round + i)}, 8192), 8192))
+		}
+		r.Run(ws...)
+	}
+	var cfg falcon.ConnConfig
+	var fcwnd rue.Fixed
+	r.blk.cfg.Port.Call(func(*falcon.Endpoint) {
+		c := r.blk.cfg.Path.Conn()
+		cfg, fcwnd = c.Config(), c.Fcwnd()
+	})
+	if cfg.MaxFcwnd != NVMeFcwnd*rue.One || fcwnd > NVMeFcwnd*rue.One {
+		t.Fatalf("window cap %v, window %v after %d writes; want the cap %d and the window within it",
+			cfg.MaxFcwnd.Float(), fcwnd.Float(), 800, NVMeFcwnd)
+	}
+	t.Logf("window %v", fcwnd.Float())
 }

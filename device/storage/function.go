@@ -43,7 +43,7 @@ func NewNVMeFunc(port *port.Port, function uint32) *NVMeFunc {
 // NICs of other daemons, and accept theirs (before the port runs).
 func (f *NVMeFunc) AttachCM(a *cm.Agent) {
 	f.cm = a
-	a.Register(wire.ProtoNVMe, cm.Proto{Config: nvmeConnConfig, Up: f.pathUp, Down: f.pathDown})
+	a.Register(wire.ProtoNVMe, cm.Proto{Config: nvmeConnConfig, Local: nvmeLocalConnConfig, Up: f.pathUp, Down: f.pathDown})
 }
 
 // pathUp makes connection c the path to NIC peer and hands it to the
@@ -166,6 +166,7 @@ func ConnectNVMeLocal(ini, tgt *NVMeFunc, cid func() uint32) (iniPath, tgtPath *
 	c := falcon.ConnConfig{SCID: cid(), Protocol: wire.ProtoNVMe}
 	c.DCID = cid()
 	nvmeConnConfig(&c)
+	nvmeLocalConnConfig(&c)
 	var peer falcon.ConnConfig
 	if !ini.Port.Call(func(ep *falcon.Endpoint) { ep.RandomPSNs(&c) }) ||
 		!tgt.Port.Call(func(ep *falcon.Endpoint) { ep.RandomPSNs(&peer) }) {
@@ -239,6 +240,14 @@ func nvmeConnConfig(c *falcon.ConnConfig) {
 	c.AckCoalesceCount, c.ARPercent = nvmeAckCoalesce, nvmeARPercent
 	c.PullTimeout = nvmePullTimeout
 }
+
+// nvmeLocalConnConfig caps the window of a connection to a NIC of this
+// daemon at NVMeFcwnd, Fixed's window, as RDMA's are (rdma.LocalMaxFcwnd):
+// nothing between two ports of one daemon congests, so Swift would grow
+// it to its ceiling of 256 packets, whose frame buffers then miss the
+// caches: 128 KiB writes cost more CPU per MiB and ran slower than under
+// Fixed (README, "Swift and Fixed on one daemon").
+func nvmeLocalConnConfig(c *falcon.ConnConfig) { c.MaxFcwnd = NVMeFcwnd * rue.One }
 
 // nvmePullTimeout bounds a target's Write Data Request (Falcon's pull
 // timeout, default 1 s). A write whose pull times out fails for good
