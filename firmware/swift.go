@@ -202,6 +202,12 @@ func since(now, m uint32) int32 {
 }
 
 // sample returns the event's RTT and configured delay in Falcon units.
+// A zero delay is a sample like any other: between two ports of one
+// daemon a frame leaves and arrives at the same reading of the clock
+// (there is no fabric), and such ACKs must still grow the window. A round
+// trip that reads as zero took less than a unit, and counts as one. A
+// negative one (or delay) is no sample: the timestamps do not describe
+// one packet's trip.
 func (s *Swift) sample(ev *rue.Event) (rtt, delay float64, ok bool) {
 	if ev.Type == rue.EventRetx || ev.T1 == 0 && ev.T2 == 0 {
 		return 0, 0, false
@@ -219,10 +225,10 @@ func (s *Swift) sample(ev *rue.Event) (rtt, delay float64, ok bool) {
 	case DelayReverse:
 		d = wrap24(ev.T4, ev.T3)
 	}
-	if r <= 0 || d <= 0 {
+	if r < 0 || d < 0 {
 		return 0, 0, false
 	}
-	return float64(r), float64(d), true
+	return float64(max(r, 1)), float64(d), true
 }
 
 // Target returns the target delay in Falcon units for a flow with window

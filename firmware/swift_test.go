@@ -117,6 +117,37 @@ func TestSwiftAdditiveIncrease(t *testing.T) {
 	}
 }
 
+// An ACK whose packets met no delay at all — two ports of one daemon
+// stamp a frame's departure and arrival with one clock reading — is a
+// sample below target: it grows the window, also after a cut. A round
+// trip that reads as zero counts as one unit; negative timestamps are no
+// sample.
+func TestSwiftZeroDelayIsASample(t *testing.T) {
+	f := newFlow(t, SwiftConfig{})
+	f.advance(100)
+	if got := f.retx(rue.RetxRTO, 1).Fcwnd.Float(); !near(got, 16, 0.01) {
+		t.Fatalf("RTO: fcwnd %.3f, want 16", got)
+	}
+	for i := 0; i < 16; i++ {
+		f.advance(0.2)
+		f.ack(0, 3, 1, 0) // fabric delay 0, the receiver held the ACK 3 µs
+	}
+	if got := f.r.Fcwnd.Float(); !near(got, 17, 0.05) || f.s.Stats.Samples != 16 || f.s.Stats.NoSample != 0 {
+		t.Fatalf("fcwnd %.3f after 16 ACKs with no fabric delay, want ≈ 17 (stats %+v)", got, f.s.Stats)
+	}
+	f.advance(1)
+	e := &f.ev
+	e.Type, e.NumAcked = rue.EventACK, 1
+	e.T1, e.T2, e.T3, e.T4 = f.now, f.now, f.now, f.now // the whole trip within one unit
+	if f.post(); f.s.Stats.Samples != 17 || f.r.RTTState == 0 {
+		t.Errorf("a zero round trip: samples %d, srtt %d; want a sample and a non-zero srtt", f.s.Stats.Samples, f.r.RTTState)
+	}
+	e.T1 = f.now + 5 // sent after it was acknowledged
+	if f.post(); f.s.Stats.NoSample != 1 {
+		t.Errorf("a negative round trip was taken as a sample (stats %+v)", f.s.Stats)
+	}
+}
+
 // Above target the window is cut by β·(d−t)/d capped at max_mdf, at most
 // once per RTT: ACKs within an RTT of the cut leave it alone.
 func TestSwiftOneDecreasePerRTT(t *testing.T) {

@@ -246,7 +246,7 @@ func nvmeConnConfig(c *falcon.ConnConfig) {
 // nothing between two ports of one daemon congests, so Swift would grow
 // it to its ceiling of 256 packets, whose frame buffers then miss the
 // caches: 128 KiB writes cost more CPU per MiB and ran slower than under
-// Fixed (README, "Swift and Fixed on one daemon").
+// Fixed (README, "Measured", session 37).
 func nvmeLocalConnConfig(c *falcon.ConnConfig) { c.MaxFcwnd = NVMeFcwnd * rue.One }
 
 // nvmePullTimeout bounds a target's Write Data Request (Falcon's pull
