@@ -644,9 +644,8 @@ func TestBlkLocalPathCapsSwiftsWindow(t *testing.T) {
 		t.Fatalf("window cap %v, window %v after %d writes; want the cap %d and the window within it",
 			cfg.MaxFcwnd.Float(), fcwnd.Float(), 800, NVMeFcwnd)
 	}
-	// The ACKs between the two ports are delay samples (zero fabric
-	// delay), which keep the window up: without them a cut for a stall
-	// would be for good.
+	// The ACKs between the two ports are delay samples, which keep the
+	// window up: without them a cut for a stall would be for good.
 	if fw.Counters["samples"] == 0 {
 		t.Errorf("Swift took no delay sample from the path's ACKs (counters %v)", fw.Counters)
 	}
