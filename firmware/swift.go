@@ -202,12 +202,12 @@ func since(now, m uint32) int32 {
 }
 
 // sample returns the event's RTT and configured delay in Falcon units.
-// A zero delay is a sample like any other: between two ports of one
-// daemon a frame leaves and arrives at the same reading of the clock
-// (there is no fabric), and such ACKs must still grow the window. A round
-// trip that reads as zero took less than a unit, and counts as one. A
-// negative one (or delay) is no sample: the timestamps do not describe
-// one packet's trip.
+// A zero delay is a sample like any other: a link with no queue (two
+// ports of one daemon, whose frames can leave and arrive within one unit)
+// reads zero, and such ACKs must still grow the window. A round trip that
+// reads as zero took less than a unit, and counts as one. A negative one
+// (or delay) is no sample: the timestamps do not describe one packet's
+// trip.
 func (s *Swift) sample(ev *rue.Event) (rtt, delay float64, ok bool) {
 	if ev.Type == rue.EventRetx || ev.T1 == 0 && ev.T2 == 0 {
 		return 0, 0, false

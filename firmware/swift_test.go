@@ -117,8 +117,8 @@ func TestSwiftAdditiveIncrease(t *testing.T) {
 	}
 }
 
-// An ACK whose packets met no delay at all — two ports of one daemon
-// stamp a frame's departure and arrival with one clock reading — is a
+// An ACK whose packets met no delay at all — a frame that leaves one port
+// of a daemon and reaches another within one unit of the clock — is a
 // sample below target: it grows the window, also after a cut. A round
 // trip that reads as zero counts as one unit; negative timestamps are no
 // sample.
