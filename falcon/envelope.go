@@ -36,6 +36,20 @@ func sealInProcess(pkt []byte, iv wire.Timestamp) []byte {
 	return binary.BigEndian.AppendUint32(b, 0)
 }
 
+// Restamp sets the IV timestamp of a frame the endpoint handed to an
+// InProcessLink (whose ICV is not computed, so nothing else changes). A
+// link that holds frames before they leave — a port link's outbox, which
+// hands a burst over at its end — stamps them with the time they do, as a
+// NIC stamps a packet when it goes on the wire: the peer echoes the IV as
+// the packet's t1, so time spent waiting in the sender counts as the
+// sender's, not as fabric delay. A frame shorter than the envelope is
+// left alone.
+func Restamp(frame []byte, iv wire.Timestamp) {
+	if n := len(frame) - envelopeLen; n >= 0 {
+		binary.BigEndian.PutUint32(frame[n:], uint32(iv))
+	}
+}
+
 // SplitEnvelope returns the packet and the IV timestamp of a frame the
 // endpoint handed to a SealingLink (or an InProcessLink); false if the
 // frame is shorter than the envelope. The ICV is neither checked nor

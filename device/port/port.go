@@ -977,8 +977,15 @@ func (ob *portOutbox) flush() {
 	}
 	b := ob.burst
 	ob.burst = nil
+	// The frames leave now: their IV says so (falcon.Restamp), and they
+	// arrive now. Ports of one daemon share its clock.
+	now := ob.to.clk.Now()
+	iv := wire.TimestampAt(now)
+	for _, f := range b.frames {
+		falcon.Restamp(f.pkt, iv)
+	}
 	select {
-	case ob.to.work <- portWork{p: ob.to, burst: b, at: ob.to.clk.Now()}:
+	case ob.to.work <- portWork{p: ob.to, burst: b, at: now}:
 	default:
 		ob.to.Stats.RxQueueFull.Add(uint64(len(b.frames)))
 		for _, f := range b.frames {

@@ -153,6 +153,43 @@ func TestPortLinkHandsOverABurstAtATime(t *testing.T) {
 	}
 }
 
+// TestPortLinkStampsFramesWhenTheyLeave: a burst's frames carry the time
+// it is handed over as their IV (the t1 the peer echoes), not the time the
+// endpoint built them, and arrive at that time: the burst's wait in the
+// sending port is the sender's, so the fabric delay between two ports of
+// one daemon stays zero.
+func TestPortLinkStampsFramesWhenTheyLeave(t *testing.T) {
+	clk := clock.NewManual(time.Second)
+	from := New(clk, nil)
+	to := &Port{work: make(chan portWork, 1), clk: clk} // not running: we look at its queue
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go from.Run(ctx)
+	var link portLink
+	from.Call(func(*falcon.Endpoint) { link = newPortLink(from, to) })
+	built := wire.TimestampAt(clk.Now())
+	left := time.Second + 3*time.Millisecond
+	from.Call(func(*falcon.Endpoint) {
+		link.Send(falcon.Envelope([]byte("first"), built), 0)
+		clk.Set(left) // a long work item
+		link.Send(falcon.Envelope([]byte("second"), wire.TimestampAt(left)), 0)
+	})
+	var w portWork
+	select {
+	case w = <-to.work:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the burst was not handed over at the end of the work item")
+	}
+	if w.at != left {
+		t.Errorf("the burst arrived at %v, want %v", w.at, left)
+	}
+	for i, f := range w.burst.frames {
+		if _, iv, ok := falcon.SplitEnvelope(f.pkt); !ok || iv != wire.TimestampAt(left) {
+			t.Errorf("frame %d: IV %v, want %v (the hand-over), not the build time %v", i, iv, wire.TimestampAt(left), built)
+		}
+	}
+}
+
 // TestCopyFrameEndsThePacketOnAPage: whatever the frame's length, its
 // packet (the frame less the envelope) ends on a page of a pooled buffer, so whole pages of payload start on one; KeepFrame gives
 // the buffer away only for data that lies in it.
