@@ -65,6 +65,9 @@ func (c *Conn) applyRUE(r *rue.Response) {
 		c.plbRepath(r.Flow, c.ep.now())
 	}
 	c.ncwnd = max(r.Ncwnd, 1)
+	if m := c.cfg.MaxNcwnd; m > 0 {
+		c.ncwnd = min(c.ncwnd, m)
+	}
 	if r.AlphaRequest != 0 {
 		c.alpha = r.AlphaRequest
 	}

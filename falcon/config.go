@@ -79,8 +79,14 @@ type ConnConfig struct {
 	// daemon nothing congests, so a delay-based RUE grows the window to
 	// the receive window; the cap keeps the packets in flight to what
 	// the link needs.
-	MaxFcwnd   rue.Fixed
-	InitNcwnd  uint32
+	MaxFcwnd  rue.Fixed
+	InitNcwnd uint32
+	// MaxNcwnd caps the NIC window the RUE gives (0: none). Between two
+	// NICs of one daemon no receiver's buffers fill as a NIC's do, so a
+	// RUE that grows ncwnd while nothing pushes back takes it to its
+	// ceiling; the cap keeps the requests in flight to what the link
+	// needs, as MaxFcwnd does the packets.
+	MaxNcwnd   uint32
 	InitRTO    time.Duration // default 1 ms
 	MinRTO     time.Duration // default 100 µs
 	MaxRTO     time.Duration // backoff cap, default 100 ms
@@ -177,6 +183,9 @@ func (c *ConnConfig) fill() {
 	}
 	if c.MaxFcwnd > 0 {
 		c.InitFcwnd = min(c.InitFcwnd, c.MaxFcwnd)
+	}
+	if c.MaxNcwnd > 0 {
+		c.InitNcwnd = min(c.InitNcwnd, c.MaxNcwnd)
 	}
 	defD(&c.InitRTO, time.Millisecond)
 	defD(&c.MinRTO, 100*time.Microsecond)

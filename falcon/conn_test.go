@@ -1059,6 +1059,40 @@ func TestResumedRestartsEachDeadlineOnce(t *testing.T) {
 	}
 }
 
+// MaxNcwnd caps the NIC window whatever the RUE answers, from the first
+// request (an InitNcwnd above it is clamped): with a cap of 3 and an RUE
+// giving 256, at most 3 pulls are ever outstanding, and all of them
+// complete.
+func TestMaxNcwndCapsTheRUEsNICWindow(t *testing.T) {
+	s := newScript(t, ConnConfig{SCID: 1, DCID: 2, InitNcwnd: 64, MaxNcwnd: 3})
+	s.a.cfg.RUE = &fixedRUE{rue.Response{Fcwnd: 100 * rue.One, Ncwnd: 256}}
+	s.ub.onReq = func(c *Conn, r *Request) { c.PullData(r.RSN, pattern(r.RSN, int(r.Length))) }
+	const n = 40
+	for i := range n {
+		if _, err := s.ca.Pull(uint64(i), 16); err != nil {
+			t.Fatal(err)
+		}
+	}
+	most := 0
+	for step := 0; len(s.ua.cpls) < n; step++ {
+		if step > 10000 {
+			t.Fatalf("stalled: %d of %d pulls completed", len(s.ua.cpls), n)
+		}
+		most = max(most, int(s.ca.tx[reqW].ORC))
+		if len(s.q) > 0 {
+			s.deliver(0)
+		} else {
+			s.wait(10 * time.Microsecond)
+		}
+	}
+	if most != 3 {
+		t.Errorf("at most %d pulls outstanding, want the cap's 3", most)
+	}
+	if s.ca.Stats.RUEResponses.Load() == 0 || s.ca.ncwnd != 3 {
+		t.Errorf("ncwnd %d after %d RUE responses of 256, want the cap", s.ca.ncwnd, s.ca.Stats.RUEResponses.Load())
+	}
+}
+
 // MaxFcwnd caps the window whatever the RUE answers, from the first packet
 // (an InitFcwnd above it is clamped): with a cap of 4 and an RUE giving
 // 100, at most 4 pushes are ever outstanding, and all of them complete.

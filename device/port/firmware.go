@@ -19,6 +19,12 @@ const (
 	FirmwareFixed = "fixed" // fixed windows
 )
 
+// FixedNcwnd is the fixed firmware's NIC window, in requests (its
+// default): the cap of a connection between two NICs of one daemon under
+// any firmware (falcon.ConnConfig.MaxNcwnd), where no receiver's buffers
+// push back.
+const FixedNcwnd = 64
+
 // Daemon-scale Swift targets. The port runs on the host's real clock, and
 // its "fabric delay" (T4 − T1 less the peer's holding time T3 − T2) is not
 // an emulated switch's but two goroutine hand-offs and two bursts of the
@@ -162,7 +168,7 @@ func (s FirmwareSpec) build() (*fwEngine, error) {
 	case FirmwareFixed:
 		defF(&s.Fcwnd, 32)
 		if s.Ncwnd == 0 {
-			s.Ncwnd = 64
+			s.Ncwnd = FixedNcwnd
 		}
 		def(&s.MinRTO, 250*time.Microsecond)
 		if s.Fcwnd < 1 || s.Fcwnd > 2047 || s.Ncwnd > 1<<16 {

@@ -205,6 +205,8 @@ const LocalMinRTO = 4 * time.Millisecond
 // window's 128 packets (4 MiB in flight), whose frame buffers then miss
 // the caches: ib_read_bw ran 12-33 % slower under Swift than under Fixed
 // (README, "Measured").
+// Their NIC window is capped at Fixed's too (port.FixedNcwnd): Swift
+// grows it to 256 requests when no receiver's buffers push back.
 const LocalMaxFcwnd = 32 * rue.One
 
 // cmProto is the RDMA function's part in connection set-up: one ordered
@@ -214,7 +216,7 @@ func (r *Func) cmProto() cm.Proto {
 		Config: func(c *falcon.ConnConfig) { c.Ordered = true },
 		Local: func(c *falcon.ConnConfig) {
 			c.MTU, c.MinRTO, c.InitRTO = LocalMTU, LocalMinRTO, LocalMinRTO
-			c.MaxFcwnd = LocalMaxFcwnd
+			c.MaxFcwnd, c.MaxNcwnd = LocalMaxFcwnd, port.FixedNcwnd
 		},
 		Up: func(peer [6]byte, c *falcon.Conn) error {
 			r.conns[peer] = c

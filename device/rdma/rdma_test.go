@@ -657,12 +657,14 @@ func TestLocalConnectionOptions(t *testing.T) {
 	p.Config(&fabric)
 	p.Config(&local)
 	p.Local(&local)
-	if local.MTU != LocalMTU || local.MinRTO != LocalMinRTO || local.InitRTO != LocalMinRTO || local.MaxFcwnd != LocalMaxFcwnd {
-		t.Errorf("local: MTU %d, RTO floor %v, initial RTO %v, window cap %v; want %d, %v, %v, %v",
-			local.MTU, local.MinRTO, local.InitRTO, local.MaxFcwnd.Float(), LocalMTU, LocalMinRTO, LocalMinRTO, LocalMaxFcwnd.Float())
+	if local.MTU != LocalMTU || local.MinRTO != LocalMinRTO || local.InitRTO != LocalMinRTO ||
+		local.MaxFcwnd != LocalMaxFcwnd || local.MaxNcwnd != port.FixedNcwnd {
+		t.Errorf("local: MTU %d, RTO floor %v, initial RTO %v, window caps %v and %d; want %d, %v, %v, %v and %d",
+			local.MTU, local.MinRTO, local.InitRTO, local.MaxFcwnd.Float(), local.MaxNcwnd,
+			LocalMTU, LocalMinRTO, LocalMinRTO, LocalMaxFcwnd.Float(), port.FixedNcwnd)
 	}
-	if fabric.MTU != 0 || fabric.MinRTO != 0 || fabric.InitRTO != 0 || fabric.MaxFcwnd != 0 || !fabric.Ordered {
-		t.Errorf("fabric: MTU %d, RTO floor %v, initial RTO %v, window cap %v, ordered %v; want the defaults, ordered",
-			fabric.MTU, fabric.MinRTO, fabric.InitRTO, fabric.MaxFcwnd.Float(), fabric.Ordered)
+	if fabric.MTU != 0 || fabric.MinRTO != 0 || fabric.InitRTO != 0 || fabric.MaxFcwnd != 0 || fabric.MaxNcwnd != 0 || !fabric.Ordered {
+		t.Errorf("fabric: MTU %d, RTO floor %v, initial RTO %v, window caps %v and %d, ordered %v; want the defaults, ordered",
+			fabric.MTU, fabric.MinRTO, fabric.InitRTO, fabric.MaxFcwnd.Float(), fabric.MaxNcwnd, fabric.Ordered)
 	}
 }

@@ -618,9 +618,10 @@ func TestAdversarialWriteThroughWritesAreDurable(t *testing.T) {
 	}
 }
 
-// A disk's path between two NICs of one daemon keeps Fixed's window
-// (NVMeFcwnd) under Swift, whose own ceiling is higher: nothing between
-// two ports of one daemon congests, so the window would only grow.
+// A disk's path between two NICs of one daemon keeps Fixed's windows
+// (NVMeFcwnd, port.FixedNcwnd) under Swift, whose own ceilings are
+// higher: nothing between two ports of one daemon congests, so the
+// windows would only grow.
 func TestBlkLocalPathCapsSwiftsWindow(t *testing.T) {
 	r := newBlkRigFirmware(t, memNS(false), 1, 1, port.FirmwareSpec{Name: port.FirmwareSwift})
 	r.start()
@@ -634,15 +635,20 @@ func TestBlkLocalPathCapsSwiftsWindow(t *testing.T) {
 	}
 	var cfg falcon.ConnConfig
 	var fcwnd rue.Fixed
+	var ncwnd uint32
 	var fw port.FirmwareStatus
 	r.blk.cfg.Port.Call(func(*falcon.Endpoint) {
 		c := r.blk.cfg.Path.Conn()
-		cfg, fcwnd = c.Config(), c.Fcwnd()
+		cfg, fcwnd, ncwnd = c.Config(), c.Fcwnd(), c.Ncwnd()
 		fw = r.blk.cfg.Port.FirmwareStatus(1)
 	})
 	if cfg.MaxFcwnd != NVMeFcwnd*rue.One || fcwnd > NVMeFcwnd*rue.One {
 		t.Fatalf("window cap %v, window %v after %d writes; want the cap %d and the window within it",
 			cfg.MaxFcwnd.Float(), fcwnd.Float(), 800, NVMeFcwnd)
+	}
+	if cfg.MaxNcwnd != port.FixedNcwnd || ncwnd > port.FixedNcwnd {
+		t.Fatalf("NIC window cap %d, NIC window %d after %d writes; want the cap %d and the window within it",
+			cfg.MaxNcwnd, ncwnd, 800, port.FixedNcwnd)
 	}
 	// The ACKs between the two ports are delay samples, which keep the
 	// window up: without them a cut for a stall would be for good.

@@ -241,13 +241,16 @@ func nvmeConnConfig(c *falcon.ConnConfig) {
 	c.PullTimeout = nvmePullTimeout
 }
 
-// nvmeLocalConnConfig caps the window of a connection to a NIC of this
-// daemon at NVMeFcwnd, Fixed's window, as RDMA's are (rdma.LocalMaxFcwnd):
-// nothing between two ports of one daemon congests, so Swift would grow
-// it to its ceiling of 256 packets, whose frame buffers then miss the
-// caches: 128 KiB writes cost more CPU per MiB and ran slower than under
-// Fixed (README, "Measured", session 37).
-func nvmeLocalConnConfig(c *falcon.ConnConfig) { c.MaxFcwnd = NVMeFcwnd * rue.One }
+// nvmeLocalConnConfig caps the windows of a connection to a NIC of this
+// daemon at Fixed's, as RDMA's are (rdma.LocalMaxFcwnd): the fabric
+// window at NVMeFcwnd and the NIC window at port.FixedNcwnd. Nothing
+// between two ports of one daemon congests, so Swift would grow them to
+// its ceilings of 256 packets and 256 requests, whose frame buffers then
+// miss the caches: 128 KiB writes cost more CPU per MiB and ran slower
+// than under Fixed (README, "Measured", session 37).
+func nvmeLocalConnConfig(c *falcon.ConnConfig) {
+	c.MaxFcwnd, c.MaxNcwnd = NVMeFcwnd*rue.One, port.FixedNcwnd
+}
 
 // nvmePullTimeout bounds a target's Write Data Request (Falcon's pull
 // timeout, default 1 s). A write whose pull times out fails for good
