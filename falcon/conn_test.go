@@ -1073,18 +1073,7 @@ func TestMaxNcwndCapsTheRUEsNICWindow(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	most := 0
-	for step := 0; len(s.ua.cpls) < n; step++ {
-		if step > 10000 {
-			t.Fatalf("stalled: %d of %d pulls completed", len(s.ua.cpls), n)
-		}
-		most = max(most, int(s.ca.tx[reqW].ORC))
-		if len(s.q) > 0 {
-			s.deliver(0)
-		} else {
-			s.wait(10 * time.Microsecond)
-		}
-	}
+	most := s.mostUntilDone(n, func() int { return int(s.ca.tx[reqW].ORC) })
 	if most != 3 {
 		t.Errorf("at most %d pulls outstanding, want the cap's 3", most)
 	}
@@ -1106,18 +1095,7 @@ func TestMaxFcwndCapsTheRUEsWindow(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	most := 0
-	for step := 0; len(s.ua.cpls) < n; step++ {
-		if step > 10000 {
-			t.Fatalf("stalled: %d of %d pushes completed", len(s.ua.cpls), n)
-		}
-		most = max(most, int(s.ca.tx[dataW].Outstanding()))
-		if len(s.q) > 0 {
-			s.deliver(0)
-		} else {
-			s.wait(10 * time.Microsecond)
-		}
-	}
+	most := s.mostUntilDone(n, func() int { return int(s.ca.tx[dataW].Outstanding()) })
 	if most != 4 {
 		t.Errorf("at most %d pushes outstanding, want the cap's 4", most)
 	}

@@ -204,3 +204,23 @@ func pattern(rsn wire.RSN, n int) []byte {
 }
 
 var _ = tl.Push
+
+// mostUntilDone delivers frames (or lets 10 µs pass when none is queued)
+// until A's ULP has n completions, and returns the largest value of
+// gauge seen on the way; it fails the test after 10,000 steps.
+func (s *script) mostUntilDone(n int, gauge func() int) int {
+	s.t.Helper()
+	most := 0
+	for step := 0; len(s.ua.cpls) < n; step++ {
+		if step > 10000 {
+			s.t.Fatalf("stalled: %d of %d transactions completed", len(s.ua.cpls), n)
+		}
+		most = max(most, gauge())
+		if len(s.q) > 0 {
+			s.deliver(0)
+		} else {
+			s.wait(10 * time.Microsecond)
+		}
+	}
+	return most
+}
