@@ -20,6 +20,37 @@ const (
 	DelayReverse
 )
 
+// sample returns an ACK or NACK event's round trip and the delay sel
+// picks, in Falcon time units (24-bit, wrapping); ok is false when the
+// timestamps make no sample. A zero delay is a sample like any other: a
+// link with no queue (two ports of one daemon, whose frames can leave and
+// arrive within one unit) reads zero, and such ACKs must still count. A
+// round trip that reads as zero took less than a unit, and counts as one.
+// A negative one (or delay) is no sample: the timestamps do not describe
+// one packet's trip.
+func (sel DelaySelect) sample(ev *rue.Event) (rtt, delay int32, ok bool) {
+	if ev.Type == rue.EventRetx || ev.T1 == 0 && ev.T2 == 0 {
+		return 0, 0, false
+	}
+	r := wrap24(ev.T4, ev.T1)
+	hold := max(wrap24(ev.T3, ev.T2), 0)
+	var d int32
+	switch sel {
+	case DelayRTT:
+		d = r
+	case DelayFabric:
+		d = r - hold
+	case DelayForward:
+		d = wrap24(ev.T2, ev.T1)
+	case DelayReverse:
+		d = wrap24(ev.T4, ev.T3)
+	}
+	if r < 0 || d < 0 {
+		return 0, 0, false
+	}
+	return max(r, 1), d, true
+}
+
 // FixedConfig configures Fixed. Zero fields take the defaults noted.
 type FixedConfig struct {
 	Fcwnd     rue.Fixed     // default 32 packets
@@ -62,29 +93,12 @@ func NewFixed(cfg FixedConfig) *Fixed {
 	return &Fixed{cfg: cfg}
 }
 
-// sample extracts the configured delay from an ACK/NACK event, in Falcon
-// time units; ok is false when the timestamps do not make a sample.
+// sample is the configured delay of an ACK/NACK event in Falcon time
+// units (DelaySelect.sample), at least one: the smoothed delay's zero
+// means "none yet".
 func (f *Fixed) sample(ev *rue.Event) (uint32, bool) {
-	if ev.Type == rue.EventRetx || ev.T1 == 0 && ev.T2 == 0 {
-		return 0, false
-	}
-	rtt := int32(ev.T4 - ev.T1)
-	hold := int32(ev.T3 - ev.T2)
-	var d int32
-	switch f.cfg.Delay {
-	case DelayRTT:
-		d = rtt
-	case DelayFabric:
-		d = rtt - max(hold, 0)
-	case DelayForward:
-		d = int32(ev.T2 - ev.T1)
-	case DelayReverse:
-		d = int32(ev.T4 - ev.T3)
-	}
-	if d <= 0 || rtt <= 0 {
-		return 0, false
-	}
-	return uint32(d), true
+	_, d, ok := f.cfg.Delay.sample(ev)
+	return uint32(max(d, 1)), ok
 }
 
 // Handle answers at once: the configured windows and an RTO from the

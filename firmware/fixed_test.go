@@ -70,6 +70,22 @@ func TestFixedSetsRTOFromRTT(t *testing.T) {
 	}
 }
 
+// Fixed takes its delay samples by the rule Swift does: an ACK with no
+// fabric delay (two ports of one daemon) is a sample, smoothed as one
+// unit so that the RTO still follows it; a negative delay is none.
+func TestFixedZeroDelayIsASample(t *testing.T) {
+	f := NewFixed(FixedConfig{})
+	ev := rue.Event{Type: rue.EventACK, T1: 100, T2: 100, T3: 103, T4: 103} // the ACK held 3 units, no fabric delay
+	r, _ := f.Handle(&ev)
+	if f.Samples != 1 || r.RTTState != 1 {
+		t.Fatalf("zero delay: samples %d, smoothed delay %d; want a sample of one unit", f.Samples, r.RTTState)
+	}
+	ev.T1 = 110 // sent after it was acknowledged
+	if f.Handle(&ev); f.Samples != 1 {
+		t.Errorf("a negative round trip was taken as a sample (%d samples)", f.Samples)
+	}
+}
+
 // An asynchronous RUE answers later; the datapath keeps one event
 // outstanding and applies responses when they come.
 func TestAsyncRUE(t *testing.T) {

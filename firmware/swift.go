@@ -201,34 +201,12 @@ func since(now, m uint32) int32 {
 	return d
 }
 
-// sample returns the event's RTT and configured delay in Falcon units.
-// A zero delay is a sample like any other: a link with no queue (two
-// ports of one daemon, whose frames can leave and arrive within one unit)
-// reads zero, and such ACKs must still grow the window. A round trip that
-// reads as zero took less than a unit, and counts as one. A negative one
-// (or delay) is no sample: the timestamps do not describe one packet's
-// trip.
+// sample returns the event's RTT and configured delay in Falcon units
+// (DelaySelect.sample: a zero delay is a sample, a zero round trip one
+// unit).
 func (s *Swift) sample(ev *rue.Event) (rtt, delay float64, ok bool) {
-	if ev.Type == rue.EventRetx || ev.T1 == 0 && ev.T2 == 0 {
-		return 0, 0, false
-	}
-	r := wrap24(ev.T4, ev.T1)
-	hold := max(wrap24(ev.T3, ev.T2), 0)
-	var d int32
-	switch s.cfg.Delay {
-	case DelayRTT:
-		d = r
-	case DelayFabric:
-		d = r - hold
-	case DelayForward:
-		d = wrap24(ev.T2, ev.T1)
-	case DelayReverse:
-		d = wrap24(ev.T4, ev.T3)
-	}
-	if r < 0 || d < 0 {
-		return 0, 0, false
-	}
-	return float64(max(r, 1)), float64(d), true
+	r, d, ok := s.cfg.Delay.sample(ev)
+	return float64(r), float64(d), ok
 }
 
 // Target returns the target delay in Falcon units for a flow with window
