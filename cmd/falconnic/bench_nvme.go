@@ -84,15 +84,21 @@ type nvmeBenchCPU struct {
 	// NVMeDaemonSwitches is the daemon's context switches (its threads
 	// sleeping, or preempted) per unit of work: on a virtual host each
 	// costs microseconds, often more than the work it wakes for.
-	NVMeDaemonSwitches                  float64 `json:"nvme_daemon_switches"`
+	NVMeDaemonSwitches float64 `json:"nvme_daemon_switches"`
+	// NVMeGuestIRQs and LocalGuestIRQs are the interrupts the guest took
+	// from each disk's request queues per unit of work (its
+	// /proc/interrupts): under TCG each one costs the guest's only vCPU,
+	// so a disk that interrupts more per IO leaves fio less of it.
+	NVMeGuestIRQs                       float64 `json:"nvme_guest_irqs"`
+	LocalGuestIRQs                      float64 `json:"local_guest_irqs"`
 	nvmeD, nvmeQ, localQ, nvmeC, localC []float64
-	nvmeS                               []float64
+	nvmeS, nvmeI, localI                []float64
 }
 
 // add records one fio run's CPU: the daemon's and QEMU's seconds over a
 // run of wall seconds that moved data at rate v per second for busy
 // seconds (fio's ramp and run time).
-func (c *nvmeBenchCPU) add(nvme bool, daemon, qemuCPU, switches, wall, busy, v float64, perMiB bool) {
+func (c *nvmeBenchCPU) add(nvme bool, daemon, qemuCPU, switches, irqs, wall, busy, v float64, perMiB bool) {
 	if wall <= 0 || busy <= 0 || v <= 0 {
 		return
 	}
@@ -106,9 +112,11 @@ func (c *nvmeBenchCPU) add(nvme bool, daemon, qemuCPU, switches, wall, busy, v f
 		c.nvmeQ = append(c.nvmeQ, qemuCPU/work*scale)
 		c.nvmeC = append(c.nvmeC, (daemon+qemuCPU)/wall)
 		c.nvmeS = append(c.nvmeS, switches/work)
+		c.nvmeI = append(c.nvmeI, irqs/work)
 	} else {
 		c.localQ = append(c.localQ, qemuCPU/work*scale)
 		c.localC = append(c.localC, qemuCPU/wall)
+		c.localI = append(c.localI, irqs/work)
 	}
 }
 
@@ -121,7 +129,8 @@ func (c *nvmeBenchCPU) summarize(perMiB bool) {
 	c.NVMeDaemon, c.NVMeQEMU, c.LocalQEMU = fioMedian(c.nvmeD), fioMedian(c.nvmeQ), fioMedian(c.localQ)
 	c.NVMeCores, c.LocalCores = fioMedian(c.nvmeC), fioMedian(c.localC)
 	c.NVMeDaemonSwitches = fioMedian(c.nvmeS)
-	for _, p := range []*float64{&c.NVMeDaemon, &c.NVMeQEMU, &c.LocalQEMU, &c.NVMeCores, &c.LocalCores, &c.NVMeDaemonSwitches} {
+	c.NVMeGuestIRQs, c.LocalGuestIRQs = fioMedian(c.nvmeI), fioMedian(c.localI)
+	for _, p := range []*float64{&c.NVMeDaemon, &c.NVMeQEMU, &c.LocalQEMU, &c.NVMeCores, &c.LocalCores, &c.NVMeDaemonSwitches, &c.NVMeGuestIRQs, &c.LocalGuestIRQs} {
 		*p = fioRound(*p)
 	}
 }
@@ -301,6 +310,10 @@ func benchNVMe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 				order[0], order[1] = order[1], order[0]
 			}
 			for _, dev := range order {
+				irq0, err := guestDiskIRQs(ctx, vm, dev)
+				if err != nil {
+					return err
+				}
 				cpu0, sw0, qemu0, t0 := vmnetSelfCPU(), selfSwitches(), vmnetQEMUCPU(vm), time.Now()
 				out, err := run("fio", "--name="+tc.Name, "--filename="+dev, "--direct=1", "--ioengine=libaio",
 					"--rw="+tc.RW, "--bs="+tc.BS, "--iodepth="+strconv.Itoa(tc.IODepth),
@@ -318,7 +331,12 @@ func benchNVMe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 				// The rate holds over the ramp too; fio's start and exit
 				// are a small part of the wall time.
 				busy := (*runFor + time.Second).Seconds()
-				r.CPU.add(dev == nvmeDev, vmnetSelfCPU()-cpu0, vmnetQEMUCPU(vm)-qemu0, selfSwitches()-sw0, time.Since(t0).Seconds(), busy, v, tc.Metric == "MiB/s")
+				cpu, qemuCPU, switches, wall := vmnetSelfCPU()-cpu0, vmnetQEMUCPU(vm)-qemu0, selfSwitches()-sw0, time.Since(t0).Seconds()
+				irq1, err := guestDiskIRQs(ctx, vm, dev)
+				if err != nil {
+					return err
+				}
+				r.CPU.add(dev == nvmeDev, cpu, qemuCPU, switches, float64(irq1-irq0), wall, busy, v, tc.Metric == "MiB/s")
 				if dev == nvmeDev {
 					r.NVMeSamples = append(r.NVMeSamples, v)
 				} else {
@@ -391,6 +409,45 @@ func guestDisks(ctx context.Context, vm *qemu.VM, nvmeSerial, localSerial string
 		return "", "", fmt.Errorf("guest disks by serial: %v (want %s and %s)", devs, nvmeSerial, localSerial)
 	}
 	return nvmeDev, localDev, nil
+}
+
+// guestDiskIRQs reads the interrupts the guest has taken from the disk
+// dev's (/dev/vdX) request queues so far, all CPUs.
+func guestDiskIRQs(ctx context.Context, vm *qemu.VM, dev string) (uint64, error) {
+	var link, irqs bytes.Buffer
+	sys := "/sys/block/" + strings.TrimPrefix(dev, "/dev/") + "/device"
+	if err := execIn(ctx, vm, "", []string{"readlink", sys}, nil, &link, &link); err != nil {
+		return 0, fmt.Errorf("readlink %s: %w", sys, err)
+	}
+	if err := execIn(ctx, vm, "", []string{"cat", "/proc/interrupts"}, nil, &irqs, &irqs); err != nil {
+		return 0, fmt.Errorf("guest /proc/interrupts: %w", err)
+	}
+	return queueIRQs(irqs.String(), filepath.Base(strings.TrimSpace(link.String()))), nil
+}
+
+// queueIRQs sums, over every CPU, the interrupts of the virtio device
+// name's queue vectors ("virtio1-req.0", "virtio1-virtqueues"; not its
+// "-config" vector) in /proc/interrupts text.
+func queueIRQs(procInterrupts, name string) uint64 {
+	var sum uint64
+	for _, line := range strings.Split(procInterrupts, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || !strings.HasSuffix(f[0], ":") {
+			continue
+		}
+		last := f[len(f)-1]
+		if !strings.HasPrefix(last, name+"-") || last == name+"-config" {
+			continue
+		}
+		for _, v := range f[1:] {
+			n, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				break // the per-CPU counts end where the chip's name begins
+			}
+			sum += n
+		}
+	}
+	return sum
 }
 
 // nsKind names the bench's namespace backing for its report.

@@ -83,23 +83,41 @@ func TestNVMeBenchCPU(t *testing.T) {
 	// 11 s at 100 MiB/s for 11 s of fio time (12 s wall): the daemon's
 	// 2.2 s are 2 ms per MiB, QEMU's 4.4 s 4 ms per MiB; 6.6 s over 12 s
 	// of wall time kept 0.55 cores busy. 1,100 to 3,300 context switches
-	// over the 1,100 MiB are 1 to 3 per MiB.
-	c.add(true, 2.2, 4.4, 1100, 12, 11, 100, true)
-	c.add(true, 3.3, 4.4, 2200, 12, 11, 100, true)
-	c.add(true, 4.4, 4.4, 3300, 12, 11, 100, true)
-	c.add(false, 0, 3.3, 0, 11, 11, 100, true)
-	c.add(false, 0, 1, 0, 0, 11, 100, true) // no wall time: left out
-	c.add(false, 0, 1, 0, 11, 11, 0, true)  // no work done: left out
+	// over the 1,100 MiB are 1 to 3 per MiB, and 2,200 to 6,600 guest
+	// interrupts 2 to 6.
+	c.add(true, 2.2, 4.4, 1100, 2200, 12, 11, 100, true)
+	c.add(true, 3.3, 4.4, 2200, 4400, 12, 11, 100, true)
+	c.add(true, 4.4, 4.4, 3300, 6600, 12, 11, 100, true)
+	c.add(false, 0, 3.3, 0, 550, 11, 11, 100, true)
+	c.add(false, 0, 1, 0, 0, 0, 11, 100, true) // no wall time: left out
+	c.add(false, 0, 1, 0, 0, 11, 11, 0, true)  // no work done: left out
 	c.summarize(true)
-	got := [...]any{c.Unit, c.NVMeDaemon, c.NVMeQEMU, c.LocalQEMU, c.NVMeCores, c.LocalCores, c.NVMeDaemonSwitches}
-	if want := [...]any{"cpu ms per MiB", 3.0, 4.0, 3.0, 0.642, 0.3, 2.0}; got != want {
+	got := [...]any{c.Unit, c.NVMeDaemon, c.NVMeQEMU, c.LocalQEMU, c.NVMeCores, c.LocalCores, c.NVMeDaemonSwitches, c.NVMeGuestIRQs, c.LocalGuestIRQs}
+	if want := [...]any{"cpu ms per MiB", 3.0, 4.0, 3.0, 0.642, 0.3, 2.0, 4.0, 0.5}; got != want {
 		t.Errorf("got %v, want %v", got, want)
 	}
 	// IOPS tests: µs per IO.
 	var d nvmeBenchCPU
-	d.add(true, 1, 2, 5000, 10, 10, 1000, false)
+	d.add(true, 1, 2, 5000, 7500, 10, 10, 1000, false)
 	d.summarize(false)
-	if d.Unit != "cpu µs per IO" || d.NVMeDaemon != 100 || d.NVMeQEMU != 200 || d.NVMeDaemonSwitches != 0.5 {
+	if d.Unit != "cpu µs per IO" || d.NVMeDaemon != 100 || d.NVMeQEMU != 200 || d.NVMeDaemonSwitches != 0.5 || d.NVMeGuestIRQs != 0.75 {
 		t.Errorf("per IO: %+v", d)
+	}
+}
+
+func TestQueueIRQs(t *testing.T) {
+	const procInterrupts = `           CPU0       CPU1
+  0:        109          3   IO-APIC   2-edge      timer
+ 24:          0          0   PCI-MSI 16384-edge      virtio1-config
+ 25:       7023         10   PCI-MSI 16385-edge      virtio1-req.0
+ 26:          5          1   PCI-MSI 16386-edge      virtio1-req.1
+ 27:          4          0   PCI-MSI 32769-edge      virtio10-req.0
+ 28:         14          0   PCI-MSI 49153-edge      virtio2-virtqueues
+NMI:          0          0   Non-maskable interrupts
+`
+	for name, want := range map[string]uint64{"virtio1": 7039, "virtio10": 4, "virtio2": 14, "virtio3": 0} {
+		if got := queueIRQs(procInterrupts, name); got != want {
+			t.Errorf("%s: %d interrupts, want %d", name, got, want)
+		}
 	}
 }
