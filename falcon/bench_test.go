@@ -8,6 +8,7 @@ import (
 
 	"falconnic/falcon/tl"
 	"falconnic/falcon/wire"
+	"falconnic/internal/clock"
 )
 
 // benchULP keeps an initiator busy with one kind of transaction and answers
@@ -59,16 +60,25 @@ func (u *benchULP) OnXon(c *Conn) { u.fill() }
 func benchTxn(b *testing.B, kind tl.Kind, size int) {
 	ua := &benchULP{kind: kind, payload: make([]byte, size), pullReply: make([]byte, size)}
 	ub := &benchULP{pullReply: make([]byte, size)}
-	p, err := NewPair(PairConfig{Conn: ConnConfig{SCID: 1, DCID: 2, Ordered: true, MaxTxns: 256,
-		InitFcwnd: 128 << 10, InitNcwnd: 128}, ULPA: ua, ULPB: ub})
+	p, err := NewPair(PairConfig{Conn: benchConn, ULPA: ua, ULPB: ub})
 	if err != nil {
 		b.Fatal(err)
 	}
 	ua.c = p.CA
+	runBench(b, ua, size, p.Step)
+}
+
+// benchConn is the benchmarks' connection (A's view).
+var benchConn = ConnConfig{SCID: 1, DCID: 2, Ordered: true, MaxTxns: 256, InitFcwnd: 128 << 10, InitNcwnd: 128}
+
+// runBench warms the initiator ua up, then has it complete b.N
+// transactions of size bytes, step moving the engines on until it reports
+// nothing is pending, and reports the rates.
+func runBench(b *testing.B, ua *benchULP, size int, step func() bool) {
 	// Warm up: every ring slot and packet buffer gets allocated once.
 	ua.total = 4096
 	ua.fill()
-	for ua.done < ua.total && p.Step() {
+	for ua.done < ua.total && step() {
 	}
 	ua.issued, ua.done, ua.total = 0, 0, b.N
 	b.ReportAllocs()
@@ -79,7 +89,7 @@ func benchTxn(b *testing.B, kind tl.Kind, size int) {
 	cpu0 := threadCPU(b)
 	b.ResetTimer()
 	ua.fill()
-	for ua.done < ua.total && p.Step() {
+	for ua.done < ua.total && step() {
 	}
 	b.StopTimer()
 	cpu := threadCPU(b) - cpu0
@@ -91,6 +101,81 @@ func benchTxn(b *testing.B, kind tl.Kind, size int) {
 	b.ReportMetric(float64(b.N)*float64(size)*8/sec/1e9, "Gb/s")
 	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
 	b.ReportMetric(float64(b.N)/cpu.Seconds(), "txn/cpu-s")
+}
+
+// directLink joins two endpoints as a daemon's port link joins two ports:
+// in process (so the endpoint computes no ICV) and in order, with no
+// delay, queue model or lock. Frames are copied into reused buffers.
+type directLink struct {
+	q, spare [][]byte
+	free     [][]byte
+}
+
+func (l *directLink) Send(pkt []byte, _ uint32) {
+	var b []byte
+	if n := len(l.free); n > 0 {
+		b, l.free = l.free[n-1], l.free[:n-1]
+	}
+	l.q = append(l.q, append(b[:0], pkt...))
+}
+
+func (*directLink) InProcess() {}
+
+// deliver hands ep every frame queued, those sent meanwhile included,
+// in one burst (as a port hands it a poll's frames), and reports how many
+// there were.
+func (l *directLink) deliver(ep *Endpoint) int {
+	ep.BeginBurst()
+	defer ep.EndBurst()
+	n := 0
+	for len(l.q) > 0 {
+		batch := l.q
+		l.q, l.spare = l.spare[:0], nil
+		for _, f := range batch {
+			ep.ReceiveInProcess(f, 0)
+			l.free = append(l.free, f)
+		}
+		n += len(batch)
+		clear(batch)
+		l.spare = batch[:0]
+	}
+	return n
+}
+
+// benchDirect is benchTxn with the engines joined by directLinks: what the
+// endpoints alone cost per transaction, without the in-memory link's model
+// of a wire (its delivery heap, impairment draws and lock) or the ICV.
+func benchDirect(b *testing.B, kind tl.Kind, size int) {
+	clk := clock.NewManual(0)
+	ab, ba := &directLink{}, &directLink{}
+	ua := &benchULP{kind: kind, payload: make([]byte, size), pullReply: make([]byte, size)}
+	ub := &benchULP{pullReply: make([]byte, size)}
+	A := New(Config{Clock: clk, Link: ab, ULP: ua})
+	B := New(Config{Clock: clk, Link: ba, ULP: ub})
+	var err error
+	if ua.c, err = A.Connect(benchConn); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := B.Connect(Mirror(benchConn)); err != nil {
+		b.Fatal(err)
+	}
+	runBench(b, ua, size, func() bool {
+		n := ab.deliver(B) + ba.deliver(A)
+		now := clk.Now()
+		A.OnTimer(now)
+		B.OnTimer(now)
+		if n > 0 || len(ab.q)+len(ba.q) > 0 {
+			return true
+		}
+		next, ok := A.NextDeadline()
+		if t, has := B.NextDeadline(); has && (!ok || t < next) {
+			next, ok = t, true
+		}
+		if ok {
+			clk.Set(max(next, now+1))
+		}
+		return ok
+	})
 }
 
 // rusageThread is Linux's RUSAGE_THREAD (the syscall package does not
@@ -115,5 +200,10 @@ func BenchmarkPush8(b *testing.B)  { benchTxn(b, tl.Push, 8) }
 func BenchmarkPull8(b *testing.B)  { benchTxn(b, tl.Pull, 8) }
 func BenchmarkPush4K(b *testing.B) { benchTxn(b, tl.Push, 4096) }
 func BenchmarkPull4K(b *testing.B) { benchTxn(b, tl.Pull, 4096) }
+
+// BenchmarkPush8Direct and BenchmarkPull8Direct are the endpoints' own
+// cost (benchDirect): two engines as two ports of one daemon run them.
+func BenchmarkPush8Direct(b *testing.B) { benchDirect(b, tl.Push, 8) }
+func BenchmarkPull8Direct(b *testing.B) { benchDirect(b, tl.Pull, 8) }
 
 var _ = wire.PSN(0)
