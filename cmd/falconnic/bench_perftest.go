@@ -252,8 +252,8 @@ func benchPerftest(ctx context.Context, args []string, stdout, stderr io.Writer)
 					fc := p.daemonCounters(ctx)
 					d := func(k string) uint64 { return fc[k] - fc0[k] }
 					retx[i] = append(retx[i], float64(d("retx_rto")))
-					fmt.Fprintf(stderr, "bench perftest: %d resends on RTO, %d RTO episodes spurious; %d deadlines restarted after host stalls; %d duplicates dropped\n",
-						d("retx_rto"), d("rto_spurious"), d("rto_resumed"), d("rx_drop_dup_old"))
+					fmt.Fprintf(stderr, "bench perftest: %d resends on RTO, %d RTO episodes spurious; %d deadlines restarted after host stalls; %d duplicates dropped; firmware: %s\n",
+						d("retx_rto"), d("rto_spurious"), d("rto_resumed"), d("rx_drop_dup_old"), movedCounters(fc0, fc, firmwareCounterPrefix))
 				}
 				if err := r.Err(); err != nil {
 					p.close()
@@ -360,11 +360,15 @@ func (p *rdmaPair) doorbells(ctx context.Context) doorbellCount {
 }
 
 // pollDeltas lists the doorbell-polling counters that moved from a to b.
-func pollDeltas(a, b doorbellCount) string {
+func pollDeltas(a, b doorbellCount) string { return movedCounters(a.poll, b.poll, "rdma.verbs.poll_") }
+
+// movedCounters lists, sorted, the counters named prefix+NAME that grew
+// from a to b, as "NAME +delta".
+func movedCounters(a, b map[string]uint64, prefix string) string {
 	var out []string
-	for k, v := range b.poll {
-		if name, ok := strings.CutPrefix(k, "rdma.verbs.poll_"); ok && v > a.poll[k] {
-			out = append(out, fmt.Sprintf("%s +%d", name, v-a.poll[k]))
+	for k, v := range b {
+		if name, ok := strings.CutPrefix(k, prefix); ok && v > a[k] {
+			out = append(out, fmt.Sprintf("%s +%d", name, v-a[k]))
 		}
 	}
 	sort.Strings(out)

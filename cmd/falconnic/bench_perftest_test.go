@@ -193,6 +193,13 @@ func TestPollDeltasListsTheCountersThatMoved(t *testing.T) {
 	if got, want := pollDeltas(a, b), "found +7, starved_off +2"; got != want {
 		t.Fatalf("got %q, want %q", got, want)
 	}
+	// The firmware's counters, as daemonCounters names them.
+	fa := map[string]uint64{"retx_rto": 1, firmwareCounterPrefix + "decreases": 4, firmwareCounterPrefix + "events": 10}
+	fb := map[string]uint64{"retx_rto": 3, firmwareCounterPrefix + "decreases": 4, firmwareCounterPrefix + "events": 25,
+		firmwareCounterPrefix + "paced": 2}
+	if got, want := movedCounters(fa, fb, firmwareCounterPrefix), "events +15, paced +2"; got != want {
+		t.Fatalf("firmware: got %q, want %q", got, want)
+	}
 }
 
 // perftest 4.5's report of a rejected rdma_cm test connection trips the

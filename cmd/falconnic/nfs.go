@@ -167,6 +167,9 @@ func transferLimit(mib int) time.Duration {
 type pairNICStatus struct {
 	Falcon *struct {
 		Counters map[string]uint64 `json:"counters"`
+		Firmware *struct {
+			Counters map[string]uint64 `json:"counters"`
+		} `json:"firmware"`
 	} `json:"falcon_port"`
 	Device *struct {
 		Counters map[string]uint64 `json:"counters"`
@@ -193,13 +196,23 @@ func (p *rdmaPair) nicStatuses(ctx context.Context) []pairNICStatus {
 	return nics
 }
 
-// daemonCounters sums every daemon's Falcon port counters over its NICs.
+// firmwareCounterPrefix marks the firmware's own counters (Swift's window
+// cuts, pacing) among a port's in daemonCounters.
+const firmwareCounterPrefix = "firmware."
+
+// daemonCounters sums every daemon's Falcon port counters over its NICs,
+// the firmware's (prefixed firmwareCounterPrefix) among them.
 func (p *rdmaPair) daemonCounters(ctx context.Context) map[string]uint64 {
 	sum := map[string]uint64{}
 	for _, n := range p.nicStatuses(ctx) {
 		if n.Falcon != nil {
 			for k, v := range n.Falcon.Counters {
 				sum[k] += v
+			}
+			if fw := n.Falcon.Firmware; fw != nil {
+				for k, v := range fw.Counters {
+					sum[firmwareCounterPrefix+k] += v
+				}
 			}
 		}
 	}
