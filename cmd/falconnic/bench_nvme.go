@@ -292,6 +292,12 @@ func benchNVMe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
+	virtio := map[string]string{} // each disk's virtio device, whose interrupts are counted
+	for _, dev := range []string{nvmeDev, localDev} {
+		if virtio[dev], err = guestVirtioName(ctx, vm, dev); err != nil {
+			return err
+		}
+	}
 
 	if *cpuProfile != "" {
 		stop, err := startCPUProfile(*cpuProfile)
@@ -310,7 +316,7 @@ func benchNVMe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 				order[0], order[1] = order[1], order[0]
 			}
 			for _, dev := range order {
-				irq0, err := guestDiskIRQs(ctx, vm, dev)
+				irq0, err := guestQueueIRQs(ctx, vm, virtio[dev])
 				if err != nil {
 					return err
 				}
@@ -332,7 +338,7 @@ func benchNVMe(ctx context.Context, args []string, stdout, stderr io.Writer) err
 				// are a small part of the wall time.
 				busy := (*runFor + time.Second).Seconds()
 				cpu, qemuCPU, switches, wall := vmnetSelfCPU()-cpu0, vmnetQEMUCPU(vm)-qemu0, selfSwitches()-sw0, time.Since(t0).Seconds()
-				irq1, err := guestDiskIRQs(ctx, vm, dev)
+				irq1, err := guestQueueIRQs(ctx, vm, virtio[dev])
 				if err != nil {
 					return err
 				}
@@ -411,18 +417,25 @@ func guestDisks(ctx context.Context, vm *qemu.VM, nvmeSerial, localSerial string
 	return nvmeDev, localDev, nil
 }
 
-// guestDiskIRQs reads the interrupts the guest has taken from the disk
-// dev's (/dev/vdX) request queues so far, all CPUs.
-func guestDiskIRQs(ctx context.Context, vm *qemu.VM, dev string) (uint64, error) {
-	var link, irqs bytes.Buffer
+// guestVirtioName returns the virtio device ("virtio1") behind the guest
+// disk dev (/dev/vdX).
+func guestVirtioName(ctx context.Context, vm *qemu.VM, dev string) (string, error) {
+	var link bytes.Buffer
 	sys := "/sys/block/" + strings.TrimPrefix(dev, "/dev/") + "/device"
 	if err := execIn(ctx, vm, "", []string{"readlink", sys}, nil, &link, &link); err != nil {
-		return 0, fmt.Errorf("readlink %s: %w", sys, err)
+		return "", fmt.Errorf("readlink %s: %w", sys, err)
 	}
+	return filepath.Base(strings.TrimSpace(link.String())), nil
+}
+
+// guestQueueIRQs reads the interrupts the guest has taken from the
+// virtio device name's request queues so far, all CPUs.
+func guestQueueIRQs(ctx context.Context, vm *qemu.VM, name string) (uint64, error) {
+	var irqs bytes.Buffer
 	if err := execIn(ctx, vm, "", []string{"cat", "/proc/interrupts"}, nil, &irqs, &irqs); err != nil {
 		return 0, fmt.Errorf("guest /proc/interrupts: %w", err)
 	}
-	return queueIRQs(irqs.String(), filepath.Base(strings.TrimSpace(link.String()))), nil
+	return queueIRQs(irqs.String(), name), nil
 }
 
 // queueIRQs sums, over every CPU, the interrupts of the virtio device
